@@ -1,0 +1,88 @@
+"""The gate protocol and the registry of built-in gates.
+
+A gate is a tiny object with one method, ``check(output, ctx) -> GateResult``. Gates depend
+only on the spec model: they never touch the store or the executor.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from orchestrator.context import StepContext
+from orchestrator.model import GateResult
+
+__all__ = ["Gate", "GateConfigError", "GateEvaluation", "GateResult", "register", "BUILTIN_GATES", "evaluate"]
+
+
+class GateConfigError(ValueError):
+    """A gate's parameters are wrong; raised while the workflow is validated (exit 2)."""
+
+
+@runtime_checkable
+class Gate(Protocol):
+    """Anything with a ``check`` method returning a GateResult (or a bool)."""
+
+    name: ClassVar[str]
+
+    def check(self, output: Any, ctx: StepContext) -> GateResult: ...
+
+
+BUILTIN_GATES: dict[str, type] = {}
+"""Built-in gate classes by YAML name; filled by :func:`register`."""
+
+
+def register(cls: type) -> type:
+    """Class decorator adding a built-in gate under its ``name``."""
+    BUILTIN_GATES[cls.name] = cls
+    return cls
+
+
+@dataclass(frozen=True)
+class GateEvaluation:
+    """A gate verdict plus how long the check took, as the store records it."""
+
+    gate: str
+    result: GateResult
+    duration: float
+
+
+def normalize(value: Any, gate_name: str) -> GateResult:
+    """Accept what user gates return: a GateResult, a bool, or a (passed, reason) tuple."""
+    if isinstance(value, GateResult):
+        return value
+    if isinstance(value, bool):
+        return GateResult(passed=value, score=1.0 if value else 0.0,
+                          reason=f"{gate_name} {'passed' if value else 'failed'}")
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], bool):
+        return GateResult(passed=value[0], score=1.0 if value[0] else 0.0, reason=str(value[1]))
+    if isinstance(value, dict) and "passed" in value:
+        return GateResult(passed=bool(value["passed"]), score=value.get("score"),
+                          reason=str(value.get("reason", "")), details=dict(value.get("details") or {}))
+    raise TypeError(f"gate {gate_name!r} returned {type(value).__name__}; expected GateResult or bool")
+
+
+def call_check(check: Callable[..., Any], output: Any, ctx: StepContext) -> Any:
+    """Call a user gate function with ``ctx`` only when it declares one."""
+    try:
+        params = inspect.signature(check).parameters
+    except (TypeError, ValueError):
+        return check(output, ctx)
+    if "ctx" in params or len([p for p in params.values() if p.kind != p.VAR_KEYWORD]) >= 2:
+        return check(output, ctx)
+    return check(output)
+
+
+def evaluate(gate: Any, label: str, output: Any, ctx: StepContext) -> GateEvaluation:
+    """Run one gate. A gate that raises is reported as a failed verdict naming the exception."""
+    started = time.perf_counter()
+    try:
+        check = gate.check if hasattr(gate, "check") else gate
+        result = normalize(call_check(check, output, ctx), label)
+    except Exception as exc:  # the gate itself broke: a failed verdict a reviewer can read
+        result = GateResult(passed=False, score=0.0, reason=f"gate {label!r} raised {type(exc).__name__}: {exc}",
+                            details={"error": type(exc).__name__})
+    return GateEvaluation(gate=label, result=result, duration=time.perf_counter() - started)

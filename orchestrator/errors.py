@@ -1,0 +1,73 @@
+"""The exception tree. Every error a user can cause is an OrchestratorError with a message
+that names the file, line or step and says how to fix it; the CLI turns them into one line
+and an exit code, never a traceback::
+
+    OrchestratorError
+    ├── SpecError            the workflow file is invalid (exit 2); holds SpecProblem rows
+    ├── ResolveError         a ``module:callable`` reference cannot be imported (exit 2)
+    ├── InputError           workflow inputs or CLI arguments are wrong (exit 2)
+    ├── ReviewError          a review decision does not apply (not paused, already decided,
+    │                        an edit that fails the step's gates) (exit 2)
+    ├── NotFoundError        an unknown run or step id (exit 2)
+    └── StoreMismatchError   stored records disagree with the workflow spec on resume (exit 2)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class OrchestratorError(Exception):
+    """Base of every error the orchestrator raises on purpose."""
+
+    exit_code: int = 2
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    """One thing wrong with a workflow file: where, which key, what."""
+
+    path: str
+    key: str
+    """Dotted location such as ``steps.summarize.gates[1]``."""
+    message: str
+    line: int | None = None
+    """Set only when the YAML parser knows it: a made-up number is worse than none."""
+    column: int | None = None
+
+    def __str__(self) -> str:
+        where = self.path
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        key = f" {self.key}:" if self.key else ""
+        return f"{where}:{key} {self.message}"
+
+
+class SpecError(OrchestratorError):
+    """The workflow definition is invalid."""
+
+    def __init__(self, problems: list[SpecProblem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+class ResolveError(OrchestratorError):
+    """A ``module:callable`` reference cannot be resolved."""
+
+
+class InputError(OrchestratorError):
+    """Workflow inputs or command arguments are invalid."""
+
+
+class ReviewError(OrchestratorError):
+    """A review decision cannot be applied."""
+
+
+class NotFoundError(OrchestratorError):
+    """A run or step id that does not exist."""
+
+
+class StoreMismatchError(OrchestratorError):
+    """Stored step records disagree with the workflow they are resumed under."""

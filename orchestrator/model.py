@@ -1,0 +1,246 @@
+"""The workflow specification: typed data, no I/O.
+
+YAML files and the Python API both produce a :class:`WorkflowSpec`; everything downstream
+(graph, executor, store, attribution) reads only this model. It sits at the bottom of the
+layer stack, so it imports nothing else from the project.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+StepType = Literal["retrieval", "reasoning", "action", "verification", "critic", "llm"]
+"""What kind of work a step does; critics verify other steps."""
+
+OnGateFail = Literal["pause", "retry", "fail", "warn"]
+"""What happens when one of a step's gates fails."""
+
+RunStatus = Literal["queued", "running", "paused", "succeeded", "failed", "rejected"]
+"""The closed set of run states."""
+
+StepStatus = Literal["pending", "running", "succeeded", "failed", "gate_failed", "skipped"]
+"""The closed set of step-record states; `gate_failed` means waiting for review."""
+
+InputType = Literal["string", "integer", "number", "boolean", "object", "array"]
+
+STEP_ID_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+
+TERMINAL_RUN_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "rejected"})
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """The verdict of one gate on one step output.
+
+    A low-quality output is a verdict (``passed=False``), never an exception: an exception
+    means the gate itself broke.
+    """
+
+    passed: bool
+    score: float | None = None
+    reason: str = ""
+    """One sentence a reviewer reads, specific: "412 words (limit 300)"."""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"passed": self.passed, "score": self.score, "reason": self.reason, "details": self.details}
+
+
+class _Strict(BaseModel):
+    """Base for spec models: unknown keys are errors, so a typo never silently does nothing."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class InputSpec(_Strict):
+    """One workflow input, given on the command line with ``--input key=value``."""
+
+    type: InputType = "string"
+    default: Any = None
+    """Used when the input is not given; an input without a default is required."""
+    description: str | None = None
+
+    @property
+    def required(self) -> bool:
+        return self.default is None
+
+
+class RetryPolicy(_Strict):
+    """How transient errors (exceptions) are retried, via tenacity."""
+
+    attempts: int = Field(default=1, ge=1, le=100)
+    """Total attempts, the first one included."""
+    backoff: float = Field(default=0.0, ge=0)
+    """Base of the exponential backoff in seconds: backoff, 2*backoff, 4*backoff, ..."""
+    max_backoff: float = Field(default=30.0, ge=0)
+    on: list[str] = Field(default_factory=list)
+    """Exception type names to retry (``ValueError``, ``mymod:MyError``); empty retries any."""
+
+
+class GateSpec(_Strict):
+    """One gate on a step, as written in YAML: ``- gate: NAME`` plus the gate's parameters.
+
+    Parameters other than ``gate``, ``name`` and ``severity`` are collected into ``params``
+    and checked by the gate's own configuration model when the workflow is validated.
+    """
+
+    gate: str
+    """A built-in gate name (``min_items``) or ``module:callable``."""
+    name: str | None = None
+    """How results are labelled; defaults to ``gate``."""
+    severity: Literal["block", "warn"] = "block"
+    """``warn`` records a failure without applying the step's ``on_gate_fail`` policy."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    _obj: Any = PrivateAttr(default=None)
+    """A gate object passed directly from Python; not part of the serialized spec."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _collect_params(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"gate": data}
+        if isinstance(data, dict):
+            known = {"gate", "name", "severity", "params"}
+            params = dict(data.get("params") or {})
+            params.update({k: v for k, v in data.items() if k not in known})
+            out = {k: v for k, v in data.items() if k in known}
+            out["params"] = params
+            return out
+        return data
+
+    @property
+    def label(self) -> str:
+        return self.name or self.gate
+
+
+class StepSpec(_Strict):
+    """One node of the workflow DAG."""
+
+    id: str
+    type: StepType = "reasoning"
+    agent: str | None = None
+    """The component responsible for this step; defaults to the step id."""
+    run: str | None = None
+    """``module:function`` resolved next to the workflow file first, then on the import path."""
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    """Parameter name -> ``$inputs.KEY`` | ``STEP_ID`` | ``STEP_ID.field``; non-strings are constants."""
+    after: list[str] = Field(default_factory=list)
+    """Steps that must finish first without passing their output in."""
+    needs: str | None = None
+    """What this step needs from the steps that feed it; injected into them as ``ctx.next_needs``."""
+    description: str | None = None
+    """What this step produces; also injected into the steps that feed it."""
+    gates: list[GateSpec] = Field(default_factory=list)
+    on_gate_fail: OnGateFail = "pause"
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    timeout: float | None = Field(default=None, gt=0)
+    """Seconds before the attempt is cancelled and recorded as a timeout."""
+    baseline: str | None = None
+    """``module:function`` producing a reference output, used by counterfactual attribution."""
+    verifies: list[str] = Field(default_factory=list)
+    """For critics: the steps whose outputs this step checks."""
+    side_effects: bool = False
+    """Replays reuse this step's recorded output instead of acting again."""
+    review_timeout: float | None = Field(default=None, gt=0)
+    """Seconds a pause may wait for a human before ``on_review_timeout`` applies."""
+    on_review_timeout: Literal["reject", "approve"] = "reject"
+    _fn: Any = PrivateAttr(default=None)
+    _baseline_fn: Any = PrivateAttr(default=None)
+
+    @field_validator("id")
+    @classmethod
+    def _valid_id(cls, value: str) -> str:
+        if not STEP_ID_PATTERN.match(value):
+            raise ValueError(f"step id {value!r} must start with a letter or _ and hold only letters, digits, _ and -")
+        return value
+
+    @field_validator("retry", mode="before")
+    @classmethod
+    def _retry_shorthand(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return {"attempts": value}
+        return value
+
+    @property
+    def agent_name(self) -> str:
+        return self.agent or self.id
+
+    def step_dependencies(self) -> list[str]:
+        """Upstream step ids, in declaration order, from inputs, ``after`` and ``verifies``."""
+        deps: list[str] = []
+        for ref in self.inputs.values():
+            parsed = parse_reference(ref)
+            if parsed and parsed[0] == "step" and parsed[1] not in deps:
+                deps.append(parsed[1])
+        for dep in [*self.verifies, *self.after]:
+            if dep not in deps:
+                deps.append(dep)
+        return deps
+
+
+class WorkflowSpec(_Strict):
+    """A named, versioned DAG of steps."""
+
+    name: str
+    version: int | str = 1
+    description: str | None = None
+    inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    steps: list[StepSpec]
+    outcome: str | None = None
+    """Optional evaluator ``module:callable``: final output -> reward in [0, 1]."""
+    outcome_threshold: float = Field(default=0.5, ge=0, le=1)
+    """An evaluator score below this counts as an incorrect outcome."""
+    output: str | None = None
+    """The step whose output is the run's final output; defaults to the last step listed."""
+    _source: str | None = PrivateAttr(default=None)
+    _outcome_fn: Any = PrivateAttr(default=None)
+
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _input_shorthand(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: ({"type": v} if isinstance(v, str) else v) for k, v in value.items()}
+        return value
+
+    @property
+    def source(self) -> str | None:
+        """The file the workflow was loaded from; module references resolve next to it."""
+        return self._source
+
+    @property
+    def output_step(self) -> str:
+        return self.output or self.steps[-1].id
+
+    def step(self, step_id: str) -> StepSpec:
+        for s in self.steps:
+            if s.id == step_id:
+                return s
+        raise KeyError(step_id)
+
+    @property
+    def step_ids(self) -> list[str]:
+        return [s.id for s in self.steps]
+
+    def definition(self) -> dict[str, Any]:
+        """The serializable spec, the same whether it came from YAML or Python."""
+        return self.model_dump(mode="json", exclude_defaults=True)
+
+
+def parse_reference(ref: Any) -> tuple[str, str, str | None] | None:
+    """Classify an input reference.
+
+    Returns ``("input", key, None)`` for ``$inputs.KEY``, ``("step", id, field)`` for ``STEP_ID``
+    or ``STEP_ID.field``, and ``None`` for a constant (any non-string value).
+    """
+    if not isinstance(ref, str):
+        return None
+    if ref.startswith("$inputs."):
+        return ("input", ref[len("$inputs."):], None)
+    if "." in ref:
+        step_id, fld = ref.split(".", 1)
+        return ("step", step_id, fld)
+    return ("step", ref, None)
