@@ -150,6 +150,7 @@ class StepSpec(_Strict):
     on_review_timeout: Literal["reject", "approve"] = "reject"
     _fn: Any = PrivateAttr(default=None)
     _baseline_fn: Any = PrivateAttr(default=None)
+    _gate_objs: list[Any] = PrivateAttr(default_factory=list)
 
     @field_validator("id")
     @classmethod

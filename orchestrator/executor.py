@@ -1,0 +1,459 @@
+"""Execute a workflow run on anyio: run ready steps concurrently, checkpoint every attempt,
+check gates, and pause the descendants of a step whose gate failed.
+
+Failures come back as values (:class:`StepOutcome`), never as an ExceptionGroup, so one bad
+step cannot tear down its independent siblings. A step's record is committed before any
+step that consumes it starts, so a crash loses at most the attempts in flight and
+``resume`` never re-executes a completed step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_none
+
+from gates.base import evaluate as evaluate_gate
+from gates.base import normalize as normalize_verdict
+from orchestrator import graph, jsonio
+from orchestrator.context import NextNeed, StepContext
+from orchestrator.errors import OrchestratorError, StoreMismatchError
+from orchestrator.model import TERMINAL_RUN_STATUSES, GateResult, StepSpec, WorkflowSpec, parse_reference
+from orchestrator.records import StepRecordView
+from orchestrator.resolve import resolve_callable
+from orchestrator.store import Store
+
+EventHook = Callable[..., None]
+"""Called as ``hook(event, **fields)``; accept ``**future_kwargs`` so new fields never break you."""
+
+EXIT_CODES = {"succeeded": 0, "failed": 1, "rejected": 1, "paused": 3, "running": 3, "queued": 3}
+
+
+@dataclass
+class RunResult:
+    """What a run came to, as the CLI reports it."""
+
+    run_id: str
+    status: str
+    output: Any = None
+    paused_steps: list[str] = field(default_factory=list)
+    failed_steps: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.status, 1)
+
+
+@dataclass
+class StepOutcome:
+    """One step's result, sent back to the scheduler as a value."""
+
+    step_id: str
+    status: str  # succeeded | failed | gate_failed
+    record_id: int
+    output: Any = None
+    ended_at: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class _Done:
+    record_id: int
+    output: Any
+    ended_at: float
+
+
+class _AttemptFailed(Exception):
+    """An attempt raised; carries the original so tenacity can decide whether to retry."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
+class _GateRetry(Exception):
+    """Blocking gates failed under ``on_gate_fail: retry``: try again with the feedback."""
+
+    def __init__(self, feedback: list[GateResult]) -> None:
+        super().__init__("gate failed")
+        self.feedback = feedback
+
+
+def owner_token() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def idempotency_key(run_id: str, step_id: str) -> str:
+    """Stable for a (run, step) across retries and resumes."""
+    return hashlib.sha256(f"{run_id}/{step_id}".encode()).hexdigest()[:24]
+
+
+def _wants_ctx(fn: Any) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "ctx" in params
+
+
+def _exception_matches(exc: BaseException, names: list[str], base_dir: str | None) -> bool:
+    if not names:
+        return True
+    for name in names:
+        if ":" in name:
+            try:
+                cls = resolve_callable(name, base_dir)
+            except OrchestratorError:
+                continue
+            if isinstance(cls, type) and isinstance(exc, cls):
+                return True
+        elif any(k.__name__ == name for k in type(exc).__mro__):
+            return True
+    return False
+
+
+class Executor:
+    """Runs one workflow spec against one store."""
+
+    def __init__(self, store: Store, spec: WorkflowSpec, *, max_concurrency: int = 8,
+                 on_event: EventHook | None = None, workflow_id: int | None = None) -> None:
+        self.store = store
+        self.spec = spec
+        self.max_concurrency = max(1, max_concurrency)
+        self.on_event = on_event
+        self.workflow_id = workflow_id if workflow_id is not None else store.register_workflow(
+            spec.name, str(spec.version), spec.definition(), spec.source)
+        self.order = graph.topological_order(spec)
+        self.steps = {s.id: s for s in spec.steps}
+        self.deps = {s.id: s.step_dependencies() for s in spec.steps}
+        self.base_dir = os.path.dirname(spec.source) if spec.source else None
+        consumers = graph.consumers(spec)
+        self.next_needs: dict[str, list[NextNeed]] = {}
+        for sid, users in consumers.items():
+            needs = [NextNeed(step_id=u, agent=self.steps[u].agent_name, needs=self.steps[u].needs,
+                              description=self.steps[u].description)
+                     for u in users if self.steps[u].needs or self.steps[u].description]
+            self.next_needs[sid] = needs
+        self._injected_json = {sid: jsonio.dumps([n.to_json() for n in needs]) if needs else None
+                               for sid, needs in self.next_needs.items()}
+
+    def _emit(self, event: str, **fields: Any) -> None:
+        if self.on_event is not None:
+            self.on_event(event, **fields)
+
+    # -- entry points ----------------------------------------------------------------------
+
+    async def start(self, inputs: dict[str, Any], *, kind: str = "run", parent_run_id: str | None = None,
+                    parent_step: str | None = None, run_id_hook: Callable[[str], None] | None = None) -> RunResult:
+        """Create a run for already-converted inputs and execute it."""
+        run_id = self.store.create_run(self.workflow_id, self.spec.name, inputs, kind=kind,
+                                       parent_run_id=parent_run_id, parent_step=parent_step, owner=owner_token())
+        if run_id_hook is not None:
+            run_id_hook(run_id)
+        self._emit("run_started", run_id=run_id, workflow=self.spec.name, steps=self.order)
+        return await self.execute(run_id, inputs)
+
+    async def resume(self, run_id: str) -> RunResult:
+        """Continue a paused, interrupted or failed run from its stored records."""
+        run = self.store.get_run(run_id)
+        if run.status in ("succeeded", "rejected"):
+            return RunResult(run_id, run.status, output=run.output, error=run.error)
+        self.store.set_run_status(run_id, "running", owner=owner_token())
+        self._emit("run_started", run_id=run_id, workflow=self.spec.name, steps=self.order, resumed=True)
+        return await self.execute(run_id, run.inputs)
+
+    # -- the scheduler -------------------------------------------------------------------------
+
+    async def execute(self, run_id: str, inputs: dict[str, Any],
+                      preset: dict[str, Any] | None = None) -> RunResult:
+        """Run every step that can run; ``preset`` maps step ids to outputs to use without executing."""
+        records = self.store.step_records(run_id)
+        unknown = sorted({r.step_id for r in records} - set(self.steps))
+        if unknown:
+            raise StoreMismatchError(
+                f"run {run_id} has records for step(s) {unknown} that workflow {self.spec.name!r} does not define; "
+                "it was started from a different version of the workflow")
+        latest: dict[str, StepRecordView] = {}
+        for rec in records:
+            latest[rec.step_id] = rec
+        reviews = {r.record_id: r for r in self.store.reviews(run_id)}
+        done: dict[str, _Done] = {}
+        waiting: set[str] = set()
+        retry_feedback: dict[str, list[GateResult]] = {}
+        next_attempt: dict[str, int] = {}
+        for sid, rec in latest.items():
+            next_attempt[sid] = rec.attempt + 1
+            if rec.status == "succeeded":
+                done[sid] = _Done(rec.id, rec.output, rec.ended_at)
+            elif rec.status == "gate_failed":
+                review = reviews.get(rec.id)
+                if review is None:
+                    waiting.add(sid)
+                elif review.decision == "retry":
+                    retry_feedback[sid] = [GateResult(g.passed, g.score, g.reason, g.details)
+                                           for g in rec.failed_gates]
+                else:
+                    waiting.add(sid)  # approve/edit add a newer record; anything else keeps it waiting
+        blocked = graph.descendants(self.spec, waiting) if waiting else set()
+        failed: list[str] = []
+        errors: list[str] = []
+        in_flight: set[str] = set()
+        send, receive = anyio.create_memory_object_stream[StepOutcome](max_buffer_size=len(self.order) + 1)
+
+        def ready() -> list[str]:
+            return [sid for sid in self.order
+                    if sid not in done and sid not in waiting and sid not in blocked and sid not in in_flight
+                    and all(d in done for d in self.deps[sid])]
+
+        async with anyio.create_task_group() as tg, receive:
+            def schedule() -> None:
+                if failed:
+                    return
+                for sid in ready():
+                    if len(in_flight) >= self.max_concurrency:
+                        break
+                    in_flight.add(sid)
+                    tg.start_soon(self._run_step, run_id, sid, inputs, done, next_attempt.get(sid, 1),
+                                  retry_feedback.pop(sid, []), send)
+
+            schedule()
+            while in_flight:
+                outcome = await receive.receive()
+                in_flight.discard(outcome.step_id)
+                if outcome.status == "succeeded":
+                    done[outcome.step_id] = _Done(outcome.record_id, outcome.output, outcome.ended_at)
+                elif outcome.status == "gate_failed":
+                    waiting.add(outcome.step_id)
+                    blocked |= graph.descendants(self.spec, [outcome.step_id])
+                else:
+                    failed.append(outcome.step_id)
+                    errors.append(f"step {outcome.step_id!r} failed: {outcome.error}")
+                schedule()
+        return self._finish(run_id, done, waiting, failed, errors)
+
+    def _finish(self, run_id: str, done: dict[str, _Done], waiting: set[str], failed: list[str],
+                errors: list[str]) -> RunResult:
+        if failed:
+            result = RunResult(run_id, "failed", failed_steps=failed, error="; ".join(errors))
+            self.store.set_run_status(run_id, "failed", error=result.error, owner=None)
+        elif waiting:
+            paused = [s for s in self.order if s in waiting]
+            result = RunResult(run_id, "paused", paused_steps=paused)
+            self.store.set_run_status(run_id, "paused", owner=None)
+        else:
+            output = done[self.spec.output_step].output
+            result = RunResult(run_id, "succeeded", output=output)
+            self.store.set_run_status(run_id, "succeeded", output=output, owner=None)
+            self._evaluate_outcome(run_id, output)
+        self._emit("run_finished", run_id=run_id, status=result.status, paused_steps=result.paused_steps,
+                   failed_steps=result.failed_steps, error=result.error)
+        return result
+
+    def _evaluate_outcome(self, run_id: str, output: Any) -> None:
+        """Score the final output with the workflow's evaluator, if it has one."""
+        fn = self.spec._outcome_fn
+        if fn is None:
+            return
+        try:
+            value = float(fn(output))
+        except Exception as exc:  # an evaluator bug must not lose the finished run
+            self._emit("outcome_error", run_id=run_id, error=f"{type(exc).__name__}: {exc}")
+            return
+        correct = value >= self.spec.outcome_threshold
+        self.store.add_outcome(run_id, value=value, correct=correct, source="evaluator",
+                               termination="goal_achieved", reason=f"evaluator {self.spec.outcome}")
+        self._emit("outcome", run_id=run_id, value=value, correct=correct)
+
+    # -- one step ------------------------------------------------------------------------------
+
+    def _resolve_step_inputs(self, step: StepSpec, inputs: dict[str, Any], done: dict[str, _Done],
+                             started: float) -> tuple[dict[str, Any], str | None, str | None]:
+        kwargs: dict[str, Any] = {}
+        stored: dict[str, Any] = {}
+        consumed: list[list[Any]] = []
+        for param, ref in step.inputs.items():
+            parsed = parse_reference(ref)
+            if parsed is None:
+                kwargs[param] = stored[param] = ref
+            elif parsed[0] == "input":
+                kwargs[param] = stored[param] = inputs.get(parsed[1])
+            else:
+                source = done[parsed[1]]
+                value = source.output
+                if parsed[2]:
+                    value = _get_field(value, parsed[2], step.id, param)
+                kwargs[param] = value
+                stored[param] = {"$record": source.record_id, "field": parsed[2]} if parsed[2] \
+                    else {"$record": source.record_id}
+        for dep in self.deps[step.id]:
+            source = done[dep]
+            consumed.append([source.record_id, dep, round(max(0.0, started - source.ended_at), 6)])
+        return (kwargs, jsonio.dumps(stored) if stored else None, jsonio.dumps(consumed) if consumed else None)
+
+    async def _call(self, step: StepSpec, kwargs: dict[str, Any], ctx: StepContext) -> Any:
+        fn = step._fn
+        call_kwargs = dict(kwargs)
+        if _wants_ctx(fn):
+            call_kwargs["ctx"] = ctx
+        if inspect.iscoroutinefunction(fn):
+            result = await fn(**call_kwargs)
+        else:
+            result = await anyio.to_thread.run_sync(lambda: fn(**call_kwargs), abandon_on_cancel=True)
+            if inspect.isawaitable(result):
+                result = await result
+        return result
+
+    async def _run_step(self, run_id: str, step_id: str, inputs: dict[str, Any], done: dict[str, _Done],
+                        first_attempt: int, feedback: list[GateResult], send: Any) -> None:
+        step = self.steps[step_id]
+        try:
+            outcome = await self._attempts(run_id, step, inputs, done, first_attempt, feedback)
+        except Exception as exc:  # a bug in the executor itself; still report a value
+            outcome = StepOutcome(step_id, "failed", -1, error=f"{type(exc).__name__}: {exc}")
+        await send.send(outcome)
+
+    async def _attempts(self, run_id: str, step: StepSpec, inputs: dict[str, Any], done: dict[str, _Done],
+                        first_attempt: int, feedback: list[GateResult]) -> StepOutcome:
+        policy = step.retry
+        base_dir = self.base_dir
+        wait = wait_exponential(multiplier=policy.backoff, max=policy.max_backoff) if policy.backoff else wait_none()
+
+        def should_retry(exc: BaseException) -> bool:
+            if isinstance(exc, _GateRetry):
+                return True
+            return isinstance(exc, _AttemptFailed) and _exception_matches(exc.original, policy.on, base_dir)
+
+        retrying = AsyncRetrying(stop=stop_after_attempt(policy.attempts), wait=wait,
+                                 retry=retry_if_exception(should_retry), reraise=True)
+        state = {"feedback": feedback, "last": None}
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    number = attempt.retry_state.attempt_number
+                    return await self._attempt(run_id, step, inputs, done, first_attempt + number - 1,
+                                               state, is_last=number >= policy.attempts)
+        except _AttemptFailed:
+            return state["last"]
+        except _GateRetry:
+            return state["last"]
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _attempt(self, run_id: str, step: StepSpec, inputs: dict[str, Any], done: dict[str, _Done],
+                       attempt: int, state: dict[str, Any], *, is_last: bool) -> StepOutcome:
+        started = time.time()
+        try:
+            kwargs, stored_inputs, consumed = self._resolve_step_inputs(step, inputs, done, started)
+        except KeyError as exc:
+            message = str(exc.args[0]) if exc.args else str(exc)
+            rid = self.store.insert_step_record(
+                run_id, self.workflow_id, step_id=step.id, step_type=step.type, agent=step.agent_name,
+                attempt=attempt, status="failed", started_at=started, ended_at=time.time(), inputs=None,
+                output=None, error_type="InputError", error_message=message)
+            return StepOutcome(step.id, "failed", rid, error=f"InputError: {message}")
+        ctx = StepContext(run_id=run_id, step_id=step.id, workflow=self.spec.name, agent=step.agent_name,
+                          step_type=step.type, attempt=attempt, idempotency_key=idempotency_key(run_id, step.id),
+                          next_needs=self.next_needs[step.id], gate_feedback=list(state["feedback"]),
+                          inputs=kwargs, upstream={sid: d.output for sid, d in done.items()},
+                          workflow_inputs=inputs)
+        self._emit("step_started", run_id=run_id, step_id=step.id, attempt=attempt, started_at=started)
+        common = dict(step_id=step.id, step_type=step.type, agent=step.agent_name, attempt=attempt,
+                      started_at=started, inputs=stored_inputs, consumed=consumed,
+                      injected=self._injected_json[step.id])
+        try:
+            if step.timeout is not None:
+                with anyio.fail_after(step.timeout):
+                    output = await self._call(step, kwargs, ctx)
+            else:
+                output = await self._call(step, kwargs, ctx)
+        except Exception as exc:
+            ended = time.time()
+            if isinstance(exc, TimeoutError) and step.timeout is not None and ended - started >= step.timeout * 0.99:
+                error_type, message = "TimeoutError", f"step {step.id!r} timed out after {step.timeout:g} s"
+            else:
+                error_type, message = type(exc).__name__, str(exc)
+            rid = self.store.insert_step_record(run_id, self.workflow_id, status="failed", ended_at=ended,
+                                                output=None, error_type=error_type, error_message=message, **common)
+            self._emit("step_finished", run_id=run_id, step_id=step.id, status="failed", attempt=attempt,
+                       duration=ended - started, error=f"{error_type}: {message}")
+            state["last"] = StepOutcome(step.id, "failed", rid, error=f"{error_type}: {message}")
+            raise _AttemptFailed(exc) from exc
+
+        verdicts: list[tuple[str, GateResult, float, str]] = []
+        if step.type == "critic":
+            try:
+                verdict = normalize_verdict(output, "critic")
+            except TypeError as exc:
+                verdict = GateResult(False, 0.0, f"critic returned an unusable verdict: {exc}")
+            verdict = GateResult(verdict.passed, verdict.score, verdict.reason,
+                                 {**verdict.details, "verifies": list(step.verifies)})
+            output = verdict.to_json()
+            verdicts.append(("critic", verdict, 0.0, "block"))
+        try:
+            output_json = jsonio.dumps(output)
+        except jsonio.NotSerializableError as exc:
+            ended = time.time()
+            message = f"step {step.id!r} returned a value that cannot be stored as JSON: {exc}"
+            rid = self.store.insert_step_record(run_id, self.workflow_id, status="failed", ended_at=ended,
+                                                output=None, error_type="NotSerializableError",
+                                                error_message=message, **common)
+            self._emit("step_finished", run_id=run_id, step_id=step.id, status="failed", attempt=attempt,
+                       duration=ended - started, error=message)
+            return StepOutcome(step.id, "failed", rid, error=message)
+        plain_output = jsonio.loads(output_json)
+        ctx.inputs = kwargs
+        for gate_spec, gate_obj in zip(step.gates, step._gate_objs, strict=False):
+            evaluation = await anyio.to_thread.run_sync(evaluate_gate, gate_obj, gate_spec.label, plain_output, ctx) \
+                if getattr(gate_obj, "slow", False) else evaluate_gate(gate_obj, gate_spec.label, plain_output, ctx)
+            verdicts.append((gate_spec.label, evaluation.result, evaluation.duration, gate_spec.severity))
+        blocking = [v for _, v, _, sev in verdicts if not v.passed and sev == "block"]
+        gate_rows = [{"gate": name, "passed": v.passed, "score": v.score, "reason": v.reason,
+                      "details": jsonio.dumps(v.details) if v.details else None, "severity": sev,
+                      "duration": dur} for name, v, dur, sev in verdicts]
+        status, error_type, message = "succeeded", None, None
+        if blocking and step.on_gate_fail != "warn":
+            reasons = "; ".join(v.reason for v in blocking)
+            if step.on_gate_fail == "fail":
+                status, error_type, message = "failed", "GateFailed", reasons
+            elif step.on_gate_fail == "retry" and not is_last:
+                status, error_type, message = "failed", "GateFailed", f"retrying: {reasons}"
+            else:
+                status, error_type, message = "gate_failed", "GateFailed", reasons
+        ended = time.time()
+        rid = self.store.insert_step_record(run_id, self.workflow_id, status=status, ended_at=ended,
+                                            output=output_json, error_type=error_type, error_message=message,
+                                            gates=gate_rows, **common)
+        self._emit("step_finished", run_id=run_id, step_id=step.id, status=status, attempt=attempt,
+                   duration=ended - started, error=message, gates=len(gate_rows), failed_gates=len(blocking))
+        if status == "failed" and step.on_gate_fail == "retry":
+            state["feedback"] = blocking
+            state["last"] = StepOutcome(step.id, "failed", rid, error=message)
+            raise _GateRetry(blocking)
+        if status == "failed":
+            return StepOutcome(step.id, "failed", rid, error=f"gate failed: {message}")
+        return StepOutcome(step.id, status, rid, output=plain_output, ended_at=ended, error=message)
+
+
+def _get_field(value: Any, path: str, step_id: str, param: str) -> Any:
+    cursor = value
+    for part in path.split("."):
+        if isinstance(cursor, dict) and part in cursor:
+            cursor = cursor[part]
+        elif isinstance(cursor, list) and part.isdigit() and int(part) < len(cursor):
+            cursor = cursor[int(part)]
+        else:
+            raise KeyError(f"input {param!r} of step {step_id!r}: the upstream output has no field {path!r}")
+    return cursor
+
+
+def is_terminal(status: str) -> bool:
+    return status in TERMINAL_RUN_STATUSES

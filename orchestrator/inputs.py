@@ -1,0 +1,77 @@
+"""Workflow inputs: convert ``--input key=value`` strings to the declared types."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from orchestrator.errors import InputError
+from orchestrator.model import WorkflowSpec
+
+_TRUE = {"true", "yes", "1", "on"}
+_FALSE = {"false", "no", "0", "off"}
+
+
+def convert(name: str, declared: str, raw: Any) -> Any:
+    """One value to its declared type; strings from the command line are parsed, JSON values checked."""
+    try:
+        if declared == "string":
+            if isinstance(raw, str):
+                return raw
+            raise ValueError
+        if declared == "integer":
+            if isinstance(raw, bool):
+                raise ValueError
+            if isinstance(raw, int):
+                return raw
+            return int(str(raw).strip())
+        if declared == "number":
+            if isinstance(raw, bool):
+                raise ValueError
+            if isinstance(raw, (int, float)):
+                return float(raw)
+            return float(str(raw).strip())
+        if declared == "boolean":
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in _TRUE:
+                return True
+            if text in _FALSE:
+                return False
+            raise ValueError
+        expected = dict if declared == "object" else list
+        value = json.loads(raw) if isinstance(raw, str) else raw
+        if not isinstance(value, expected):
+            raise ValueError
+        return value
+    except (ValueError, json.JSONDecodeError):
+        raise InputError(f"input {name!r} must be {'an' if declared[0] in 'aeiou' else 'a'} {declared}; "
+                         f"got {raw!r}") from None
+
+
+def parse_pairs(pairs: list[str]) -> dict[str, str]:
+    """``["k=v", ...]`` -> dict, with a clear error for a pair without ``=``."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise InputError(f"--input {pair!r} must look like key=value")
+        key, value = pair.split("=", 1)
+        out[key.strip()] = value
+    return out
+
+
+def resolve_inputs(spec: WorkflowSpec, given: dict[str, Any]) -> dict[str, Any]:
+    """Check names, fill defaults and convert types; raises InputError naming the input."""
+    unknown = sorted(set(given) - set(spec.inputs))
+    if unknown:
+        raise InputError(f"workflow {spec.name!r} has no input {unknown[0]!r}; declared inputs: {sorted(spec.inputs)}")
+    values: dict[str, Any] = {}
+    for name, decl in spec.inputs.items():
+        if name in given:
+            values[name] = convert(name, decl.type, given[name])
+        elif decl.default is not None:
+            values[name] = decl.default
+        else:
+            raise InputError(f"workflow {spec.name!r} needs input {name!r} ({decl.type}); pass --input {name}=...")
+    return values

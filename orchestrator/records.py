@@ -1,0 +1,158 @@
+"""Read-side views of stored rows: plain dataclasses with parsed JSON, handed to the CLI, TUI
+and attribution so none of them touch SQL. ``to_json`` methods produce the documented
+``--json`` contract keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+
+def iso(ts: float | None) -> str | None:
+    """Epoch seconds -> ISO 8601 with time zone, as the JSON contract requires."""
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
+
+
+@dataclass
+class GateView:
+    gate: str
+    passed: bool
+    score: float | None
+    reason: str
+    details: dict[str, Any]
+    severity: str = "block"
+    duration: float = 0.0
+    record_id: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gate": self.gate, "passed": self.passed, "score": self.score, "reason": self.reason,
+                "severity": self.severity, "details": self.details}
+
+
+@dataclass
+class StepRecordView:
+    id: int
+    run_id: str
+    step_id: str
+    step_type: str
+    agent: str
+    attempt: int
+    status: str
+    origin: str
+    started_at: float
+    ended_at: float
+    inputs: dict[str, Any] | None
+    output: Any
+    error_type: str | None
+    error_message: str | None
+    consumed: list[dict[str, Any]]
+    injected: list[dict[str, Any]]
+    gates: list[GateView] = field(default_factory=list)
+
+    @property
+    def duration(self) -> float:
+        return max(0.0, self.ended_at - self.started_at)
+
+    @property
+    def error(self) -> str | None:
+        if self.error_type is None:
+            return None
+        return f"{self.error_type}: {self.error_message}" if self.error_message else self.error_type
+
+    @property
+    def failed_gates(self) -> list[GateView]:
+        return [g for g in self.gates if not g.passed]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step_id": self.step_id, "type": self.step_type, "agent": self.agent, "status": self.status,
+                "attempt": self.attempt, "origin": self.origin, "record_id": self.id,
+                "started_at": iso(self.started_at), "ended_at": iso(self.ended_at),
+                "duration": round(self.duration, 6), "inputs": self.inputs, "output": self.output,
+                "error": self.error, "gates": [g.to_json() for g in self.gates],
+                "consumed": self.consumed, "injected": self.injected}
+
+
+@dataclass
+class ReviewView:
+    id: int
+    run_id: str
+    record_id: int
+    step_id: str
+    decision: str
+    reviewer: str
+    comment: str | None
+    output_before: Any
+    output_after: Any
+    forced: bool
+    created_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step_id": self.step_id, "decision": self.decision, "reviewer": self.reviewer,
+                "comment": self.comment, "forced": self.forced, "created_at": iso(self.created_at),
+                "record_id": self.record_id, "output_before": self.output_before,
+                "output_after": self.output_after}
+
+
+@dataclass
+class OutcomeView:
+    id: int
+    run_id: str
+    value: float
+    correct: bool | None
+    source: str
+    termination: str
+    reason: str | None
+    reviewer: str | None
+    created_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": self.value, "correct": self.correct, "source": self.source,
+                "termination": self.termination, "reason": self.reason, "reviewer": self.reviewer,
+                "created_at": iso(self.created_at)}
+
+
+@dataclass
+class AttributionView:
+    id: int
+    run_id: str
+    outcome_id: int | None
+    method: str
+    params: dict[str, Any]
+    step_credits: list[dict[str, Any]]
+    """Ranked most to least blamed: ``{"step_id", "agent", "credit", "evidence"}``."""
+    agent_credits: dict[str, float]
+    blamed_step: str | None
+    confidence: float | None
+    evidence: dict[str, Any]
+    cost: int
+    created_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "method": self.method, "blamed_step": self.blamed_step,
+                "confidence": self.confidence, "candidates": self.step_credits,
+                "agents": self.agent_credits, "params": self.params, "evidence": self.evidence,
+                "cost": self.cost, "outcome_id": self.outcome_id, "created_at": iso(self.created_at)}
+
+
+@dataclass
+class RunView:
+    id: int
+    run_id: str
+    workflow: str
+    workflow_id: int
+    status: str
+    kind: str
+    inputs: dict[str, Any]
+    output: Any
+    error: str | None
+    parent_run_id: str | None
+    parent_step: str | None
+    created_at: float
+    updated_at: float
+
+    def summary_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "workflow": self.workflow, "status": self.status,
+                "created_at": iso(self.created_at), "updated_at": iso(self.updated_at), "kind": self.kind,
+                "parent_run_id": self.parent_run_id}

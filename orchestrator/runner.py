@@ -1,0 +1,60 @@
+"""Start, resume and continue runs: the functions every face (CLI, TUI, worker) calls.
+
+A stored run carries its workflow definition and source path, so any process can pick it up:
+the definition is re-validated and its callables are resolved again next to the source file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from orchestrator.errors import SpecError, StoreMismatchError
+from orchestrator.executor import EventHook, Executor, RunResult
+from orchestrator.inputs import resolve_inputs
+from orchestrator.model import WorkflowSpec
+from orchestrator.spec import check_spec, load_workflow
+from orchestrator.store import Store
+
+
+def spec_for_run(store: Store, run_id: str) -> tuple[WorkflowSpec, int]:
+    """The workflow a run was started with, bound to callables again (for resume and review)."""
+    run = store.get_run(run_id)
+    definition, source = store.workflow_definition(run.workflow_id)
+    if source and Path(source).suffix == ".py" and Path(source).exists():
+        spec = load_workflow(source)
+    else:
+        spec = WorkflowSpec.model_validate(definition)
+        spec._source = source
+        problems = check_spec(spec, path=source or f"<stored workflow {run.workflow}>")
+        if problems:
+            raise SpecError(problems)
+    if spec.definition() != definition:
+        # The Python file changed since the run started: resume under the stored definition.
+        stored = WorkflowSpec.model_validate(definition)
+        stored._source = source
+        problems = check_spec(stored, path=source or run.workflow)
+        if problems:
+            raise StoreMismatchError(f"run {run_id} was started with a different version of {run.workflow!r} "
+                                     f"that no longer loads: {problems[0]}")
+        spec = stored
+    return spec, run.workflow_id
+
+
+def start_run(store: Store, spec: WorkflowSpec, given_inputs: dict[str, Any], *, max_concurrency: int = 8,
+              on_event: EventHook | None = None, run_id_hook: Callable[[str], None] | None = None) -> RunResult:
+    """Convert inputs, create the run and execute it to its end or first pause."""
+    inputs = resolve_inputs(spec, given_inputs)
+    executor = Executor(store, spec, max_concurrency=max_concurrency, on_event=on_event)
+    return anyio.run(lambda: executor.start(inputs, run_id_hook=run_id_hook))
+
+
+def continue_run(store: Store, run_id: str, *, max_concurrency: int = 8,
+                 on_event: EventHook | None = None) -> RunResult:
+    """Resume a run from its stored records (after a crash, a pause or a review decision)."""
+    spec, workflow_id = spec_for_run(store, run_id)
+    executor = Executor(store, spec, max_concurrency=max_concurrency, on_event=on_event, workflow_id=workflow_id)
+    return anyio.run(executor.resume, run_id)

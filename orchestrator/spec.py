@@ -1,0 +1,296 @@
+"""Load workflow files (YAML or Python) into a checked, bound :class:`WorkflowSpec`.
+
+Loading collects :class:`SpecProblem` rows (file, dotted key, message, line) instead of
+stopping at the first one, so ``orchestrator validate`` can list everything wrong at once.
+Line numbers come from the YAML parser's marks; a problem found later (a cycle, a callable
+whose parameters do not match) is mapped back to the line of the key that caused it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from orchestrator import graph
+from orchestrator.errors import ResolveError, SpecError, SpecProblem
+from orchestrator.model import StepSpec, WorkflowSpec
+from orchestrator.resolve import import_module, resolve_callable
+
+LineMap = dict[tuple[Any, ...], tuple[int, int]]
+
+
+def _compose(text: str, path: str) -> tuple[Any, LineMap]:
+    """Parse YAML keeping the line and column (1-based) of every key and item."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        col = mark.column + 1 if mark else None
+        raise SpecError([SpecProblem(path, "", f"YAML syntax error: {exc.problem or exc}", line, col)]) from None
+    lines: LineMap = {}
+    constructor = yaml.SafeLoader("")
+
+    def convert(n: yaml.Node, at: tuple[Any, ...]) -> Any:
+        lines.setdefault(at, (n.start_mark.line + 1, n.start_mark.column + 1))
+        if isinstance(n, yaml.MappingNode):
+            out: dict[Any, Any] = {}
+            for key_node, value_node in n.value:
+                key = constructor.construct_object(key_node, deep=True)
+                lines[(*at, key)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+                if key in out:
+                    raise SpecError([SpecProblem(path, ".".join(map(str, (*at, key))), f"duplicate key {key!r}",
+                                                 key_node.start_mark.line + 1)])
+                out[key] = convert(value_node, (*at, key))
+            return out
+        if isinstance(n, yaml.SequenceNode):
+            return [convert(item, (*at, i)) for i, item in enumerate(n.value)]
+        return constructor.construct_object(n, deep=True)
+
+    if node is None:
+        raise SpecError([SpecProblem(path, "", "the file is empty; a workflow needs 'name' and 'steps'")])
+    return convert(node, ()), lines
+
+
+def _dotted(loc: tuple[Any, ...], data: Any) -> str:
+    """Render a location like ``steps.summarize.gates[1]``, naming steps by id where known."""
+    parts: list[str] = []
+    cursor = data
+    for item in loc:
+        if isinstance(item, int):
+            if parts and parts[-1] == "steps" and isinstance(cursor, list) and item < len(cursor) \
+                    and isinstance(cursor[item], dict) and isinstance(cursor[item].get("id"), str):
+                parts.append(cursor[item]["id"])
+            elif parts:
+                parts[-1] += f"[{item}]"
+            else:
+                parts.append(f"[{item}]")
+        else:
+            parts.append(str(item))
+        try:
+            cursor = cursor[item]
+        except (KeyError, IndexError, TypeError):
+            cursor = None
+    return ".".join(parts)
+
+
+def _line_for(lines: LineMap, loc: tuple[Any, ...]) -> int | None:
+    while loc:
+        if loc in lines:
+            return lines[loc][0]
+        loc = loc[:-1]
+    return None
+
+
+def _step_loc(data: Any, step_id: str) -> tuple[Any, ...]:
+    if isinstance(data, dict) and isinstance(data.get("steps"), list):
+        for i, s in enumerate(data["steps"]):
+            if isinstance(s, dict) and s.get("id") == step_id:
+                return ("steps", i)
+    return ()
+
+
+def _key_to_loc(key: str, data: Any) -> tuple[Any, ...]:
+    """Map a dotted key from graph checks (``steps.x.inputs.p``, ``steps[3].id``) to a YAML location."""
+    if key.startswith("steps["):
+        index = int(key[len("steps["):key.index("]")])
+        rest = key[key.index("]") + 2:].split(".") if "]." in key else []
+        return ("steps", index, *rest)
+    parts = key.split(".")
+    if parts[0] == "steps" and len(parts) > 1:
+        return (*_step_loc(data, parts[1]), *parts[2:])
+    return tuple(parts)
+
+
+def _validation_problems(exc: ValidationError, data: Any, lines: LineMap, path: str) -> list[SpecProblem]:
+    problems = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        key = _dotted(loc, data)
+        if err["type"] == "extra_forbidden":
+            owner = _dotted(loc[:-1], data) or "the workflow"
+            model = _model_for(loc[:-1])
+            valid = sorted(model.model_fields) if model else []
+            msg = f"unknown key {loc[-1]!r} in {owner}" + (f"; valid keys: {', '.join(valid)}" if valid else "")
+        elif err["type"] == "missing":
+            msg = f"missing required key {loc[-1]!r}"
+        else:
+            msg = f"{err['msg']} (got {err.get('input')!r})"
+        problems.append(SpecProblem(path, key, msg, _line_for(lines, loc)))
+    return problems
+
+
+def _model_for(loc: tuple[Any, ...]) -> type | None:
+    from orchestrator.model import GateSpec, InputSpec, RetryPolicy
+
+    names = [p for p in loc if isinstance(p, str)]
+    if not names:
+        return WorkflowSpec
+    if names == ["steps"]:
+        return StepSpec
+    if names[:1] == ["steps"] and names[-1:] == ["retry"]:
+        return RetryPolicy
+    if names[:1] == ["steps"] and names[-1:] == ["gates"]:
+        return GateSpec
+    if names[:1] == ["inputs"]:
+        return InputSpec
+    return None
+
+
+def parse_yaml(path: str | Path) -> tuple[WorkflowSpec, Any, LineMap]:
+    """YAML file -> unbound spec, the raw data and the line map. Raises SpecError."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError([SpecProblem(str(path), "", f"cannot read workflow file: {exc.strerror}")]) from None
+    data, lines = _compose(text, str(path))
+    if not isinstance(data, dict):
+        raise SpecError([SpecProblem(str(path), "", "a workflow file must be a mapping with 'name' and 'steps'", 1)])
+    try:
+        spec = WorkflowSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_validation_problems(exc, data, lines, str(path))) from None
+    return spec, data, lines
+
+
+def check_spec(spec: WorkflowSpec, *, path: str, data: Any = None, lines: LineMap | None = None) -> list[SpecProblem]:
+    """Structural and binding checks; binds callables and gates onto the spec as a side effect."""
+    lines = lines or {}
+    problems: list[SpecProblem] = []
+
+    def add(key: str, message: str) -> None:
+        loc = _key_to_loc(key, data) if data is not None else ()
+        problems.append(SpecProblem(path, key, message, _line_for(lines, loc) if loc else None))
+
+    if not spec.steps:
+        add("steps", "a workflow needs at least one step")
+        return problems
+    for key, message in graph.check_references(spec):
+        add(key, message)
+    for cycle in graph.find_cycles(spec):
+        add(f"steps.{cycle[0]}", "cycle: " + " -> ".join([*cycle, cycle[0]]) + "; a workflow must be acyclic")
+    base_dir = str(Path(path).resolve().parent) if spec.source else None
+    problems.extend(_bind(spec, base_dir, add))
+    return problems
+
+
+def _bind(spec: WorkflowSpec, base_dir: str | None, add: Any) -> list[SpecProblem]:
+    """Resolve ``run``, ``baseline``, ``outcome`` and gates; check parameters match inputs."""
+    for step in spec.steps:
+        if step.type == "critic" and not step.inputs:
+            step.inputs = {sid: sid for sid in step.verifies}
+        fn = step._fn
+        if fn is None:
+            if not step.run:
+                add(f"steps.{step.id}.run", f"step {step.id!r} has no 'run: module:function'")
+            else:
+                try:
+                    fn = resolve_callable(step.run, base_dir)
+                except ResolveError as exc:
+                    add(f"steps.{step.id}.run", f"step {step.id!r}: {exc}")
+        if fn is not None:
+            step._fn = fn
+            message = signature_mismatch(step, fn)
+            if message:
+                add(f"steps.{step.id}.inputs", message)
+        if step.baseline and step._baseline_fn is None:
+            try:
+                step._baseline_fn = resolve_callable(step.baseline, base_dir)
+            except ResolveError as exc:
+                add(f"steps.{step.id}.baseline", f"step {step.id!r} baseline: {exc}")
+        objs = []
+        if step.gates:
+            from gates.base import GateConfigError
+            from gates.factory import build_gate
+        for i, gate_spec in enumerate(step.gates):
+            try:
+                objs.append(build_gate(gate_spec, step_id=step.id, base_dir=base_dir))
+            except GateConfigError as exc:
+                add(f"steps.{step.id}.gates[{i}]", str(exc))
+        step._gate_objs = objs
+    if spec.outcome and spec._outcome_fn is None:
+        try:
+            spec._outcome_fn = resolve_callable(spec.outcome, base_dir)
+        except ResolveError as exc:
+            add("outcome", f"outcome evaluator: {exc}")
+    return []
+
+
+def signature_mismatch(step: StepSpec, fn: Any) -> str | None:
+    """Say how the step's inputs fail to fit the callable's parameters, or None when they fit."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    params = sig.parameters
+    has_var_kw = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    names = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    shown = f"{step.run or getattr(fn, '__qualname__', fn)}({', '.join(names)})"
+    unknown = [k for k in step.inputs if k not in names and not has_var_kw]
+    if unknown:
+        return (f"step {step.id!r}: input {unknown[0]!r} does not match any parameter of {shown}; "
+                f"rename the input or the parameter")
+    missing = [n for n, p in params.items()
+               if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty
+               and n != "ctx" and n not in step.inputs]
+    if missing:
+        return f"step {step.id!r}: parameter {missing[0]!r} of {shown} is not given by any input; add it under 'inputs'"
+    return None
+
+
+def load_workflow(path: str | Path, *, collect: bool = False) -> WorkflowSpec:
+    """Load, check and bind a workflow file (``.yaml``/``.yml`` or ``.py``). Raises SpecError."""
+    p = Path(path)
+    if not p.exists():
+        raise SpecError([SpecProblem(str(path), "", "no such file")])
+    if p.suffix == ".py":
+        spec, data, lines = load_python(p), None, None
+    elif p.suffix in (".yaml", ".yml", ".json"):
+        spec, data, lines = parse_yaml(p)
+        spec._source = str(p.resolve())
+    else:
+        raise SpecError([SpecProblem(str(path), "", "a workflow file ends in .yaml, .yml or .py")])
+    problems = check_spec(spec, path=str(path), data=data, lines=lines)
+    if problems:
+        raise SpecError(problems)
+    return spec
+
+
+def load_python(path: Path) -> WorkflowSpec:
+    """Import a Python file and find its module-level :class:`~orchestrator.pyapi.Workflow`."""
+    from orchestrator.pyapi import Workflow
+
+    name = path.stem
+    spec_name = None
+    if ":" in name:
+        name, spec_name = name.split(":", 1)
+    try:
+        module = import_module(name, path.resolve().parent)
+    except SpecError:
+        raise
+    except Exception as exc:
+        raise SpecError([SpecProblem(str(path), "", f"importing the file failed: {type(exc).__name__}: {exc}")]) from None
+    found = {k: v for k, v in vars(module).items() if isinstance(v, (Workflow, WorkflowSpec))}
+    if spec_name:
+        found = {k: v for k, v in found.items() if k == spec_name}
+    if len(found) != 1:
+        what = "no module-level Workflow object" if not found else f"several Workflow objects: {sorted(found)}"
+        raise SpecError([SpecProblem(str(path), "", f"{what}; define exactly one, e.g. `wf = Workflow('name')`")])
+    obj = next(iter(found.values()))
+    spec = obj.spec if isinstance(obj, Workflow) else obj
+    spec._source = str(path.resolve())
+    return spec
+
+
+def validate_file(path: str | Path) -> list[SpecProblem]:
+    """Every problem in a workflow file, for ``orchestrator validate``; empty when it is valid."""
+    try:
+        load_workflow(path)
+    except SpecError as exc:
+        return exc.problems
+    return []

@@ -1,0 +1,400 @@
+"""The only code that touches the database.
+
+SQLite (WAL, ``synchronous=NORMAL``) is the embedded default; any SQLAlchemy URL works, and
+PostgreSQL needs no code change. The write path uses SQLAlchemy Core on one held connection
+and one transaction per step record, because a persisted step should cost little more than
+the raw INSERT + COMMIT underneath it (see benchmarks/). All methods are synchronous and
+guarded by a lock, so threads (the TUI's workers) may share one Store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import and_, create_engine, event, func, insert, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import SQLModel
+
+from orchestrator import jsonio
+from orchestrator.errors import NotFoundError, ReviewError
+from orchestrator.records import (
+    AttributionView,
+    GateView,
+    OutcomeView,
+    ReviewView,
+    RunView,
+    StepRecordView,
+)
+from orchestrator.tables import (
+    AttributionRow,
+    GateResultRow,
+    OutcomeRow,
+    ReviewRow,
+    RunRow,
+    StepRecordRow,
+    WorkflowRow,
+)
+
+DEFAULT_DB_DIR = ".orchestrator"
+
+_workflows = WorkflowRow.__table__
+_runs = RunRow.__table__
+_steps = StepRecordRow.__table__
+_gates = GateResultRow.__table__
+_reviews = ReviewRow.__table__
+_outcomes = OutcomeRow.__table__
+_attributions = AttributionRow.__table__
+
+
+def default_url() -> str:
+    """``ORCHESTRATOR_DB`` if set, else a SQLite file under ``./.orchestrator/``."""
+    env = os.environ.get("ORCHESTRATOR_DB")
+    if env:
+        return env
+    return f"sqlite:///{DEFAULT_DB_DIR}/orchestrator.db"
+
+
+def normalize_url(url: str) -> str:
+    """Accept plain ``postgresql://`` URLs and select the psycopg 3 driver for them."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def new_run_id() -> str:
+    return "r" + secrets.token_hex(5)
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    # NORMAL is durable against process crashes in WAL mode; FULL only adds power-loss safety
+    # at the price of an fsync per commit.
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    # the sqlite3 default is 5 seconds; reviewers and workers can hold a write for a moment.
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+class Store:
+    """Runs, step records, gate results, reviews, outcomes and attribution records."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = normalize_url(url or default_url())
+        self.is_sqlite = self.url.startswith("sqlite")
+        if self.is_sqlite:
+            path = self.url.split("///", 1)[-1] if "///" in self.url else ""
+            if path and path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self.engine: Engine = create_engine(self.url, connect_args={"check_same_thread": False})
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        else:
+            self.engine = create_engine(self.url, pool_pre_ping=True)
+        SQLModel.metadata.create_all(self.engine)
+        self._conn = self.engine.connect()
+        self._lock = threading.RLock()
+        self._run_pk_cache: dict[str, int] = {}
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+            self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- workflows and runs -------------------------------------------------------------
+
+    def register_workflow(self, name: str, version: str, definition: dict[str, Any], source: str | None) -> int:
+        """Store a workflow version once per content hash and return its id."""
+        text = jsonio.dumps(definition)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        with self._lock, self._conn.begin():
+            found = self._conn.execute(select(_workflows.c.id).where(
+                and_(_workflows.c.name == name, _workflows.c.content_hash == digest))).scalar()
+            if found is not None:
+                if source:
+                    self._conn.execute(update(_workflows).where(_workflows.c.id == found).values(source=source))
+                return int(found)
+            return int(self._conn.execute(insert(_workflows).values(
+                name=name, version=str(version), content_hash=digest, definition=text, source=source,
+                created_at=time.time())).inserted_primary_key[0])
+
+    def workflow_definition(self, workflow_id: int) -> tuple[dict[str, Any], str | None]:
+        with self._lock:
+            row = self._conn.execute(select(_workflows.c.definition, _workflows.c.source).where(
+                _workflows.c.id == workflow_id)).first()
+            self._conn.rollback()
+        if row is None:
+            raise NotFoundError(f"workflow definition {workflow_id} is not stored")
+        return jsonio.loads(row.definition), row.source
+
+    def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
+                   kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
+                   owner: str | None = None) -> str:
+        run_id = new_run_id()
+        now = time.time()
+        with self._lock, self._conn.begin():
+            pk = self._conn.execute(insert(_runs).values(
+                run_id=run_id, workflow_id=workflow_id, workflow=workflow, status=status, kind=kind,
+                inputs=jsonio.dumps(inputs), parent_run_id=parent_run_id, parent_step=parent_step,
+                owner=owner, heartbeat_at=now, created_at=now, updated_at=now)).inserted_primary_key[0]
+        self._run_pk_cache[run_id] = int(pk)
+        return run_id
+
+    def run_pk(self, run_id: str) -> int:
+        pk = self._run_pk_cache.get(run_id)
+        if pk is None:
+            with self._lock:
+                pk = self._conn.execute(select(_runs.c.id).where(_runs.c.run_id == run_id)).scalar()
+                self._conn.rollback()
+            if pk is None:
+                raise NotFoundError(f"no run {run_id!r} in {self.display_url}; list runs with `orchestrator runs`")
+            self._run_pk_cache[run_id] = int(pk)
+        return pk
+
+    @property
+    def display_url(self) -> str:
+        return self.url.split("@")[-1] if "@" in self.url else self.url
+
+    def set_run_status(self, run_id: str, status: str, *, output: Any = None, error: str | None = None,
+                       expect: Iterable[str] | None = None, owner: str | None = ...) -> bool:  # type: ignore[assignment]
+        """Move a run to ``status``; with ``expect``, only from one of those states (returns False if not)."""
+        values: dict[str, Any] = {"status": status, "updated_at": time.time()}
+        if output is not None:
+            values["output"] = jsonio.dumps(output)
+        if error is not None:
+            values["error"] = error
+        if owner is not ...:
+            values["owner"] = owner
+        cond = _runs.c.id == self.run_pk(run_id)
+        if expect is not None:
+            cond = and_(cond, _runs.c.status.in_(list(expect)))
+        with self._lock, self._conn.begin():
+            return self._conn.execute(update(_runs).where(cond).values(**values)).rowcount == 1
+
+    def get_run(self, run_id: str) -> RunView:
+        with self._lock:
+            row = self._conn.execute(select(_runs).where(_runs.c.run_id == run_id)).first()
+            self._conn.rollback()
+        if row is None:
+            raise NotFoundError(f"no run {run_id!r} in {self.display_url}; list runs with `orchestrator runs`")
+        return _run_view(row)
+
+    def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
+                  limit: int = 1000) -> list[RunView]:
+        query = select(_runs).order_by(_runs.c.id.desc()).limit(limit)
+        if status:
+            query = query.where(_runs.c.status == status)
+        if workflow:
+            query = query.where(_runs.c.workflow == workflow)
+        if kind:
+            query = query.where(_runs.c.kind == kind)
+        with self._lock:
+            rows = self._conn.execute(query).all()
+            self._conn.rollback()
+        return [_run_view(r) for r in rows]
+
+    def child_runs(self, run_id: str) -> list[RunView]:
+        with self._lock:
+            rows = self._conn.execute(select(_runs).where(_runs.c.parent_run_id == run_id)
+                                      .order_by(_runs.c.id)).all()
+            self._conn.rollback()
+        return [_run_view(r) for r in rows]
+
+    # -- step records --------------------------------------------------------------------
+
+    def insert_step_record(self, run_id: str, workflow_id: int, *, step_id: str, step_type: str, agent: str,
+                           attempt: int, status: str, started_at: float, ended_at: float,
+                           inputs: str | None, output: str | None, error_type: str | None = None,
+                           error_message: str | None = None, consumed: str | None = None,
+                           injected: str | None = None, origin: str = "executed",
+                           gates: Sequence[dict[str, Any]] = ()) -> int:
+        """Commit one attempt (and its gate verdicts) in one transaction; JSON arrives pre-encoded."""
+        run_pk = self.run_pk(run_id)
+        with self._lock, self._conn.begin():
+            record_id = self._conn.execute(insert(_steps).values(
+                run_pk=run_pk, workflow_id=workflow_id, step_id=step_id, step_type=step_type, agent=agent,
+                attempt=attempt, status=status, origin=origin, started_at=started_at, ended_at=ended_at,
+                inputs=inputs, output=output, error_type=error_type, error_message=error_message,
+                consumed=consumed, injected=injected)).inserted_primary_key[0]
+            if gates:
+                self._conn.execute(insert(_gates), [
+                    {"record_id": record_id, "run_pk": run_pk, "step_id": step_id, **g} for g in gates])
+        return int(record_id)
+
+    def step_records(self, run_id: str, *, latest_only: bool = False) -> list[StepRecordView]:
+        """Records of a run in insertion order, with their gate results; optionally the latest per step."""
+        run_pk = self.run_pk(run_id)
+        with self._lock:
+            rows = self._conn.execute(select(_steps).where(_steps.c.run_pk == run_pk).order_by(_steps.c.id)).all()
+            gate_rows = self._conn.execute(select(_gates).where(_gates.c.run_pk == run_pk)
+                                           .order_by(_gates.c.id)).all()
+            self._conn.rollback()
+        gates: dict[int, list[GateView]] = {}
+        for g in gate_rows:
+            gates.setdefault(g.record_id, []).append(_gate_view(g))
+        views = [_record_view(r, run_id, gates.get(r.id, [])) for r in rows]
+        if latest_only:
+            latest: dict[str, StepRecordView] = {}
+            for v in views:
+                latest[v.step_id] = v
+            return list(latest.values())
+        return views
+
+    def latest_records(self, run_id: str) -> dict[str, StepRecordView]:
+        return {v.step_id: v for v in self.step_records(run_id, latest_only=True)}
+
+    def step_history(self, workflow: str, *, since: float | None = None) -> list[dict[str, Any]]:
+        """Latest record per (run, step) for a workflow, with gate pass flags: the raw data of ``stats``."""
+        query = (select(_steps.c.id, _steps.c.step_id, _steps.c.agent, _steps.c.status, _steps.c.started_at,
+                        _steps.c.attempt, _runs.c.run_id, _steps.c.inputs, _steps.c.output)
+                 .join(_runs, _runs.c.id == _steps.c.run_pk)
+                 .where(and_(_runs.c.workflow == workflow, _runs.c.kind == "run"))
+                 .order_by(_steps.c.id))
+        if since is not None:
+            query = query.where(_steps.c.started_at >= since)
+        with self._lock:
+            rows = self._conn.execute(query).all()
+            gate_rows = self._conn.execute(
+                select(_gates.c.record_id, _gates.c.passed).join(_runs, _runs.c.id == _gates.c.run_pk)
+                .where(_runs.c.workflow == workflow)).all()
+            self._conn.rollback()
+        gate_pass: dict[int, bool] = {}
+        for g in gate_rows:
+            gate_pass[g.record_id] = gate_pass.get(g.record_id, True) and bool(g.passed)
+        return [{"record_id": r.id, "run_id": r.run_id, "step_id": r.step_id, "agent": r.agent,
+                 "status": r.status, "started_at": r.started_at, "attempt": r.attempt,
+                 "gates_passed": gate_pass.get(r.id), "inputs": r.inputs, "output": r.output} for r in rows]
+
+    # -- reviews ---------------------------------------------------------------------------
+
+    def decide(self, run_id: str, record_id: int, step_id: str, *, decision: str, reviewer: str,
+               comment: str | None, output_before: Any, output_after: Any = None, forced: bool = False,
+               new_record: dict[str, Any] | None = None, run_status: str = "running") -> int:
+        """Store a review and move the run out of ``paused`` atomically.
+
+        The unique constraint on ``reviews.record_id`` makes the database the referee: when two
+        reviewers race on one pause, exactly one insert commits and the other gets ReviewError.
+        """
+        run_pk = self.run_pk(run_id)
+        now = time.time()
+        try:
+            with self._lock, self._conn.begin():
+                review_id = self._conn.execute(insert(_reviews).values(
+                    run_pk=run_pk, record_id=record_id, step_id=step_id, decision=decision, reviewer=reviewer,
+                    comment=comment, output_before=jsonio.dumps(output_before),
+                    output_after=None if output_after is None else jsonio.dumps(output_after),
+                    forced=forced, created_at=now)).inserted_primary_key[0]
+                if new_record is not None:
+                    gates = new_record.pop("gates", ())
+                    new_id = self._conn.execute(insert(_steps).values(run_pk=run_pk, **new_record)) \
+                        .inserted_primary_key[0]
+                    if gates:
+                        self._conn.execute(insert(_gates), [
+                            {"record_id": new_id, "run_pk": run_pk, "step_id": step_id, **g} for g in gates])
+                self._conn.execute(update(_runs).where(_runs.c.id == run_pk).values(
+                    status=run_status, updated_at=now))
+        except IntegrityError:
+            raise ReviewError(f"step {step_id!r} of run {run_id} was already decided by another reviewer; "
+                              f"see `orchestrator show {run_id}`") from None
+        return int(review_id)
+
+    def reviews(self, run_id: str) -> list[ReviewView]:
+        run_pk = self.run_pk(run_id)
+        with self._lock:
+            rows = self._conn.execute(select(_reviews).where(_reviews.c.run_pk == run_pk)
+                                      .order_by(_reviews.c.id)).all()
+            self._conn.rollback()
+        return [ReviewView(id=r.id, run_id=run_id, record_id=r.record_id, step_id=r.step_id,
+                           decision=r.decision, reviewer=r.reviewer, comment=r.comment,
+                           output_before=jsonio.loads(r.output_before), output_after=jsonio.loads(r.output_after),
+                           forced=bool(r.forced), created_at=r.created_at) for r in rows]
+
+    # -- outcomes and attribution --------------------------------------------------------------
+
+    def add_outcome(self, run_id: str, *, value: float, correct: bool | None, source: str, termination: str,
+                    reason: str | None = None, reviewer: str | None = None) -> int:
+        with self._lock, self._conn.begin():
+            return int(self._conn.execute(insert(_outcomes).values(
+                run_pk=self.run_pk(run_id), value=value, correct=correct, source=source, termination=termination,
+                reason=reason, reviewer=reviewer, created_at=time.time())).inserted_primary_key[0])
+
+    def outcomes(self, run_id: str) -> list[OutcomeView]:
+        with self._lock:
+            rows = self._conn.execute(select(_outcomes).where(_outcomes.c.run_pk == self.run_pk(run_id))
+                                      .order_by(_outcomes.c.id)).all()
+            self._conn.rollback()
+        return [OutcomeView(id=r.id, run_id=run_id, value=r.value, correct=r.correct, source=r.source,
+                            termination=r.termination, reason=r.reason, reviewer=r.reviewer,
+                            created_at=r.created_at) for r in rows]
+
+    def add_attribution(self, run_id: str, *, method: str, params: dict[str, Any],
+                        step_credits: list[dict[str, Any]], agent_credits: dict[str, float],
+                        blamed_step: str | None, confidence: float | None, evidence: dict[str, Any],
+                        cost: int = 0, outcome_id: int | None = None) -> int:
+        with self._lock, self._conn.begin():
+            return int(self._conn.execute(insert(_attributions).values(
+                run_pk=self.run_pk(run_id), outcome_id=outcome_id, method=method, params=jsonio.dumps(params),
+                step_credits=jsonio.dumps(step_credits), agent_credits=jsonio.dumps(agent_credits),
+                blamed_step=blamed_step, confidence=confidence, evidence=jsonio.dumps(evidence), cost=cost,
+                created_at=time.time())).inserted_primary_key[0])
+
+    def attributions(self, run_id: str | None = None, *, workflow: str | None = None) -> list[AttributionView]:
+        query = select(_attributions, _runs.c.run_id).join(_runs, _runs.c.id == _attributions.c.run_pk) \
+            .order_by(_attributions.c.id)
+        if run_id is not None:
+            query = query.where(_attributions.c.run_pk == self.run_pk(run_id))
+        if workflow is not None:
+            query = query.where(_runs.c.workflow == workflow)
+        with self._lock:
+            rows = self._conn.execute(query).all()
+            self._conn.rollback()
+        return [AttributionView(id=r.id, run_id=r.run_id, outcome_id=r.outcome_id, method=r.method,
+                                params=jsonio.loads(r.params), step_credits=jsonio.loads(r.step_credits),
+                                agent_credits=jsonio.loads(r.agent_credits), blamed_step=r.blamed_step,
+                                confidence=r.confidence, evidence=jsonio.loads(r.evidence), cost=r.cost,
+                                created_at=r.created_at) for r in rows]
+
+    def count_rows(self) -> dict[str, int]:
+        """Row counts per table: tests use it to prove bad input stored nothing."""
+        with self._lock:
+            out = {t.name: int(self._conn.execute(select(func.count()).select_from(t)).scalar() or 0)
+                   for t in (_workflows, _runs, _steps, _gates, _reviews, _outcomes, _attributions)}
+            self._conn.rollback()
+        return out
+
+
+def _run_view(row: Any) -> RunView:
+    return RunView(id=row.id, run_id=row.run_id, workflow=row.workflow, workflow_id=row.workflow_id,
+                   status=row.status, kind=row.kind, inputs=jsonio.loads(row.inputs) or {},
+                   output=jsonio.loads(row.output), error=row.error, parent_run_id=row.parent_run_id,
+                   parent_step=row.parent_step, created_at=row.created_at, updated_at=row.updated_at)
+
+
+def _gate_view(g: Any) -> GateView:
+    return GateView(gate=g.gate, passed=bool(g.passed), score=g.score, reason=g.reason,
+                    details=jsonio.loads(g.details) or {}, severity=g.severity, duration=g.duration,
+                    record_id=g.record_id)
+
+
+def _record_view(r: Any, run_id: str, gates: list[GateView]) -> StepRecordView:
+    consumed = [{"record_id": c[0], "step_id": c[1], "delay": c[2]} for c in (jsonio.loads(r.consumed) or [])]
+    return StepRecordView(id=r.id, run_id=run_id, step_id=r.step_id, step_type=r.step_type, agent=r.agent,
+                          attempt=r.attempt, status=r.status, origin=r.origin, started_at=r.started_at,
+                          ended_at=r.ended_at, inputs=jsonio.loads(r.inputs), output=jsonio.loads(r.output),
+                          error_type=r.error_type, error_message=r.error_message, consumed=consumed,
+                          injected=jsonio.loads(r.injected) or [], gates=gates)

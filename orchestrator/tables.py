@@ -1,0 +1,148 @@
+"""The database schema, declared with SQLModel. Only store.py reads or writes these tables.
+
+Timestamps are epoch seconds (REAL), JSON is TEXT: both work unchanged on SQLite and
+PostgreSQL, and a small step costs well under 300 bytes. Records are append-only: a review
+adds a record or a row, it never rewrites what a step produced.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Index, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+class WorkflowRow(SQLModel, table=True):
+    """One version of a workflow definition, identified by the hash of its spec."""
+
+    __tablename__ = "workflows"
+    __table_args__ = (UniqueConstraint("name", "content_hash"),)
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True)
+    version: str
+    content_hash: str
+    definition: str = Field(sa_column=Column(Text, nullable=False))
+    source: str | None = None
+    created_at: float
+
+
+class RunRow(SQLModel, table=True):
+    """One execution of a workflow; replays and forks point at their parent."""
+
+    __tablename__ = "runs"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(unique=True)
+    workflow_id: int = Field(foreign_key="workflows.id", index=True)
+    workflow: str = Field(index=True)
+    status: str = Field(index=True)
+    kind: str = "run"
+    """run | replay | counterfactual: attribution replays are runs too, never the original."""
+    inputs: str = Field(sa_column=Column(Text, nullable=False))
+    output: str | None = Field(default=None, sa_column=Column(Text))
+    error: str | None = Field(default=None, sa_column=Column(Text))
+    parent_run_id: str | None = Field(default=None, index=True)
+    parent_step: str | None = None
+    owner: str | None = None
+    """Which process is executing the run; lets ``resume`` and workers avoid double execution."""
+    heartbeat_at: float | None = None
+    created_at: float
+    updated_at: float
+
+
+class StepRecordRow(SQLModel, table=True):
+    """One attempt of one step in one run."""
+
+    __tablename__ = "step_records"
+    __table_args__ = (
+        Index("ix_step_records_run_step", "run_pk", "step_id"),
+        Index("ix_step_records_workflow_step_time", "workflow_id", "step_id", "started_at"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    run_pk: int = Field(foreign_key="runs.id")
+    workflow_id: int
+    step_id: str
+    step_type: str
+    agent: str
+    attempt: int
+    status: str
+    origin: str = "executed"
+    """executed | approved | edited | reused: how this record's output came to be."""
+    started_at: float
+    ended_at: float
+    inputs: str | None = Field(default=None, sa_column=Column(Text))
+    """Resolved inputs; values taken from another step are stored as ``{"$record": id}`` links."""
+    output: str | None = Field(default=None, sa_column=Column(Text))
+    error_type: str | None = None
+    error_message: str | None = Field(default=None, sa_column=Column(Text))
+    consumed: str | None = Field(default=None, sa_column=Column(Text))
+    """Causal links: ``[[record_id, step_id, delay_seconds], ...]``."""
+    injected: str | None = Field(default=None, sa_column=Column(Text))
+    """The next-step context this attempt was told (``ctx.next_needs``)."""
+
+
+class GateResultRow(SQLModel, table=True):
+    """One gate (or critic) verdict on one step record."""
+
+    __tablename__ = "gate_results"
+    id: int | None = Field(default=None, primary_key=True)
+    record_id: int = Field(foreign_key="step_records.id", index=True)
+    run_pk: int = Field(index=True)
+    step_id: str
+    gate: str
+    passed: bool
+    score: float | None = None
+    reason: str = Field(sa_column=Column(Text, nullable=False))
+    details: str | None = Field(default=None, sa_column=Column(Text))
+    severity: str = "block"
+    duration: float = 0.0
+
+
+class ReviewRow(SQLModel, table=True):
+    """A human decision on a paused step. One decision per paused record: the database says who won."""
+
+    __tablename__ = "reviews"
+    __table_args__ = (UniqueConstraint("record_id", name="uq_reviews_record"),)
+    id: int | None = Field(default=None, primary_key=True)
+    run_pk: int = Field(foreign_key="runs.id", index=True)
+    record_id: int = Field(foreign_key="step_records.id")
+    step_id: str
+    decision: str
+    reviewer: str
+    comment: str | None = Field(default=None, sa_column=Column(Text))
+    output_before: str | None = Field(default=None, sa_column=Column(Text))
+    output_after: str | None = Field(default=None, sa_column=Column(Text))
+    forced: bool = False
+    created_at: float
+
+
+class OutcomeRow(SQLModel, table=True):
+    """A final-output signal: reward, source and termination condition."""
+
+    __tablename__ = "outcomes"
+    id: int | None = Field(default=None, primary_key=True)
+    run_pk: int = Field(foreign_key="runs.id", index=True)
+    value: float
+    correct: bool | None = None
+    source: str
+    termination: str
+    reason: str | None = Field(default=None, sa_column=Column(Text))
+    reviewer: str | None = None
+    created_at: float
+
+
+class AttributionRow(SQLModel, table=True):
+    """How an outcome was distributed over steps and agents (a credit assignment log entry)."""
+
+    __tablename__ = "attributions"
+    id: int | None = Field(default=None, primary_key=True)
+    run_pk: int = Field(foreign_key="runs.id", index=True)
+    outcome_id: int | None = Field(default=None, foreign_key="outcomes.id")
+    method: str
+    params: str = Field(sa_column=Column(Text, nullable=False))
+    step_credits: str = Field(sa_column=Column(Text, nullable=False))
+    agent_credits: str = Field(sa_column=Column(Text, nullable=False))
+    blamed_step: str | None = None
+    confidence: float | None = None
+    evidence: str = Field(sa_column=Column(Text, nullable=False))
+    cost: int = 0
+    """Step executions spent (replays), so accuracy can be weighed against price."""
+    created_at: float
