@@ -306,8 +306,14 @@ class Store:
                     if gates:
                         self._conn.execute(insert(_gates), [
                             {"record_id": new_id, "run_pk": run_pk, "step_id": step_id, **g} for g in gates])
-                self._conn.execute(update(_runs).where(_runs.c.id == run_pk).values(
-                    status=run_status, updated_at=now))
+                moved = self._conn.execute(update(_runs).where(
+                    and_(_runs.c.id == run_pk, _runs.c.status == "paused")).values(
+                    status=run_status, updated_at=now)).rowcount
+                if moved != 1:
+                    raise _NotPaused()
+        except _NotPaused:
+            raise ReviewError(f"run {run_id} is no longer paused (another decision is being applied); "
+                              f"see `orchestrator show {run_id}`") from None
         except IntegrityError:
             raise ReviewError(f"step {step_id!r} of run {run_id} was already decided by another reviewer; "
                               f"see `orchestrator show {run_id}`") from None
@@ -376,6 +382,10 @@ class Store:
                    for t in (_workflows, _runs, _steps, _gates, _reviews, _outcomes, _attributions)}
             self._conn.rollback()
         return out
+
+
+class _NotPaused(Exception):
+    """Internal: abort a decision transaction because the run left ``paused``."""
 
 
 def _run_view(row: Any) -> RunView:
