@@ -83,6 +83,6 @@ def evaluate(gate: Any, label: str, output: Any, ctx: StepContext) -> GateEvalua
         check = gate.check if hasattr(gate, "check") else gate
         result = normalize(call_check(check, output, ctx), label)
     except Exception as exc:  # the gate itself broke: a failed verdict a reviewer can read
-        result = GateResult(passed=False, score=0.0, reason=f"gate {label!r} raised {type(exc).__name__}: {exc}",
-                            details={"error": type(exc).__name__})
+        reason = f"gate {label!r} raised {type(exc).__name__}: {exc}"
+        result = GateResult(passed=False, score=0.0, reason=reason, details={"error": type(exc).__name__})
     return GateEvaluation(gate=label, result=result, duration=time.perf_counter() - started)

@@ -92,7 +92,7 @@ def validate(file: Annotated[Path, typer.Argument(help="Workflow file (.yaml or 
 
     spec = load_workflow(file)
     out.print(f"[green]ok[/] {escape(str(file))}: workflow {spec.name!r} version {spec.version}, "
-              f"{len(spec.steps)} steps, output {spec.output_step!r}", highlight=False)
+              f"{len(spec.steps)} steps, output {spec.output_step!r}", highlight=False, soft_wrap=True)
     out.print("order: " + " -> ".join(topological_order(spec)), highlight=False, soft_wrap=True)
 
 

@@ -331,7 +331,7 @@ class Executor:
         def should_retry(exc: BaseException) -> bool:
             if isinstance(exc, _GateRetry):
                 return True
-            return isinstance(exc, _AttemptFailed) and _exception_matches(exc.original, policy.on, base_dir)
+            return isinstance(exc, _AttemptFailed) and _exception_matches(exc.original, policy.exceptions, base_dir)
 
         retrying = AsyncRetrying(stop=stop_after_attempt(policy.attempts), wait=wait,
                                  retry=retry_if_exception(should_retry), reraise=True)

@@ -5,6 +5,7 @@ are converted, anything else (a socket, a generator) is refused with the type na
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pydantic_core
@@ -18,8 +19,10 @@ def dumps(value: Any) -> str:
     try:
         return pydantic_core.to_json(value).decode()
     except pydantic_core.PydanticSerializationError as exc:
-        raise NotSerializableError(str(exc).replace("Unable to serialize unknown type", "cannot store a value of type")) \
-            from None
+        match = re.search(r"<class '([^']+)'>", str(exc))
+        what = f"type {match.group(1)!r}" if match else str(exc)
+        raise NotSerializableError(f"cannot store a value of {what} (return JSON data, a pydantic model "
+                                   "or a dataclass)") from None
 
 
 def to_plain(value: Any) -> Any:

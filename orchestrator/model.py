@@ -77,7 +77,7 @@ class RetryPolicy(_Strict):
     backoff: float = Field(default=0.0, ge=0)
     """Base of the exponential backoff in seconds: backoff, 2*backoff, 4*backoff, ..."""
     max_backoff: float = Field(default=30.0, ge=0)
-    on: list[str] = Field(default_factory=list)
+    exceptions: list[str] = Field(default_factory=list)
     """Exception type names to retry (``ValueError``, ``mymod:MyError``); empty retries any."""
 
 
@@ -215,6 +215,14 @@ class WorkflowSpec(_Strict):
     @property
     def output_step(self) -> str:
         return self.output or self.steps[-1].id
+
+    def __eq__(self, other: object) -> bool:
+        """Specs are equal when their definitions are, wherever they were loaded from."""
+        if not isinstance(other, WorkflowSpec):
+            return NotImplemented
+        return self.definition() == other.definition()
+
+    __hash__ = None  # type: ignore[assignment]
 
     def step(self, step_id: str) -> StepSpec:
         for s in self.steps:

@@ -1,0 +1,67 @@
+"""Shared fixtures: a fresh SQLite store per test, the fixture workflows, and a CLI runner."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.store import Store
+
+FIXTURES = Path(__file__).parent / "fixtures" / "workflows"
+REPO = Path(__file__).parent.parent
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'orchestrator.db'}"
+
+
+@pytest.fixture
+def store(db_url: str):
+    s = Store(db_url)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def step_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each step call appends a line here, so tests can count executions."""
+    path = tmp_path / "steps.log"
+    path.touch()
+    monkeypatch.setenv("STEP_LOG", str(path))
+    return path
+
+
+def calls(log: Path) -> list[str]:
+    return [line.split()[0] for line in log.read_text().splitlines() if line.strip()]
+
+
+@dataclass
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    def json(self):
+        return json.loads(self.stdout)
+
+
+@pytest.fixture
+def cli(db_url: str):
+    """Invoke the CLI in-process with this test's database; returns exit code and both streams."""
+    runner = CliRunner()
+
+    def invoke(*args: str, db: bool = True) -> Result:
+        argv = list(args) + (["--db", db_url] if db else [])
+        res = runner.invoke(app, argv, env={**os.environ, "COLUMNS": "200"})
+        if res.exception is not None and not isinstance(res.exception, SystemExit):
+            raise res.exception
+        return Result(res.exit_code, res.stdout, res.stderr)
+
+    return invoke
