@@ -482,3 +482,6 @@ def main() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+from orchestrator import cli_attribution  # noqa: E402,F401  (registers label/trace/attribute/... on app)

@@ -1,0 +1,43 @@
+"""Human outcome labels on finished runs: the single entry point the CLI and TUI share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.errors import InputError
+from orchestrator.store import Store
+
+
+@dataclass
+class LabelResult:
+    """What a label stored, and (for an incorrect one) which step the backward trace blamed."""
+
+    run_id: str
+    outcome_id: int
+    value: float
+    correct: bool
+    blamed_step: str | None = None
+    attribution_id: int | None = None
+
+
+def label_run(store: Store, run_id: str, *, correct: bool | None = None, reward: float | None = None,
+              reason: str | None = None, reviewer: str | None = None) -> LabelResult:
+    """Store a human outcome (source ``human``) for a run's final output.
+
+    ``correct`` alone gives reward 1.0 or 0.0; ``reward`` alone is judged correct at 0.5 or above.
+    """
+    from orchestrator.review import default_reviewer
+
+    if correct is None and reward is None:
+        raise InputError("say --correct, --incorrect or --reward X")
+    if reward is not None and not 0.0 <= reward <= 1.0:
+        raise InputError(f"--reward must be between 0 and 1; got {reward}")
+    run = store.get_run(run_id)
+    if run.status not in ("succeeded", "failed", "rejected"):
+        raise InputError(f"run {run_id} is {run.status}; only a finished run can be labelled")
+    value = reward if reward is not None else (1.0 if correct else 0.0)
+    is_correct = correct if correct is not None else value >= 0.5
+    termination = {"succeeded": "goal_achieved", "failed": "critical_failure", "rejected": "rejected"}[run.status]
+    outcome_id = store.add_outcome(run_id, value=value, correct=is_correct, source="human", termination=termination,
+                                   reason=reason, reviewer=reviewer or default_reviewer())
+    return LabelResult(run_id, outcome_id, value, is_correct)
