@@ -1,0 +1,340 @@
+"""The example workflows' step functions, called directly in dependency order.
+
+A tiny walker reads each YAML file, resolves step inputs (``$inputs.KEY``, ``STEP_ID``,
+``STEP_ID.field``, constants) and calls the step functions, without the executor or a store.
+It tells the story of the procurement example: the correct path recommends the ground-truth
+vendor; an injected fault at step 4 fails the relevance threshold, propagates faithfully to a
+confident wrong recommendation, and is caught by the critic; the reviewer's edit fixes it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from orchestrator.context import NextNeed, StepContext
+from orchestrator.model import GateResult, WorkflowSpec, parse_reference
+from orchestrator.resolve import resolve_callable
+
+WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
+PROCUREMENT = WORKFLOWS / "procurement" / "procurement.yaml"
+EDIT_JSON = WORKFLOWS / "procurement" / "procurement_edit_correct.json"
+HELLO = WORKFLOWS / "hello" / "hello.yaml"
+RESEARCH = WORKFLOWS / "research" / "research.yaml"
+ALL_YAML = sorted(WORKFLOWS.rglob("*.yaml"))
+
+
+def load_spec(path: Path) -> WorkflowSpec:
+    return WorkflowSpec.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+
+
+def make_ctx(spec: WorkflowSpec, step_id: str, upstream: dict[str, Any],
+             feedback: list[GateResult] | None = None) -> StepContext:
+    """A StepContext like the executor's: next_needs from the consumers' needs/description."""
+    step = spec.step(step_id)
+    needs = [NextNeed(s.id, s.agent_name, s.needs, s.description) for s in spec.steps
+             if step_id in s.step_dependencies() and (s.needs or s.description)]
+    return StepContext(run_id="test-run", step_id=step_id, workflow=spec.name, agent=step.agent_name,
+                       step_type=step.type, idempotency_key=f"key-{step_id}", next_needs=needs,
+                       gate_feedback=list(feedback or []), upstream=dict(upstream))
+
+
+def walk(path: Path, inputs: dict[str, Any] | None = None,
+         replace: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run every step in listed order; ``replace`` gives outputs to use instead of calling a step.
+
+    Outputs are stored the way the executor stores them: as plain JSON, a critic's verdict as
+    ``GateResult.to_json()``.
+    """
+    spec = load_spec(path)
+    given = inputs or {}
+    workflow_inputs = {k: given.get(k, v.default) for k, v in spec.inputs.items()}
+    outputs: dict[str, Any] = {}
+    for step in spec.steps:
+        missing = [d for d in step.step_dependencies() if d not in outputs]
+        assert not missing, f"{path.name}: step {step.id!r} is listed before its dependencies {missing}"
+        if replace and step.id in replace:
+            outputs[step.id] = replace[step.id]
+            continue
+        kwargs: dict[str, Any] = {}
+        for param, ref in step.inputs.items():
+            parsed = parse_reference(ref)
+            if parsed is None:
+                kwargs[param] = ref
+            elif parsed[0] == "input":
+                kwargs[param] = workflow_inputs[parsed[1]]
+            else:
+                value = outputs[parsed[1]]
+                for part in parsed[2].split(".") if parsed[2] else []:
+                    value = value[int(part)] if isinstance(value, list) else value[part]
+                kwargs[param] = value
+        fn = resolve_callable(step.run, path.parent)
+        if "ctx" in inspect.signature(fn).parameters:
+            kwargs["ctx"] = make_ctx(spec, step.id, outputs)
+        out = fn(**kwargs)
+        if isinstance(out, GateResult):
+            out = out.to_json()
+        outputs[step.id] = json.loads(json.dumps(out))
+    return outputs
+
+
+def procurement_module() -> Any:
+    return resolve_callable("procurement:score", PROCUREMENT.parent).__globals__
+
+
+def gate_params(spec: WorkflowSpec, step_id: str, gate: str) -> dict[str, Any]:
+    return next(g.params for g in spec.step(step_id).gates if g.gate == gate)
+
+
+def qualifying(items: list[dict[str, Any]], score_field: str, threshold: float) -> int:
+    return sum(1 for item in items if item[score_field] >= threshold)
+
+
+@pytest.fixture(scope="module")
+def correct() -> dict[str, Any]:
+    return walk(PROCUREMENT)
+
+
+@pytest.fixture(scope="module")
+def faulty() -> dict[str, Any]:
+    return walk(PROCUREMENT, {"inject_fault": True})
+
+
+# -- every workflow file ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", ALL_YAML, ids=lambda p: p.name)
+def test_yaml_has_only_keys_the_spec_model_accepts(path: Path) -> None:
+    spec = WorkflowSpec.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    assert spec.steps
+
+
+@pytest.mark.parametrize("path", ALL_YAML, ids=lambda p: p.name)
+def test_every_step_has_a_gate(path: Path) -> None:
+    spec = load_spec(path)
+    assert [s.id for s in spec.steps if not s.gates] == []
+
+
+@pytest.mark.parametrize("path", ALL_YAML, ids=lambda p: p.name)
+def test_yaml_loads_binds_and_builds_its_gates(path: Path) -> None:
+    spec_module = pytest.importorskip("orchestrator.spec")
+    pytest.importorskip("gates")
+    spec = spec_module.load_workflow(path)
+    assert all(s._fn is not None for s in spec.steps)
+
+
+def test_all_example_workflows_are_present() -> None:
+    assert {p.name for p in ALL_YAML} >= {"procurement.yaml", "hello.yaml", "research.yaml"}
+
+
+# -- procurement: the correct path --------------------------------------------------------------
+
+def test_procurement_has_the_seed_shape() -> None:
+    spec = load_spec(PROCUREMENT)
+    assert len(spec.steps) >= 20
+    assert spec.steps[3].id == "retrieve_candidates" and spec.steps[3].type == "retrieval"
+    assert {s.type for s in spec.steps} >= {"retrieval", "reasoning", "action", "verification", "critic"}
+    assert spec.step("retrieve_candidates").baseline == "procurement:baseline_retrieve"
+    assert any(s.side_effects for s in spec.steps if s.type == "action")
+    critic = spec.step("verify_recommendation")
+    assert critic.type == "critic" and critic.verifies == ["retrieve_candidates", "draft_recommendation"]
+    assert "verify_recommendation" in spec.step("recommend").after
+    assert spec.output_step == "recommend" and spec.outcome == "procurement:score"
+
+
+def test_default_path_recommends_the_ground_truth_vendor(correct: dict[str, Any]) -> None:
+    mod = procurement_module()
+    truth = mod["GROUND_TRUTH"]
+    rec = correct["recommend"]
+    assert (rec["vendor_id"], rec["vendor_name"]) == (truth["vendor_id"], truth["vendor_name"]) == \
+        ("V-007", "Nordwind Safety GmbH")
+    assert rec["unit_price"] == truth["unit_price"] and rec["delivery_days"] == truth["delivery_days"]
+    assert rec["cited_ids"] == ["V-007"]
+    assert mod["score"](rec) == 1.0
+
+
+def test_default_retrieval_passes_the_relevance_threshold(correct: dict[str, Any]) -> None:
+    params = gate_params(load_spec(PROCUREMENT), "retrieve_candidates", "min_items")
+    items = correct["retrieve_candidates"][params["field"]]
+    assert qualifying(items, params["score_field"], params["threshold"]) >= params["count"]
+
+
+def test_steps_are_deterministic(correct: dict[str, Any]) -> None:
+    assert walk(PROCUREMENT) == correct
+
+
+# -- procurement: the injected fault ------------------------------------------------------------
+
+def test_fault_fails_the_relevance_threshold_at_step_4(faulty: dict[str, Any]) -> None:
+    params = gate_params(load_spec(PROCUREMENT), "retrieve_candidates", "min_items")
+    items = faulty["retrieve_candidates"][params["field"]]
+    assert qualifying(items, params["score_field"], params["threshold"]) < params["count"]
+    # subtle: the same-looking vendor family and SKU, but other regions
+    assert {i["name"].split()[0] for i in items} == {"Nordwind"}
+    assert {i["region"] for i in items} - {"EU"}
+
+
+def test_fault_propagates_to_a_confident_wrong_recommendation(correct: dict[str, Any],
+                                                               faulty: dict[str, Any]) -> None:
+    mod = procurement_module()
+    rec = faulty["recommend"]
+    assert rec["vendor_id"] != mod["GROUND_TRUTH"]["vendor_id"]
+    assert rec["vendor_name"].startswith("Nordwind Safety")
+    assert rec["confidence"] >= 0.9 and rec["confidence"] >= correct["recommend"]["confidence"]
+    assert mod["score"](rec) < 0.5
+
+
+def test_critic_fails_on_the_faulty_path_and_passes_on_the_correct_one(correct: dict[str, Any],
+                                                                     faulty: dict[str, Any]) -> None:
+    assert correct["verify_recommendation"]["passed"] is True
+    verdict = faulty["verify_recommendation"]
+    assert verdict["passed"] is False
+    assert verdict["details"]["checks"]["region"] is False
+    assert "V-017" in verdict["reason"]
+
+
+def test_edit_json_in_place_of_retrieval_leads_to_the_correct_vendor() -> None:
+    edited = json.loads(EDIT_JSON.read_text(encoding="utf-8"))
+    outputs = walk(PROCUREMENT, {"inject_fault": True}, replace={"retrieve_candidates": edited})
+    assert outputs["recommend"]["vendor_id"] == "V-007"
+    assert outputs["verify_recommendation"]["passed"] is True
+    assert procurement_module()["score"](outputs["recommend"]) == 1.0
+
+
+def test_baseline_retrieve_returns_the_reviewers_correction(faulty: dict[str, Any]) -> None:
+    baseline = resolve_callable("procurement:baseline_retrieve", PROCUREMENT.parent)
+    out = baseline(plan=faulty["plan_search"], inject_fault=True)
+    assert out == json.loads(EDIT_JSON.read_text(encoding="utf-8"))
+
+
+def test_retrieval_requeries_strictly_after_gate_feedback(faulty: dict[str, Any]) -> None:
+    spec = load_spec(PROCUREMENT)
+    retrieve = resolve_callable("procurement:retrieve_candidates", PROCUREMENT.parent)
+    ctx = make_ctx(spec, "retrieve_candidates", {}, feedback=[GateResult(False, 0.33, "1 of 4 items")])
+    out = retrieve(plan=faulty["plan_search"], inject_fault=True, ctx=ctx)
+    assert out["requeried_after_feedback"] is True
+    assert {i["region"] for i in out["items"]} == {"EU"}
+
+
+def test_procurement_score_rewards_only_the_right_vendor_and_price(correct: dict[str, Any]) -> None:
+    score = procurement_module()["score"]
+    rec = correct["recommend"]
+    assert score({**rec, "unit_price": 2.71}) == 0.5
+    assert score({**rec, "vendor_id": "V-003", "vendor_name": "Lumen Optics Safety BV"}) == 0.0
+    assert score(None) == 0.0
+
+
+# -- procurement: context injection and side effects --------------------------------------------
+
+def test_steps_echo_what_their_consumers_need(correct: dict[str, Any]) -> None:
+    told = {n["step_id"]: n["needs"] for n in correct["normalize_requirements"]["for_next"]}
+    assert told["plan_search"] == load_spec(PROCUREMENT).step("plan_search").needs
+    consumers = {n["step_id"] for n in correct["retrieve_candidates"]["for_next"]}
+    assert {"extract_prices", "score_delivery", "verify_recommendation"} <= consumers
+
+
+def test_side_effect_steps_carry_the_idempotency_key(correct: dict[str, Any]) -> None:
+    spec = load_spec(PROCUREMENT)
+    for step in (s for s in spec.steps if s.side_effects):
+        assert correct[step.id]["idempotency_key"] == f"key-{step.id}"
+
+
+# -- procurement: the real built-in gates -------------------------------------------------------
+
+def evaluate_gates(path: Path, outputs: dict[str, Any]) -> list[tuple[str, str, GateResult]]:
+    """Every verdict (step, gate, result) in step order; a critic's own verdict comes first."""
+    factory = pytest.importorskip("gates.factory")
+    base = pytest.importorskip("gates.base")
+    spec = load_spec(path)
+    verdicts: list[tuple[str, str, GateResult]] = []
+    upstream: dict[str, Any] = {}
+    for step in spec.steps:
+        output = outputs[step.id]
+        if step.type == "critic":
+            verdicts.append((step.id, "critic", base.normalize(output, "critic")))
+        ctx = make_ctx(spec, step.id, upstream)
+        for gate_spec in step.gates:
+            gate = factory.build_gate(gate_spec, step_id=step.id, base_dir=path.parent)
+            result = base.evaluate(gate, gate_spec.label, output, ctx).result
+            verdicts.append((step.id, gate_spec.label, result))
+        upstream[step.id] = output
+    return verdicts
+
+
+def test_every_gate_passes_on_the_correct_path(correct: dict[str, Any]) -> None:
+    failed = [(s, g, r.reason) for s, g, r in evaluate_gates(PROCUREMENT, correct) if not r.passed]
+    assert failed == []
+
+
+def test_first_failing_gate_on_the_faulty_path_is_the_step_4_relevance_gate(faulty: dict[str, Any]) -> None:
+    failed = [(s, g) for s, g, r in evaluate_gates(PROCUREMENT, faulty) if not r.passed]
+    assert failed[0] == ("retrieve_candidates", "relevant_results")
+    # every later step processes the mismatch faithfully: only the critic notices
+    assert failed == [("retrieve_candidates", "relevant_results"), ("verify_recommendation", "critic")]
+
+
+def test_edit_json_passes_the_retrieval_gates() -> None:
+    edited = json.loads(EDIT_JSON.read_text(encoding="utf-8"))
+    outputs = walk(PROCUREMENT, {"inject_fault": True}, replace={"retrieve_candidates": edited})
+    assert [(s, g) for s, g, r in evaluate_gates(PROCUREMENT, outputs) if not r.passed] == []
+
+
+# -- hello --------------------------------------------------------------------------------------
+
+def test_hello_steps_shout_and_sign_off() -> None:
+    outputs = walk(HELLO, {"name": "Ada"})
+    assert outputs["shout"] == "HELLO, ADA!"
+    assert outputs["sign_off"]["message"].startswith("HELLO, ADA!")
+    assert [(s, g) for s, g, r in evaluate_gates(HELLO, outputs) if not r.passed] == []
+
+
+def test_hello_python_and_yaml_define_the_same_workflow(monkeypatch: pytest.MonkeyPatch) -> None:
+    orchestrator = pytest.importorskip("orchestrator")
+    try:
+        orchestrator.Workflow  # noqa: B018 - the Python API may be exported lazily
+    except AttributeError:
+        pytest.skip("orchestrator.Workflow is not available yet")
+    monkeypatch.syspath_prepend(str(HELLO.parent))
+    module_spec = importlib.util.spec_from_file_location("hello_example_workflow", HELLO.parent / "hello.py")
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    assert module.wf.spec.definition() == load_spec(HELLO).definition()
+
+
+# -- research -----------------------------------------------------------------------------------
+
+def test_research_fans_out_to_one_researcher_agent_and_back_in() -> None:
+    spec = load_spec(RESEARCH)
+    researchers = [s.id for s in spec.steps if s.agent == "researcher"]
+    assert len(researchers) == 3
+    assert set(spec.step("write_draft").step_dependencies()) >= set(researchers)
+    assert {s.agent for s in spec.steps} == {"planner", "researcher", "writer", "editor"}
+
+
+def test_research_publishes_a_cited_brief_the_editor_approves() -> None:
+    outputs = walk(RESEARCH)
+    assert outputs["edit_review"]["passed"] is True
+    researched = {i for s in ("research_definition", "research_methods", "research_pitfalls")
+                  for i in outputs[s]["note_ids"]}
+    assert {s["id"] for s in outputs["publish"]["sources"]} == researched
+    assert [(s, g) for s, g, r in evaluate_gates(RESEARCH, outputs) if not r.passed] == []
+
+
+def test_research_editor_rejects_a_fabricated_citation() -> None:
+    outputs = walk(RESEARCH)
+    review = resolve_callable("research:edit_review", RESEARCH.parent)
+    draft = outputs["write_draft"] + "- Everyone agrees. [N-13]\n"
+    verdict = review(draft=draft, plan=outputs["plan_questions"], definition=outputs["research_definition"],
+                     methods=outputs["research_methods"], pitfalls=outputs["research_pitfalls"])
+    assert verdict.passed is False and "N-13" in verdict.reason
+
+
+def test_research_off_topic_fails_the_relevance_gate() -> None:
+    outputs = walk(RESEARCH, {"topic": "tomato gardening"})
+    assert outputs["research_definition"]["findings"] == []
