@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Run agentic workflows with quality gates, human review and step-level attribution.")
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 DbOption = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: $ORCHESTRATOR_DB, "
                                                    "else sqlite:///.orchestrator/orchestrator.db)")]

@@ -100,7 +100,12 @@ def _key_to_loc(key: str, data: Any) -> tuple[Any, ...]:
         index = int(key[len("steps["):key.index("]")])
         rest = key[key.index("]") + 2:].split(".") if "]." in key else []
         return ("steps", index, *rest)
-    parts = key.split(".")
+    parts: list[Any] = []
+    for part in key.split("."):
+        name, bracket, rest = part.partition("[")
+        parts.append(name)
+        if bracket:
+            parts.append(int(rest.rstrip("]")))
     if parts[0] == "steps" and len(parts) > 1:
         return (*_step_loc(data, parts[1]), *parts[2:])
     return tuple(parts)
