@@ -279,7 +279,8 @@ def load_python(path: Path) -> WorkflowSpec:
     except SpecError:
         raise
     except Exception as exc:
-        raise SpecError([SpecProblem(str(path), "", f"importing the file failed: {type(exc).__name__}: {exc}")]) from None
+        message = f"importing the file failed: {type(exc).__name__}: {exc}"
+        raise SpecError([SpecProblem(str(path), "", message)]) from None
     found = {k: v for k, v in vars(module).items() if isinstance(v, (Workflow, WorkflowSpec))}
     if spec_name:
         found = {k: v for k, v in found.items() if k == spec_name}

@@ -26,7 +26,8 @@ def test_independent_branches_overlap_in_time(cli):
 
 def test_max_concurrency_one_serializes_branches(cli):
     doc = cli("run", str(FIXTURES / "fanout.yaml"), "--json", "--max-concurrency", "1").json()
-    spans = sorted((_ts(s["started_at"]), _ts(s["ended_at"])) for s in doc["steps"] if s["step_id"] in ("b1", "b2", "b3"))
+    branches = [s for s in doc["steps"] if s["step_id"] in ("b1", "b2", "b3")]
+    spans = sorted((_ts(s["started_at"]), _ts(s["ended_at"])) for s in branches)
     for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
         assert start >= end
 

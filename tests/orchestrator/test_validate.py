@@ -13,14 +13,16 @@ BAD_FILES = [
     ("syntax_error.yaml", r"syntax_error\.yaml:6:7: YAML syntax error: expected ',' or '\]'"),
     ("unknown_key.yaml", r"unknown_key\.yaml:8: steps\.left\.timout: unknown key 'timout' in steps\.left; valid keys:"),
     ("duplicate_ids.yaml", r"duplicate_ids\.yaml:5: .*duplicate step id 'src'"),
-    ("missing_step.yaml", r"missing_step\.yaml:7: .*step 'summarize' depends on 'fetch_sources', which is not defined\. "
+    ("missing_step.yaml", r"missing_step\.yaml:7: .*step 'summarize' depends on 'fetch_sources', "
+                          r"which is not defined\. "
                           r"Defined steps: \['fetch', 'summarize'\]"),
     ("missing_input.yaml", r"missing_input\.yaml:7: .*references workflow input 'query', which is not declared"),
     ("cycle.yaml", r"cycle\.yaml:5: .*cycle: plan -> draft -> review -> plan"),
     ("bad_import.yaml", r"bad_import\.yaml:4: .*cannot import module 'no_such_module_here'"),
     ("bad_attr.yaml", r"bad_attr\.yaml:4: .*module 'steps' has no attribute 'sauce'"),
     ("not_callable.yaml", r"not_callable\.yaml:4: .*'steps:NOT_CALLABLE' is a int, not a callable"),
-    ("param_mismatch.yaml", r"param_mismatch\.yaml:7: .*input 'val' does not match any parameter of steps:double\(value\)"),
+    ("param_mismatch.yaml",
+     r"param_mismatch\.yaml:7: .*input 'val' does not match any parameter of steps:double\(value\)"),
     ("bad_output.yaml", r"bad_output\.yaml:5: output: output names step 'final', which is not defined"),
     ("wrong_type.yaml", r"wrong_type\.yaml:5: steps\.src\.timeout: Input should be a valid number"),
 ]
@@ -75,7 +77,8 @@ def test_empty_file_is_exit_2(cli, tmp_path):
 
 def test_several_problems_are_all_listed(cli, tmp_path):
     (tmp_path / "two.yaml").write_text(
-        "name: two\nsteps:\n  - id: a\n    run: nowhere:thing\n  - id: b\n    run: nowhere:other\n    inputs: {v: zz}\n")
+        "name: two\nsteps:\n  - id: a\n    run: nowhere:thing\n"
+        "  - id: b\n    run: nowhere:other\n    inputs: {v: zz}\n")
     result = cli("validate", str(tmp_path / "two.yaml"), db=False)
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
