@@ -454,7 +454,7 @@ def show(run_id: str, as_json: JsonOption = False, db: DbOption = None) -> None:
                           highlight=False, soft_wrap=True)
     for r in doc["reviews"]:
         out.print(f"review: {r['decision']} {r['step_id']} by {r['reviewer']} at {r['created_at']}"
-                  + (f" (forced)" if r["forced"] else "") + (f": {escape(r['comment'])}" if r["comment"] else ""),
+                  + (" (forced)" if r["forced"] else "") + (f": {escape(r['comment'])}" if r["comment"] else ""),
                   highlight=False, soft_wrap=True)
     for o in doc["outcomes"]:
         verdict = "correct" if o["correct"] else ("incorrect" if o["correct"] is False else "")
