@@ -6,13 +6,15 @@ the definition is re-validated and its callables are resolved again next to the 
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from orchestrator.errors import SpecError, StoreMismatchError
+from orchestrator.errors import ReviewError, SpecError, StoreMismatchError
 from orchestrator.executor import EventHook, Executor, RunResult
 from orchestrator.inputs import resolve_inputs
 from orchestrator.model import WorkflowSpec
@@ -52,9 +54,35 @@ def start_run(store: Store, spec: WorkflowSpec, given_inputs: dict[str, Any], *,
     return anyio.run(lambda: executor.start(inputs, run_id_hook=run_id_hook))
 
 
+def _live_owner(owner: str | None) -> str | None:
+    """The owner token if it names another live process on this host, else None."""
+    if not owner or ":" not in owner:
+        return None
+    host, _, pid_text = owner.rpartition(":")
+    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return None
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return owner
+    return owner
+
+
 def continue_run(store: Store, run_id: str, *, max_concurrency: int = 8,
                  on_event: EventHook | None = None) -> RunResult:
-    """Resume a run from its stored records (after a crash, a pause or a review decision)."""
+    """Resume a run from its stored records (after a crash, a pause or a review decision).
+
+    A run still marked ``running`` by a live process on this host is refused, so two processes
+    never execute the same run; one whose process died (SIGKILL, power loss) is taken over.
+    """
+    run = store.get_run(run_id)
+    if run.status == "running":
+        owner = _live_owner(store.run_owner(run_id))
+        if owner is not None:
+            raise ReviewError(f"run {run_id} is being executed by process {owner}; "
+                              "wait for it to finish or stop that process first")
     spec, workflow_id = spec_for_run(store, run_id)
     executor = Executor(store, spec, max_concurrency=max_concurrency, on_event=on_event, workflow_id=workflow_id)
     return anyio.run(executor.resume, run_id)

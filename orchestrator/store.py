@@ -194,6 +194,13 @@ class Store:
             raise NotFoundError(f"no run {run_id!r} in {self.display_url}; list runs with `orchestrator runs`")
         return _run_view(row)
 
+    def run_owner(self, run_id: str) -> str | None:
+        """The ``host:pid`` token of the process executing the run, if any."""
+        with self._lock:
+            owner = self._conn.execute(select(_runs.c.owner).where(_runs.c.run_id == run_id)).scalar()
+            self._conn.rollback()
+        return owner
+
     def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
                   limit: int = 1000) -> list[RunView]:
         query = select(_runs).order_by(_runs.c.id.desc()).limit(limit)

@@ -73,3 +73,21 @@ def test_resume_of_an_unknown_run_is_exit_2(cli):
     result = cli("resume", "rnope")
     assert result.exit_code == 2
     assert "no run 'rnope'" in result.stderr
+
+
+def test_resume_refuses_a_run_that_a_live_process_is_executing(tmp_path, db_url, cli):
+    env = {**os.environ, "STEP_LOG": str(tmp_path / "log"), "CHAIN_SLEEP": "1.0", "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(FIXTURES / "chain.yaml"),
+                             "--db", db_url], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        store = Store(db_url)
+        deadline = time.time() + 30
+        while time.time() < deadline and not (store.list_runs() and store.step_records(store.list_runs()[0].run_id)):
+            time.sleep(0.05)
+        run_id = store.list_runs()[0].run_id
+        result = cli("resume", run_id)
+        assert result.exit_code == 2
+        assert f"run {run_id} is being executed by process" in result.stderr
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
