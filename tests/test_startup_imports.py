@@ -1,0 +1,57 @@
+"""``orchestrator --help`` and ``orchestrator validate`` must not import Textual.
+
+The TUI is the heaviest dependency; commands that never show it should not pay for it.
+Each command runs in a fresh interpreter as ``python -X importtime -m orchestrator ...``, and
+the import log on stderr lists every module the command loaded. A correctness test, not a
+timed one: it checks which modules are imported, never how long anything takes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import FIXTURES, REPO
+
+
+def imported_modules(*args: str) -> tuple[int, set[str], str]:
+    """Run ``python -X importtime -m orchestrator ARGS``; return exit code, imported modules, stdout."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPROFILEIMPORTTIME", "ORCHESTRATOR_DB")}
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "orchestrator", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    modules = set()
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and line.count("|") == 2:
+            name = line.rsplit("|", 1)[1].strip()
+            if name != "package":  # the header line
+                modules.add(name)
+    return proc.returncode, modules, proc.stdout
+
+
+def textual_modules(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m == "textual" or m.startswith("textual.") or m == "tui"
+                  or m.startswith("tui."))
+
+
+@pytest.mark.parametrize("args", [
+    ("--help",),
+    ("validate", str(FIXTURES / "ok.yaml")),
+], ids=["help", "validate"])
+def test_command_does_not_import_textual(args: tuple[str, ...]) -> None:
+    code, modules, stdout = imported_modules(*args)
+    assert code == 0, stdout
+    assert "orchestrator.cli" in modules, "the import log was not captured"
+    assert textual_modules(modules) == []
+
+
+def test_the_import_log_would_catch_textual() -> None:
+    """The check itself works: an interpreter that does import Textual is seen doing so."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import textual.app"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+               if line.startswith("import time:") and line.count("|") == 2}
+    assert "textual.app" in textual_modules(modules)
