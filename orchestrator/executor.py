@@ -10,11 +10,13 @@ step that consumes it starts, so a crash loses at most the attempts in flight an
 from __future__ import annotations
 
 import hashlib
+import heapq
 import inspect
+import itertools
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +73,64 @@ class _Done:
     record_id: int
     output: Any
     ended_at: float
+    seq: int = 0
+    """Completion order within this execution: ``done`` only grows, one entry per step."""
+
+
+class _Upstream(MutableMapping[str, Any]):
+    """``ctx.upstream``: the outputs of the steps completed when the attempt started.
+
+    A snapshot without the copy: the executor's ``done`` map only grows and numbers its entries,
+    so "completed before this attempt" is ``seq < limit``, and a 1000-step run does not copy up to
+    1000 outputs into every context. Writing to it (rare) materializes a private dict first, so
+    it behaves like the plain dict it replaces. Lookups are safe from worker threads.
+    """
+
+    __slots__ = ("_done", "_limit", "_own")
+
+    def __init__(self, done: dict[str, _Done]) -> None:
+        self._done = done
+        self._limit = len(done)
+        self._own: dict[str, Any] | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        if self._own is not None:
+            return self._own[key]
+        entry = self._done.get(key)
+        if entry is None or entry.seq >= self._limit:
+            raise KeyError(key)
+        return entry.output
+
+    def __contains__(self, key: object) -> bool:
+        if self._own is not None:
+            return key in self._own
+        entry = self._done.get(key)  # type: ignore[call-overload]
+        return entry is not None and entry.seq < self._limit
+
+    def __iter__(self) -> Iterator[str]:
+        if self._own is not None:
+            return iter(self._own)
+        return iter(list(itertools.islice(self._done, self._limit)))  # one C-level copy of the keys
+
+    def __len__(self) -> int:
+        return len(self._own) if self._own is not None else self._limit
+
+    def _materialize(self) -> dict[str, Any]:
+        if self._own is None:
+            self._own = {key: self._done[key].output for key in list(itertools.islice(self._done, self._limit))}
+        return self._own
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._materialize()[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._materialize()[key]
+
+    def copy(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
 
 
 class _AttemptFailed(Exception):
@@ -146,6 +206,10 @@ class Executor:
             self.next_needs[sid] = needs
         self._injected_json = {sid: jsonio.dumps([n.to_json() for n in needs]) if needs else None
                                for sid, needs in self.next_needs.items()}
+        # the scheduler's static data: topological position and consumers of each step
+        self._position = {sid: i for i, sid in enumerate(self.order)}
+        self._consumers = consumers
+        self._fn_info: dict[Any, tuple[bool, bool]] = {}
 
     def _emit(self, event: str, **fields: Any) -> None:
         if self.on_event is not None:
@@ -161,7 +225,7 @@ class Executor:
         if run_id_hook is not None:
             run_id_hook(run_id)
         self._emit("run_started", run_id=run_id, workflow=self.spec.name, steps=self.order)
-        return await self.execute(run_id, inputs)
+        return await self._execute(run_id, inputs, [])  # a new run has no records yet
 
     async def resume(self, run_id: str) -> RunResult:
         """Continue a paused, interrupted or failed run from its stored records."""
@@ -177,7 +241,9 @@ class Executor:
     async def execute(self, run_id: str, inputs: dict[str, Any],
                       preset: dict[str, Any] | None = None) -> RunResult:
         """Run every step that can run; ``preset`` maps step ids to outputs to use without executing."""
-        records = self.store.step_records(run_id)
+        return await self._execute(run_id, inputs, self.store.step_records(run_id))
+
+    async def _execute(self, run_id: str, inputs: dict[str, Any], records: list[StepRecordView]) -> RunResult:
         unknown = sorted({r.step_id for r in records} - set(self.steps))
         if unknown:
             raise StoreMismatchError(
@@ -186,7 +252,9 @@ class Executor:
         latest: dict[str, StepRecordView] = {}
         for rec in records:
             latest[rec.step_id] = rec
-        reviews = {r.record_id: r for r in self.store.reviews(run_id)}
+        # reviews only matter for records waiting on one
+        reviews = {r.record_id: r for r in self.store.reviews(run_id)} \
+            if any(rec.status == "gate_failed" for rec in latest.values()) else {}
         done: dict[str, _Done] = {}
         waiting: set[str] = set()
         retry_feedback: dict[str, list[GateResult]] = {}
@@ -194,7 +262,7 @@ class Executor:
         for sid, rec in latest.items():
             next_attempt[sid] = rec.attempt + 1
             if rec.status == "succeeded":
-                done[sid] = _Done(rec.id, rec.output, rec.ended_at)
+                done[sid] = _Done(rec.id, rec.output, rec.ended_at, len(done))
             elif rec.status == "gate_failed":
                 review = reviews.get(rec.id)
                 if review is None:
@@ -204,24 +272,26 @@ class Executor:
                                            for g in rec.failed_gates]
                 else:
                     waiting.add(sid)  # approve/edit add a newer record; anything else keeps it waiting
-        blocked = graph.descendants(self.spec, waiting) if waiting else set()
+        blocked = self._descendants(waiting) if waiting else set()
         failed: list[str] = []
         errors: list[str] = []
         in_flight: set[str] = set()
         send, receive = anyio.create_memory_object_stream[StepOutcome](max_buffer_size=len(self.order) + 1)
-
-        def ready() -> list[str]:
-            return [sid for sid in self.order
-                    if sid not in done and sid not in waiting and sid not in blocked and sid not in in_flight
-                    and all(d in done for d in self.deps[sid])]
+        # Incremental readiness: a step is ready once its count of unfinished dependencies hits 0;
+        # ready steps wait in a heap keyed by topological position, so they start in the same
+        # order as a scan of self.order would give, without rescanning every step each time.
+        order, position, consumers = self.order, self._position, self._consumers
+        pending = {sid: sum(1 for d in self.deps[sid] if d not in done) for sid in order}
+        ready = [i for i, sid in enumerate(order) if pending[sid] == 0]  # ascending, so already a heap
 
         async with anyio.create_task_group() as tg, receive:
             def schedule() -> None:
                 if failed:
                     return
-                for sid in ready():
-                    if len(in_flight) >= self.max_concurrency:
-                        break
+                while ready and len(in_flight) < self.max_concurrency:
+                    sid = order[heapq.heappop(ready)]
+                    if sid in done or sid in waiting or sid in blocked or sid in in_flight:
+                        continue
                     in_flight.add(sid)
                     tg.start_soon(self._run_step, run_id, sid, inputs, done, next_attempt.get(sid, 1),
                                   retry_feedback.pop(sid, []), send)
@@ -231,15 +301,30 @@ class Executor:
                 outcome = await receive.receive()
                 in_flight.discard(outcome.step_id)
                 if outcome.status == "succeeded":
-                    done[outcome.step_id] = _Done(outcome.record_id, outcome.output, outcome.ended_at)
+                    done[outcome.step_id] = _Done(outcome.record_id, outcome.output, outcome.ended_at, len(done))
+                    for user in consumers.get(outcome.step_id, ()):
+                        pending[user] -= 1
+                        if pending[user] == 0:
+                            heapq.heappush(ready, position[user])
                 elif outcome.status == "gate_failed":
                     waiting.add(outcome.step_id)
-                    blocked |= graph.descendants(self.spec, [outcome.step_id])
+                    blocked |= self._descendants([outcome.step_id])
                 else:
                     failed.append(outcome.step_id)
                     errors.append(f"step {outcome.step_id!r} failed: {outcome.error}")
                 schedule()
         return self._finish(run_id, done, waiting, failed, errors)
+
+    def _descendants(self, step_ids: Iterable[str]) -> set[str]:
+        """All steps downstream of any of ``step_ids`` (not including them), as graph.descendants."""
+        out: set[str] = set()
+        stack = list(step_ids)
+        while stack:
+            for user in self._consumers.get(stack.pop(), ()):
+                if user not in out:
+                    out.add(user)
+                    stack.append(user)
+        return out
 
     def _finish(self, run_id: str, done: dict[str, _Done], waiting: set[str], failed: list[str],
                 errors: list[str]) -> RunResult:
@@ -300,12 +385,23 @@ class Executor:
             consumed.append([source.record_id, dep, round(max(0.0, started - source.ended_at), 6)])
         return (kwargs, jsonio.dumps(stored) if stored else None, jsonio.dumps(consumed) if consumed else None)
 
+    def _call_info(self, fn: Any) -> tuple[bool, bool]:
+        """(declares ``ctx``, is a coroutine function), inspected once per callable."""
+        try:
+            return self._fn_info[fn]
+        except KeyError:
+            info = self._fn_info[fn] = (_wants_ctx(fn), inspect.iscoroutinefunction(fn))
+            return info
+        except TypeError:  # an unhashable callable object
+            return _wants_ctx(fn), inspect.iscoroutinefunction(fn)
+
     async def _call(self, step: StepSpec, kwargs: dict[str, Any], ctx: StepContext) -> Any:
         fn = step._fn
         call_kwargs = dict(kwargs)
-        if _wants_ctx(fn):
+        wants_ctx, is_async = self._call_info(fn)
+        if wants_ctx:
             call_kwargs["ctx"] = ctx
-        if inspect.iscoroutinefunction(fn):
+        if is_async:
             result = await fn(**call_kwargs)
         else:
             result = await anyio.to_thread.run_sync(lambda: fn(**call_kwargs), abandon_on_cancel=True)
@@ -325,6 +421,12 @@ class Executor:
     async def _attempts(self, run_id: str, step: StepSpec, inputs: dict[str, Any], done: dict[str, _Done],
                         first_attempt: int, feedback: list[GateResult]) -> StepOutcome:
         policy = step.retry
+        state = {"feedback": feedback, "last": None}
+        if policy.attempts == 1:  # what tenacity does with one attempt, without building it per step
+            try:
+                return await self._attempt(run_id, step, inputs, done, first_attempt, state, is_last=True)
+            except (_AttemptFailed, _GateRetry):
+                return state["last"]
         base_dir = self.base_dir
         wait = wait_exponential(multiplier=policy.backoff, max=policy.max_backoff) if policy.backoff else wait_none()
 
@@ -335,7 +437,6 @@ class Executor:
 
         retrying = AsyncRetrying(stop=stop_after_attempt(policy.attempts), wait=wait,
                                  retry=retry_if_exception(should_retry), reraise=True)
-        state = {"feedback": feedback, "last": None}
         try:
             async for attempt in retrying:
                 with attempt:
@@ -363,7 +464,7 @@ class Executor:
         ctx = StepContext(run_id=run_id, step_id=step.id, workflow=self.spec.name, agent=step.agent_name,
                           step_type=step.type, attempt=attempt, idempotency_key=idempotency_key(run_id, step.id),
                           next_needs=self.next_needs[step.id], gate_feedback=list(state["feedback"]),
-                          inputs=kwargs, upstream={sid: d.output for sid, d in done.items()},
+                          inputs=kwargs, upstream=_Upstream(done),  # type: ignore[arg-type]
                           workflow_inputs=inputs)
         self._emit("step_started", run_id=run_id, step_id=step.id, attempt=attempt, started_at=started)
         common = dict(step_id=step.id, step_type=step.type, agent=step.agent_name, attempt=attempt,
