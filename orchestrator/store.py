@@ -18,9 +18,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, create_engine, event, func, insert, select, update
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Table, and_, create_engine, event, func, insert, select, update
+from sqlalchemy.engine import Dialect, Engine
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlmodel import SQLModel
 
 from orchestrator import jsonio
@@ -52,6 +52,40 @@ _gates = GateResultRow.__table__
 _reviews = ReviewRow.__table__
 _outcomes = OutcomeRow.__table__
 _attributions = AttributionRow.__table__
+
+_STEP_COLUMNS = ("run_pk", "workflow_id", "step_id", "step_type", "agent", "attempt", "status", "origin",
+                 "started_at", "ended_at", "inputs", "output", "error_type", "error_message", "consumed",
+                 "injected")
+_GATE_KEYS = ("gate", "passed", "score", "reason", "details", "severity", "duration")
+_GATE_COLUMNS = ("record_id", "run_pk", "step_id", *_GATE_KEYS)
+_insert_steps = insert(_steps)
+_insert_gates = insert(_gates)
+
+
+class _RawInsert:
+    """An INSERT compiled once for a dialect, run on the DBAPI cursor with positional values.
+
+    The SQLite write path: SQLAlchemy's per-execute work (cache key, execution context, result
+    object) costs more than SQLite's own INSERT + COMMIT of a small row. The SQL text and the
+    columns' bind processors (float and boolean coercion) are SQLAlchemy's, so the stored values
+    are the same as through ``Connection.execute``.
+    """
+
+    def __init__(self, table: Table, columns: Sequence[str], dialect: Dialect) -> None:
+        compiled = insert(table).compile(dialect=dialect, column_keys=list(columns))
+        if not compiled.positional or list(compiled.positiontup or ()) != list(columns):
+            raise ValueError("the dialect does not bind these columns positionally in order")
+        self.sql = str(compiled)
+        self.processors = [(i, proc) for i, name in enumerate(columns)
+                           if (proc := table.c[name].type.dialect_impl(dialect).bind_processor(dialect))]
+
+    def row(self, values: Sequence[Any]) -> Sequence[Any]:
+        if not self.processors:
+            return values
+        out = list(values)
+        for i, proc in self.processors:
+            out[i] = proc(out[i])
+        return out
 
 
 def default_url() -> str:
@@ -104,6 +138,14 @@ class Store:
         self._conn = self.engine.connect()
         self._lock = threading.RLock()
         self._run_pk_cache: dict[str, int] = {}
+        self._raw_steps: _RawInsert | None = None
+        self._raw_gates: _RawInsert | None = None
+        if self.is_sqlite:
+            try:
+                self._raw_steps = _RawInsert(_steps, _STEP_COLUMNS, self.engine.dialect)
+                self._raw_gates = _RawInsert(_gates, _GATE_COLUMNS, self.engine.dialect)
+            except ValueError:
+                self._raw_steps = self._raw_gates = None
 
     def close(self) -> None:
         with self._lock:
@@ -232,16 +274,47 @@ class Store:
                            gates: Sequence[dict[str, Any]] = ()) -> int:
         """Commit one attempt (and its gate verdicts) in one transaction; JSON arrives pre-encoded."""
         run_pk = self.run_pk(run_id)
-        with self._lock, self._conn.begin():
-            record_id = self._conn.execute(insert(_steps).values(
-                run_pk=run_pk, workflow_id=workflow_id, step_id=step_id, step_type=step_type, agent=agent,
-                attempt=attempt, status=status, origin=origin, started_at=started_at, ended_at=ended_at,
-                inputs=inputs, output=output, error_type=error_type, error_message=error_message,
-                consumed=consumed, injected=injected)).inserted_primary_key[0]
-            if gates:
-                self._conn.execute(insert(_gates), [
-                    {"record_id": record_id, "run_pk": run_pk, "step_id": step_id, **g} for g in gates])
+        values = (run_pk, workflow_id, step_id, step_type, agent, attempt, status, origin, started_at, ended_at,
+                  inputs, output, error_type, error_message, consumed, injected)
+        with self._lock:
+            if self._raw_steps is not None and not self._conn.in_transaction() \
+                    and all(len(g) == len(_GATE_KEYS) and all(k in g for k in _GATE_KEYS) for g in gates):
+                return self._insert_step_raw(values, gates)
+            with self._conn.begin():
+                record_id = self._conn.execute(_insert_steps, dict(zip(_STEP_COLUMNS, values, strict=True))) \
+                    .inserted_primary_key[0]
+                if gates:
+                    self._conn.execute(_insert_gates, [
+                        {"record_id": record_id, "run_pk": run_pk, "step_id": step_id, **g} for g in gates])
         return int(record_id)
+
+    def _insert_step_raw(self, values: Sequence[Any], gates: Sequence[dict[str, Any]]) -> int:
+        """The SQLite fast path of insert_step_record: one INSERT (+ gate rows) and COMMIT on the DBAPI
+        connection, outside any SQLAlchemy transaction (the caller holds the lock and checked)."""
+        assert self._raw_steps is not None and self._raw_gates is not None
+        dbapi = self._conn.connection.dbapi_connection
+        assert dbapi is not None
+        cursor = dbapi.cursor()
+        sql = self._raw_steps.sql
+        params: Any = values
+        try:
+            cursor.execute(sql, self._raw_steps.row(values))
+            record_id = int(cursor.lastrowid)
+            if gates:
+                sql = self._raw_gates.sql
+                params = [self._raw_gates.row((record_id, values[0], values[2], *(g[k] for k in _GATE_KEYS)))
+                          for g in gates]
+                cursor.executemany(sql, params)
+            dbapi.commit()
+        except BaseException as exc:
+            dbapi.rollback()
+            dbapi_error = self.engine.dialect.loaded_dbapi.Error
+            if isinstance(exc, dbapi_error):  # the same exception types as through SQLAlchemy
+                raise DBAPIError.instance(sql, params, exc, dbapi_error, dialect=self.engine.dialect) from exc
+            raise
+        finally:
+            cursor.close()
+        return record_id
 
     def step_records(self, run_id: str, *, latest_only: bool = False) -> list[StepRecordView]:
         """Records of a run in insertion order, with their gate results; optionally the latest per step."""
