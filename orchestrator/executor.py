@@ -185,6 +185,9 @@ def _exception_matches(exc: BaseException, names: list[str], base_dir: str | Non
 class Executor:
     """Runs one workflow spec against one store."""
 
+    trace_incorrect: bool = True
+    """Backward-trace an outcome the evaluator scores incorrect (attribution replays turn this off)."""
+
     def __init__(self, store: Store, spec: WorkflowSpec, *, max_concurrency: int = 8,
                  on_event: EventHook | None = None, workflow_id: int | None = None) -> None:
         self.store = store
@@ -355,9 +358,16 @@ class Executor:
             self._emit("outcome_error", run_id=run_id, error=f"{type(exc).__name__}: {exc}")
             return
         correct = value >= self.spec.outcome_threshold
-        self.store.add_outcome(run_id, value=value, correct=correct, source="evaluator",
-                               termination="goal_achieved", reason=f"evaluator {self.spec.outcome}")
+        outcome_id = self.store.add_outcome(run_id, value=value, correct=correct, source="evaluator",
+                                            termination="goal_achieved", reason=f"evaluator {self.spec.outcome}")
         self._emit("outcome", run_id=run_id, value=value, correct=correct)
+        if not correct and self.trace_incorrect:
+            try:  # an incorrect outcome gets its backward trace at once (attribution replays opt out)
+                from orchestrator.attribution.auto import trace_outcome
+
+                trace_outcome(self.store, run_id, outcome_id, spec=self.spec)
+            except Exception as exc:  # attribution must never lose the finished run
+                self._emit("attribution_error", run_id=run_id, error=f"{type(exc).__name__}: {exc}")
 
     # -- one step ------------------------------------------------------------------------------
 
