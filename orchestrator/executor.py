@@ -9,6 +9,7 @@ step that consumes it starts, so a crash loses at most the attempts in flight an
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import heapq
 import inspect
@@ -279,15 +280,17 @@ class Executor:
         failed: list[str] = []
         errors: list[str] = []
         in_flight: set[str] = set()
-        send, receive = anyio.create_memory_object_stream[StepOutcome](max_buffer_size=len(self.order) + 1)
         # Incremental readiness: a step is ready once its count of unfinished dependencies hits 0;
         # ready steps wait in a heap keyed by topological position, so they start in the same
         # order as a scan of self.order would give, without rescanning every step each time.
         order, position, consumers = self.order, self._position, self._consumers
         pending = {sid: sum(1 for d in self.deps[sid] if d not in done) for sid in order}
         ready = [i for i, sid in enumerate(order) if pending[sid] == 0]  # ascending, so already a heap
+        # Steps are spawned from a copy of this task's context, as if from here, even when the
+        # spawn happens in the task of the step that just finished (contextvars do not leak).
+        spawn_context = contextvars.copy_context()
 
-        async with anyio.create_task_group() as tg, receive:
+        async with anyio.create_task_group() as tg:
             def schedule() -> None:
                 if failed:
                     return
@@ -297,11 +300,13 @@ class Executor:
                         continue
                     in_flight.add(sid)
                     tg.start_soon(self._run_step, run_id, sid, inputs, done, next_attempt.get(sid, 1),
-                                  retry_feedback.pop(sid, []), send)
+                                  retry_feedback.pop(sid, []), report)
 
-            schedule()
-            while in_flight:
-                outcome = await receive.receive()
+            def report(outcome: StepOutcome) -> None:
+                """Called by a step's task when it has its outcome (its record is committed)."""
+                spawn_context.run(settle, outcome)
+
+            def settle(outcome: StepOutcome) -> None:
                 in_flight.discard(outcome.step_id)
                 if outcome.status == "succeeded":
                     done[outcome.step_id] = _Done(outcome.record_id, outcome.output, outcome.ended_at, len(done))
@@ -311,11 +316,13 @@ class Executor:
                             heapq.heappush(ready, position[user])
                 elif outcome.status == "gate_failed":
                     waiting.add(outcome.step_id)
-                    blocked |= self._descendants([outcome.step_id])
+                    blocked.update(self._descendants([outcome.step_id]))
                 else:
                     failed.append(outcome.step_id)
                     errors.append(f"step {outcome.step_id!r} failed: {outcome.error}")
                 schedule()
+
+            spawn_context.run(schedule)
         return self._finish(run_id, done, waiting, failed, errors)
 
     def _descendants(self, step_ids: Iterable[str]) -> set[str]:
@@ -420,13 +427,13 @@ class Executor:
         return result
 
     async def _run_step(self, run_id: str, step_id: str, inputs: dict[str, Any], done: dict[str, _Done],
-                        first_attempt: int, feedback: list[GateResult], send: Any) -> None:
+                        first_attempt: int, feedback: list[GateResult], report: Callable[[StepOutcome], None]) -> None:
         step = self.steps[step_id]
         try:
             outcome = await self._attempts(run_id, step, inputs, done, first_attempt, feedback)
         except Exception as exc:  # a bug in the executor itself; still report a value
             outcome = StepOutcome(step_id, "failed", -1, error=f"{type(exc).__name__}: {exc}")
-        await send.send(outcome)
+        report(outcome)
 
     async def _attempts(self, run_id: str, step: StepSpec, inputs: dict[str, Any], done: dict[str, _Done],
                         first_attempt: int, feedback: list[GateResult]) -> StepOutcome:
