@@ -1,6 +1,264 @@
 """CLI commands over outcomes and attribution: label, trace, attribute, replay, stats, report.
 
-Registered on the main app by importing this module (cli.py does so at the end).
+Registered on the main app by importing this module (cli.py does so at the end). Each command is
+a thin face over a function of :mod:`orchestrator.labels` or :mod:`orchestrator.attribution`,
+the same functions the TUI calls.
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from orchestrator.cli import DbOption, JsonOption, ReviewerOption, app, guarded, open_store, out
+
+if TYPE_CHECKING:
+    from orchestrator.records import AttributionView
+
+WorkflowOption = Annotated[str | None, typer.Option("--workflow", help="Only runs of this workflow.")]
+
+
+def _evidence_note(method: str, candidate: dict[str, Any]) -> str:
+    ev = candidate.get("evidence") or {}
+    if method == "trace":
+        signals = ev.get("signals") or []
+        if signals:
+            more = f" (+{len(signals) - 1} more)" if len(signals) > 1 else ""
+            return f"{signals[0]['kind']}: {signals[0]['detail']}{more}"
+        return "checked, no failing signal" if ev.get("checked") else "unchecked: no gate or critic"
+    if method == "counterfactual":
+        return (f"{ev.get('reference')}: {ev.get('value_actual', 0):.3f} -> {ev.get('value_with_reference', 0):.3f}"
+                f" (replay {ev.get('replay_run_id')})")
+    note = f"references: {', '.join(sorted(set((ev.get('references') or {}).values())))}"
+    if ev.get("ci95"):
+        lo, hi = ev["ci95"]
+        note += f"; 95% CI [{lo:+.3f}, {hi:+.3f}]"
+    if ev.get("steps"):
+        note += f"; steps: {', '.join(ev['steps'])}"
+    return note
+
+
+def print_attribution(view: AttributionView) -> None:
+    """The attribution record as a ranked table, with the sentence that explains it."""
+    from rich.table import Table
+
+    doc = view.to_json()
+    blamed = doc["blamed_step"]
+    agent = next((c["agent"] for c in doc["candidates"] if c["step_id"] == blamed), None)
+    head = f"run [bold]{doc['run_id']}[/] {doc['method']}"
+    if doc["params"].get("by") == "agent":
+        head += " by agent"
+    if blamed:
+        out.print(f"{head}: blamed step [bold red]{escape(blamed)}[/] (agent {escape(str(agent))}), "
+                  f"confidence {doc['confidence']:.2f}", highlight=False)
+    else:
+        out.print(f"{head}: no step blamed (confidence {doc['confidence'] or 0:.2f})", highlight=False)
+    explanation = (doc.get("evidence") or {}).get("explanation")
+    if explanation:
+        out.print(f"  why: {escape(explanation)}", highlight=False, soft_wrap=True)
+    table = Table(expand=True)
+    for col, kw in (("#", {"justify": "right"}), ("step", {}), ("agent", {}), ("credit", {"justify": "right"}),
+                    ("evidence", {"ratio": 1})):
+        table.add_column(col, **kw)
+    for i, c in enumerate(doc["candidates"], 1):
+        style = "red" if c["credit"] < 0 else ("green" if c["credit"] > 0 else "")
+        credit = f"[{style}]{c['credit']:+.3f}[/]" if style else f"{c['credit']:+.3f}"
+        table.add_row(str(i), escape(c["step_id"]), escape(c["agent"]), credit,
+                      escape(_evidence_note(doc["method"], c)))
+    out.print(table)
+    if doc.get("cost"):
+        out.print(f"  cost: {doc['cost']} step executions", highlight=False)
+
+
+@app.command()
+@guarded
+def label(run_id: Annotated[str, typer.Argument(help="Run id.")],
+          correct: Annotated[bool | None, typer.Option("--correct/--incorrect",
+                                                       help="Was the final output right?")] = None,
+          reward: Annotated[float | None, typer.Option("--reward", help="A reward in [0, 1] instead of (or "
+                                                                         "besides) correct/incorrect.")] = None,
+          reason: Annotated[str | None, typer.Option("--reason", help="Why; stored with the label.")] = None,
+          reviewer: ReviewerOption = None, as_json: JsonOption = False, db: DbOption = None) -> None:
+    """Record a human outcome for a finished run; an incorrect one is traced back to a step at once."""
+    from orchestrator.labels import label_run
+
+    store = open_store(db)
+    result = label_run(store, run_id, correct=correct, reward=reward, reason=reason, reviewer=reviewer)
+    if as_json:
+        print(json.dumps({"run_id": result.run_id, "outcome_id": result.outcome_id, "value": result.value,
+                          "correct": result.correct, "blamed_step": result.blamed_step,
+                          "confidence": result.confidence, "attribution_id": result.attribution_id,
+                          "explanation": result.explanation}, indent=2))
+        return
+    verdict = "correct" if result.correct else "incorrect"
+    out.print(f"labelled run [bold]{result.run_id}[/] {verdict} (reward {result.value:.2f})", highlight=False)
+    if result.correct:
+        return
+    if result.blamed_step:
+        out.print(f"blamed step: [bold red]{escape(result.blamed_step)}[/] (confidence {result.confidence:.2f})",
+                  highlight=False)
+    else:
+        out.print("blamed step: none found by the backward trace", highlight=False)
+    if result.explanation:
+        out.print(f"  why: {escape(result.explanation)}", highlight=False, soft_wrap=True)
+    out.print(f"  details: `orchestrator trace {result.run_id}`; replay-based: "
+              f"`orchestrator attribute {result.run_id} --method counterfactual`", highlight=False)
+
+
+@app.command()
+@guarded
+def trace(run_id: Annotated[str, typer.Argument(help="Run id.")],
+          recompute: Annotated[bool, typer.Option("--recompute", help="Trace again even if a trace is "
+                                                                      "stored.")] = False,
+          as_json: JsonOption = False, db: DbOption = None) -> None:
+    """The backward trace of a run's outcome: the latest stored one, or a new one."""
+    from orchestrator.attribution.methods import trace_view
+
+    store = open_store(db)
+    view = trace_view(store, run_id, recompute=recompute)
+    if as_json:
+        print(json.dumps(view.to_json(), indent=2, default=str))
+        return
+    print_attribution(view)
+
+
+@app.command()
+@guarded
+def attribute(run_id: Annotated[str, typer.Argument(help="Run id.")],
+              method: Annotated[str, typer.Option("--method", "-m", help="trace | counterfactual | shapley | "
+                                                                        "difference")],
+              by: Annotated[str, typer.Option("--by", help="step | agent (shapley and difference)")] = "step",
+              samples: Annotated[int | None, typer.Option("--samples", help="Shapley permutations to sample "
+                                                                             "(default: exact up to 12 players, "
+                                                                             "32 above)")] = None,
+              seed: Annotated[int, typer.Option("--seed", help="Seed of the permutation sampler.")] = 0,
+              as_json: JsonOption = False, db: DbOption = None) -> None:
+    """Compute and store an attribution record of a run's outcome with one method."""
+    from orchestrator.attribution.methods import attribute as compute
+    from orchestrator.attribution.methods import stored_view
+
+    store = open_store(db)
+    result = compute(store, run_id, method, by=by, samples=samples, seed=seed)
+    view = stored_view(store, result)
+    if as_json:
+        print(json.dumps(view.to_json(), indent=2, default=str))
+        return
+    print_attribution(view)
+
+
+@app.command()
+@guarded
+def replay(run_id: Annotated[str, typer.Argument(help="Run id.")],
+           from_step: Annotated[str, typer.Option("--from", help="The step to fork from.")],
+           output: Annotated[Path | None, typer.Option("--output", help="JSON file with the output STEP takes "
+                                                                        "(default: STEP runs again).")] = None,
+           as_json: JsonOption = False, db: DbOption = None) -> None:
+    """Fork a new run: earlier steps reuse their records, STEP takes the output or re-runs, later steps re-run.
+
+    The original run is not modified; the fork records its parent run and step. Gates run in
+    warn mode in a fork (verdicts stored, never a pause) and side-effecting steps reuse their output.
+    """
+    from orchestrator.attribution.methods import fork_run
+    from orchestrator.attribution.replay import MISSING
+    from orchestrator.cli import report_result
+    from orchestrator.errors import InputError
+    from orchestrator.executor import RunResult
+
+    value: Any = MISSING
+    if output is not None:
+        try:
+            value = json.loads(output.read_text())
+        except OSError as exc:
+            raise InputError(f"--output {output}: {exc.strerror}") from None
+        except json.JSONDecodeError as exc:
+            raise InputError(f"--output {output}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    store = open_store(db)
+    evaluation = fork_run(store, run_id, from_step, value)
+    if not as_json:
+        how = "the given output" if output is not None else "a re-execution"
+        out.print(f"forked run {run_id} at step {escape(from_step)} with {how}", highlight=False)
+    report_result(store, RunResult(evaluation.run_id or "", evaluation.status, output=evaluation.output), as_json)
+
+
+@app.command()
+@guarded
+def stats(workflow: WorkflowOption = None,
+          since: Annotated[str | None, typer.Option("--since", help="2026-11-01, an ISO datetime, or 14d / 2w")] = None,
+          period: Annotated[str, typer.Option("--period", help="day | week")] = "week",
+          min_runs: Annotated[int, typer.Option("--min-runs", min=1, help="Gated runs a period needs before it "
+                                                                          "can raise an alert.")] = 1,
+          as_json: JsonOption = False, db: DbOption = None) -> None:
+    """Per step: gate pass rate over time, its trend, and the share of failures attributed to it."""
+    from rich.table import Table
+
+    from orchestrator.attribution.stats import compute_stats, parse_since
+
+    start = parse_since(since) if since else None
+    store = open_store(db)
+    report_ = compute_stats(store, workflow, since=start, period=period, min_runs=min_runs)
+    if as_json:
+        print(json.dumps(report_.to_json(), indent=2))
+        return
+    out.print(f"workflow [bold]{escape(report_.workflow)}[/]: {report_.runs} runs, "
+              f"{report_.incorrect_outcomes} incorrect outcomes", highlight=False)
+    table = Table(expand=True)
+    for col, kw in (("step", {}), ("agent", {}), ("runs", {"justify": "right"}),
+                    ("gate pass", {"justify": "right"}), (f"trend by {period}", {"ratio": 1}),
+                    ("blamed", {"justify": "right"})):
+        table.add_column(col, **kw)
+    for s in report_.steps:
+        rates = [f"{p.gate_pass_rate:.0%}" for p in s.trend if p.gate_pass_rate is not None][-6:]
+        table.add_row(escape(s.step_id), escape(s.agent or ""), str(s.runs),
+                      f"{s.gate_pass_rate:.0%}" if s.gate_pass_rate is not None else "-",
+                      " -> ".join(rates) or "-", f"{s.blamed_share:.0%}" if s.blamed else "")
+    out.print(table)
+    if report_.blamed_distribution:
+        parts = sorted(report_.blamed_distribution.items(), key=lambda kv: -kv[1])
+        out.print("failure attribution: " + ", ".join(f"{escape(k)} {v:.0%}" for k, v in parts), highlight=False)
+    for alert in report_.alerts:
+        out.print(f"[bold yellow]alert[/] {escape(alert.message)}", highlight=False, soft_wrap=True)
+
+
+def _dist(d: dict[str, Any]) -> str:
+    if not d.get("count"):
+        return "no data"
+    return f"n={d['count']} min={d['min']:g} p50={d['p50']:g} p90={d['p90']:g} max={d['max']:g} mean={d['mean']:g}"
+
+
+@app.command()
+@guarded
+def report(workflow: WorkflowOption = None, as_json: JsonOption = False, db: DbOption = None) -> None:
+    """The reporting checklist over stored runs: lengths, outcomes, non-determinism, composition, granularity."""
+    from orchestrator.attribution.report import build_report
+
+    store = open_store(db)
+    doc = build_report(store, workflow).to_json()
+    if as_json:
+        print(json.dumps(doc, indent=2))
+        return
+    o = doc["outcomes"]
+    lines = [
+        f"[bold]reporting checklist[/] ({escape(workflow or 'all workflows')}, {doc['runs']} runs)",
+        f"1. trajectory length (steps run): {_dist(doc['trajectory_steps'])}",
+        f"   attempts per run: {_dist(doc['trajectory_attempts'])}",
+        f"2. outcomes: {o['scored_runs']} scored, {o['unscored_runs']} unscored; value {_dist(o['value'])}",
+        f"   non-zero reward: {o['share_nonzero_reward'] if o['share_nonzero_reward'] is not None else '-'}; "
+        f"correct: {o['share_correct'] if o['share_correct'] is not None else '-'}; by source {o['by_source']}",
+        "3. non-determinism (same inputs, different outputs):",
+    ]
+    for s in doc["nondeterminism"]:
+        rate = f"{s['rate']:.0%}" if s["rate"] is not None else "no repeated inputs"
+        lines.append(f"   {escape(s['step_id'])}: {rate} ({s['varied']} of {s['repeated_inputs']} repeated inputs)")
+    c, g, b = doc["composition"], doc["granularity"], doc["baseline"]
+    lines += [
+        f"4. composition: by kind {c['by_kind']}; by status {c['by_status']}; versions {c['by_version']}",
+        f"5. credit assignment: {g['records']} records; methods {g['by_method']}; granularity {g['by_granularity']}",
+        f"6. baseline: steps with a baseline {b['steps_with_baseline'] or 'none'}; mean outcome first "
+        f"{b['window_runs']} runs {b['early_mean_outcome']}, last {b['window_runs']} runs {b['recent_mean_outcome']}",
+    ]
+    for line in lines:
+        out.print(line, highlight=False, soft_wrap=True)

@@ -1,4 +1,8 @@
-"""Human outcome labels on finished runs: the single entry point the CLI and TUI share."""
+"""Human outcome labels on finished runs: the single entry point the CLI and TUI share.
+
+An incorrect label triggers a backward trace at once: its attribution record is stored, linked
+to the label's outcome, and the blamed step comes back on the :class:`LabelResult`.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,10 @@ class LabelResult:
     correct: bool
     blamed_step: str | None = None
     attribution_id: int | None = None
+    confidence: float | None = None
+    """How far the trace's blame can be trusted (0..1); None when nothing was traced."""
+    explanation: str | None = None
+    """Why the trace blamed that step (or why it blamed none)."""
 
 
 def label_run(store: Store, run_id: str, *, correct: bool | None = None, reward: float | None = None,
@@ -33,6 +41,7 @@ def label_run(store: Store, run_id: str, *, correct: bool | None = None, reward:
     if reward is not None and not 0.0 <= reward <= 1.0:
         raise InputError(f"--reward must be between 0 and 1; got {reward}")
     run = store.get_run(run_id)
+    store.run_pk(run_id)  # cache the key first: Store.add_outcome looks it up inside its transaction
     if run.status not in ("succeeded", "failed", "rejected"):
         raise InputError(f"run {run_id} is {run.status}; only a finished run can be labelled")
     value = reward if reward is not None else (1.0 if correct else 0.0)
@@ -40,4 +49,14 @@ def label_run(store: Store, run_id: str, *, correct: bool | None = None, reward:
     termination = {"succeeded": "goal_achieved", "failed": "critical_failure", "rejected": "rejected"}[run.status]
     outcome_id = store.add_outcome(run_id, value=value, correct=is_correct, source="human", termination=termination,
                                    reason=reason, reviewer=reviewer or default_reviewer())
-    return LabelResult(run_id, outcome_id, value, is_correct)
+    result = LabelResult(run_id, outcome_id, value, is_correct)
+    if not is_correct:
+        from orchestrator.attribution.auto import trace_outcome
+
+        traced = trace_outcome(store, run_id, outcome_id)
+        if traced is not None:
+            result.blamed_step = traced.blamed_step
+            result.attribution_id = traced.attribution_id
+            result.confidence = traced.confidence
+            result.explanation = traced.evidence.get("explanation")
+    return result

@@ -112,6 +112,7 @@ def agent_totals(candidates: list[Candidate]) -> dict[str, float]:
 
 def save(store: Store, result: AttributionResult) -> int:
     """Store the result as an attribution record and remember its id on the result."""
+    store.run_pk(result.run_id)  # cache the key first: Store.add_attribution looks it up inside its transaction
     result.attribution_id = store.add_attribution(
         result.run_id, method=result.method, params=result.params,
         step_credits=[c.to_json() for c in result.candidates],

@@ -1,0 +1,365 @@
+"""Replays: re-run part of a stored run with some steps' behaviour changed, never touching it.
+
+A :class:`Plan` says what changes: steps replaced by their reference (a reviewer's edit if
+there is one, else the step's ``baseline`` callable, else a fresh re-execution), steps given a
+fixed output, and steps that must run again. Every other step keeps its own behaviour: it
+reuses its recorded output while its inputs are unchanged, and re-executes on new inputs.
+Steps marked ``side_effects`` never act in a replay: they reuse their recorded output (an edit
+or a baseline may still replace it, since neither acts).
+
+A replay is a new run (``kind`` ``counterfactual`` or ``replay``) whose ``parent_run_id`` is
+the original and whose ``parent_step`` names what changed. Steps that are not downstream of a
+change are copied in as records with ``origin="reused"`` (gate verdicts included); the rest
+go through the normal executor, so gates, critics, retries and timeouts behave as in a run.
+
+Gates in replays: every gate and critic runs and its verdict is stored, but replays run in
+``warn`` mode, so a failing gate never pauses, retries or fails a replay. (A replay that
+paused would have no final output; a replay has nobody to review it.) A replay that fails
+(a step raises) scores ``failure_value`` (0 by default).
+
+Identical sub-executions are cached (see :mod:`orchestrator.attribution.cache`); when every
+step a plan needs is already known, its value is computed from the cache without a new run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from gates.base import normalize as normalize_verdict
+from orchestrator import graph, jsonio
+from orchestrator.attribution.cache import InputKeys, StepCache, Value
+from orchestrator.errors import InputError, NotFoundError
+from orchestrator.executor import Executor
+from orchestrator.model import GateResult, StepSpec, WorkflowSpec
+from orchestrator.store import Store
+
+MISSING: Any = object()
+
+
+class SideEffectReplayError(RuntimeError):
+    """A side-effecting step has no recorded output to reuse, and replays never act."""
+
+
+@dataclass
+class Plan:
+    """What a replay changes. Steps in none of the sets keep their own behaviour."""
+
+    reference: frozenset[str] = frozenset()
+    fixed: dict[str, Any] = field(default_factory=dict)
+    fresh: frozenset[str] = frozenset()
+    """Steps that run again even where their inputs are unchanged (a fork's downstream)."""
+
+    def key(self) -> tuple[Any, ...]:
+        return (self.reference, tuple(sorted((k, Value.of(v).digest) for k, v in self.fixed.items())), self.fresh)
+
+
+@dataclass
+class Evaluation:
+    """The value of one plan: the evaluator's score of its final output."""
+
+    value: float | None
+    """None only for a fork of a workflow that has no evaluator."""
+    status: str
+    """``succeeded`` or ``failed``."""
+    output: Any = None
+    run_id: str | None = None
+    """The stored replay run; None when the value came entirely from cached executions."""
+    executions: int = 0
+    """Step executions this evaluation paid for."""
+
+
+class _MarkingStore:
+    """The store as the replay executor sees it: records say how their output came to be."""
+
+    def __init__(self, store: Store, marks: dict[tuple[str, str], str]) -> None:
+        self._store = store
+        self._marks = marks
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def insert_step_record(self, run_id: str, workflow_id: int, **fields: Any) -> int:
+        mark = self._marks.pop((run_id, fields["step_id"]), None)
+        if mark is not None and fields.get("status") != "failed":
+            fields["origin"] = mark
+        return self._store.insert_step_record(run_id, workflow_id, **fields)
+
+
+def _wants_ctx(fn: Any) -> bool:
+    try:
+        return "ctx" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class ReplayEngine:
+    """Evaluates plans against one stored run; one engine per attribution so the cache is shared."""
+
+    def __init__(self, store: Store, run_id: str, *, spec: WorkflowSpec | None = None,
+                 failure_value: float = 0.0, max_concurrency: int = 8) -> None:
+        from orchestrator.runner import spec_for_run
+
+        self.store = store
+        self.run = store.get_run(run_id)
+        if self.run.status in ("running", "queued"):
+            raise InputError(f"run {run_id} is {self.run.status}; replay a finished or paused run")
+        self.spec = spec if spec is not None else spec_for_run(store, run_id)[0]
+        self.failure_value = failure_value
+        self.max_concurrency = max_concurrency
+        self.order = graph.topological_order(self.spec)
+        self.steps = {s.id: s for s in self.spec.steps}
+        self.output_step = self.spec.output_step
+        relevant = graph.ancestors(self.spec, self.output_step) | {self.output_step}
+        self.relevant = [sid for sid in self.order if sid in relevant]
+        records = store.step_records(run_id)
+        self.step_of_record = {r.id: r.step_id for r in records}
+        self.latest = {r.step_id: r for r in records}
+        self.gated: dict[str, Any] = {}
+        for r in records:
+            if r.gates:
+                self.gated[r.step_id] = r
+        self.edits = {r.step_id: r.output_after for r in store.reviews(run_id) if r.decision == "edit"}
+        self.cache = StepCache()
+        self.keys = InputKeys(self.steps, self.run.inputs, self.cache)
+        self.original: dict[str, Value] = {}
+        self.executions = 0
+        self.executions_by_step: dict[str, int] = {}
+        self.replay_runs: list[str] = []
+        self.notes: list[str] = []
+        self._lock = threading.Lock()
+        self._memo: dict[tuple[Any, ...], Evaluation] = {}
+        self._scores: dict[str, float] = {}
+        self._plans: dict[str, Plan] = {}
+        self._marks: dict[tuple[str, str], str] = {}
+        self._executor: Executor | None = None
+        self._seed()
+
+    # -- what the original run already knows ------------------------------------------------------
+
+    def _seed(self) -> None:
+        outputs: dict[str, Value] = {}
+        for sid in self.order:
+            rec = self.latest.get(sid)
+            if rec is None or rec.status not in ("succeeded", "gate_failed"):
+                continue
+            key = self.keys.from_values(sid, outputs)
+            value = Value.of(rec.output)
+            outputs[sid] = value
+            self.original[sid] = value
+            if key is not None:
+                self.cache.put(sid, "own", key, value, "original", rec)
+
+    def reference_kind(self, step_id: str) -> str:
+        """``edit`` (a reviewer replaced the output), ``baseline`` (declared) or ``resample``."""
+        if step_id in self.edits:
+            return "edit"
+        if self.steps[step_id]._baseline_fn is not None:
+            return "baseline"
+        return "resample"
+
+    def _policy(self, plan: Plan, step_id: str) -> str:
+        if step_id in plan.fixed:
+            return "fixed"
+        if step_id in plan.reference:
+            kind = self.reference_kind(step_id)
+            if kind in ("edit", "baseline") or not self.steps[step_id].side_effects:
+                return kind
+        if self.steps[step_id].side_effects:
+            return "recorded"
+        return "fresh" if step_id in plan.fresh else "own"
+
+    def _known(self, plan: Plan, step_id: str, policy: str, key: str | None) -> tuple[Value | None, str]:
+        """The output a step produces under ``policy`` if it is known without executing."""
+        if policy == "fixed":
+            return Value.of(plan.fixed[step_id]), "replaced"
+        if policy == "edit":
+            return Value.of(self.edits[step_id]), "edited"
+        if policy == "recorded":
+            return self.original.get(step_id), "reused"
+        if policy == "fresh" or key is None:
+            return None, ""
+        entry = self.cache.get(step_id, policy, key)
+        if entry is None:
+            return None, ""
+        return entry.value, ("reused" if entry.source == "original" else "cached")
+
+    # -- evaluating plans -------------------------------------------------------------------------
+
+    def simulate(self, plan: Plan) -> Value | None:
+        """The final output from cached executions alone, or None when something must run."""
+        outputs: dict[str, Value] = {}
+        for sid in self.relevant:
+            policy = self._policy(plan, sid)
+            key = None if policy in ("fixed", "edit", "recorded") else self.keys.from_values(sid, outputs)
+            value, _ = self._known(plan, sid, policy, key)
+            if value is None:
+                return None
+            outputs[sid] = value
+        return outputs[self.output_step]
+
+    def score(self, value: Value) -> float:
+        """The evaluator's score of a final output, once per distinct output."""
+        if value.digest not in self._scores:
+            fn = self.spec._outcome_fn
+            if fn is None:
+                raise InputError(f"workflow {self.spec.name!r} has no outcome evaluator; "
+                                 "add `outcome: module:callable`")
+            try:
+                self._scores[value.digest] = float(fn(value.data))
+            except Exception as exc:  # an evaluator bug scores like a failed replay
+                self.notes.append(f"evaluator raised {type(exc).__name__}: {exc}")
+                self._scores[value.digest] = self.failure_value
+        return self._scores[value.digest]
+
+    def evaluate(self, plan: Plan, *, kind: str = "counterfactual", label: str | None = None,
+                 force_run: bool = False) -> Evaluation:
+        """The value of a plan; ``force_run`` stores a replay run even when the cache knows it."""
+        memo_key = plan.key()
+        known = self._memo.get(memo_key)
+        if known is not None and (known.run_id is not None or not force_run):
+            return known
+        if not force_run:
+            final = self.simulate(plan)
+            if final is not None:
+                evaluation = Evaluation(self.score(final), "succeeded", final.data)
+                self._memo[memo_key] = evaluation
+                return evaluation
+        evaluation = self.run_plan(plan, kind=kind, label=label)
+        self._memo[memo_key] = evaluation
+        return evaluation
+
+    def run_plan(self, plan: Plan, *, kind: str, label: str | None) -> Evaluation:
+        """Execute a plan as a new run linked to the original, and score it."""
+        run_id = self.store.create_run(self.run.workflow_id, self.run.workflow, self.run.inputs, kind=kind,
+                                       parent_run_id=self.run.run_id, parent_step=label)
+        self._plans[run_id] = plan
+        self.replay_runs.append(run_id)
+        before = self.executions
+        self._copy_unchanged(run_id, plan)
+        result = anyio.run(self._get_executor().execute, run_id, self.run.inputs)
+        self._plans.pop(run_id, None)
+        if result.status != "succeeded":
+            value: float | None = self.failure_value
+        elif self.spec._outcome_fn is None:
+            value = None  # a fork of a workflow without an evaluator has nothing to score
+        else:
+            value = self.score(Value.of(result.output))
+        return Evaluation(value, result.status, result.output, run_id, self.executions - before)
+
+    def _copy_unchanged(self, run_id: str, plan: Plan) -> None:
+        """Insert the recorded outputs of steps that nothing in the plan can change."""
+        new_ids: dict[str, int] = {}
+        now = time.time()
+        for sid in self.order:
+            if sid not in self.original or self._policy(plan, sid) not in ("own", "recorded"):
+                continue
+            step = self.steps[sid]
+            if any(dep not in new_ids for dep in step.step_dependencies()):
+                continue
+            rec = self.latest[sid]
+            inputs = None
+            if rec.inputs is not None:
+                inputs = {}
+                for param, val in rec.inputs.items():
+                    if isinstance(val, dict) and "$record" in val:
+                        source = self.step_of_record.get(val["$record"])
+                        val = {**val, "$record": new_ids.get(source, val["$record"])}
+                    inputs[param] = val
+            gated = self.gated.get(sid)
+            gates = []
+            if gated is not None and Value.of(gated.output).digest == self.original[sid].digest:
+                gates = [{"gate": g.gate, "passed": g.passed, "score": g.score, "reason": g.reason,
+                          "details": jsonio.dumps(g.details) if g.details else None, "severity": g.severity,
+                          "duration": g.duration} for g in gated.gates]
+            consumed = [[new_ids[d], d, 0.0] for d in step.step_dependencies()]
+            new_ids[sid] = self.store.insert_step_record(
+                run_id, self.run.workflow_id, step_id=sid, step_type=rec.step_type, agent=rec.agent, attempt=1,
+                status="succeeded", started_at=now, ended_at=now,
+                inputs=jsonio.dumps(inputs) if inputs is not None else None, output=jsonio.dumps(rec.output),
+                consumed=jsonio.dumps(consumed) if consumed else None,
+                injected=jsonio.dumps(rec.injected) if rec.injected else None, origin="reused", gates=gates)
+
+    # -- the replay executor ------------------------------------------------------------------------
+
+    def _get_executor(self) -> Executor:
+        if self._executor is None:
+            steps = []
+            for step in self.spec.steps:
+                copy = step.model_copy(update={"on_gate_fail": "warn"})
+                copy._fn = self._wrap(step)
+                steps.append(copy)
+            spec = self.spec.model_copy(update={"steps": steps})
+            executor = Executor(_MarkingStore(self.store, self._marks), spec,  # type: ignore[arg-type]
+                                max_concurrency=self.max_concurrency, workflow_id=self.run.workflow_id)
+            executor.trace_incorrect = False  # replays are not outcomes to explain
+            self._executor = executor
+        return self._executor
+
+    def _wrap(self, step: StepSpec) -> Any:
+        sid = step.id
+
+        def replay_step(ctx: Any, **kwargs: Any) -> Any:
+            plan = self._plans[ctx.run_id]
+            policy = self._policy(plan, sid)
+            key = None if policy in ("fixed", "edit", "recorded") else InputKeys.from_kwargs(kwargs)
+            value, origin = self._known(plan, sid, policy, key)
+            if value is not None:
+                self._marks[(ctx.run_id, sid)] = origin
+                return value.data
+            if policy == "recorded":
+                raise SideEffectReplayError(f"step {sid!r} has side effects and no recorded output to reuse; "
+                                            "replays never act")
+            fn = step._baseline_fn if policy == "baseline" else step._fn
+            with self._lock:
+                self.executions += 1
+                self.executions_by_step[sid] = self.executions_by_step.get(sid, 0) + 1
+            args = dict(kwargs)
+            if _wants_ctx(fn):
+                args["ctx"] = ctx
+            origin = {"baseline": "baseline", "resample": "resampled"}.get(policy, "executed")
+            result = fn(**args)
+            if inspect.isawaitable(result):
+                async def finish() -> Any:
+                    return self._remember(step, policy, key, await result, ctx.run_id, origin)
+                return finish()
+            return self._remember(step, policy, key, result, ctx.run_id, origin)
+
+        return replay_step
+
+    def _remember(self, step: StepSpec, policy: str, key: str | None, result: Any, run_id: str, origin: str) -> Any:
+        plain = jsonio.to_plain(result)
+        if step.type == "critic":  # store what the executor will store, so digests agree
+            try:
+                verdict = normalize_verdict(result, "critic")
+            except TypeError:
+                verdict = GateResult(False, 0.0, "critic returned an unusable verdict")
+            plain = {**verdict.to_json(), "details": {**verdict.details, "verifies": list(step.verifies)}}
+        if key is not None and policy != "fresh":
+            self.cache.put(step.id, policy, key, Value.of(plain), "replay")
+        self._marks[(run_id, step.id)] = origin
+        return plain
+
+    # -- forks --------------------------------------------------------------------------------------
+
+    def fork(self, from_step: str, output: Any = MISSING) -> Evaluation:
+        """A new run from ``from_step``: earlier steps reuse their records, ``from_step`` takes
+        ``output`` (or re-executes) and everything downstream of it runs again."""
+        if from_step not in self.steps:
+            raise NotFoundError(f"workflow {self.spec.name!r} has no step {from_step!r}; steps: {self.order}")
+        downstream = frozenset(graph.descendants(self.spec, [from_step]))
+        if output is MISSING:
+            plan = Plan(fresh=downstream | {from_step})
+        else:
+            try:
+                output = jsonio.to_plain(output)
+            except jsonio.NotSerializableError as exc:
+                raise InputError(f"the replacement output cannot be stored as JSON: {exc}") from None
+            plan = Plan(fixed={from_step: output}, fresh=downstream)
+        evaluation = self.run_plan(plan, kind="replay", label=from_step)
+        return evaluation
