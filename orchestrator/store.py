@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Table, and_, create_engine, event, func, insert, select, update
+from sqlalchemy import Table, and_, bindparam, create_engine, event, func, insert, select, update
 from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlmodel import SQLModel
@@ -60,6 +60,12 @@ _GATE_KEYS = ("gate", "passed", "score", "reason", "details", "severity", "durat
 _GATE_COLUMNS = ("record_id", "run_pk", "step_id", *_GATE_KEYS)
 _insert_steps = insert(_steps)
 _insert_gates = insert(_gates)
+# Hot statements are built once and executed with parameters: building ``insert().values(...)``
+# per call costs SQLAlchemy several times more than the INSERT itself.
+_insert_runs = insert(_runs)
+_update_run_by_pk = update(_runs).where(_runs.c.id == bindparam("pk_"))
+_find_workflow = select(_workflows.c.id, _workflows.c.source).where(
+    and_(_workflows.c.name == bindparam("name_"), _workflows.c.content_hash == bindparam("hash_")))
 
 
 class _RawInsert:
@@ -165,10 +171,10 @@ class Store:
         text = jsonio.dumps(definition)
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         with self._lock, self._conn.begin():
-            found = self._conn.execute(select(_workflows.c.id).where(
-                and_(_workflows.c.name == name, _workflows.c.content_hash == digest))).scalar()
-            if found is not None:
-                if source:
+            row = self._conn.execute(_find_workflow, {"name_": name, "hash_": digest}).first()
+            if row is not None:
+                found, stored_source = row
+                if source and source != stored_source:  # writing the same value again would change nothing
                     self._conn.execute(update(_workflows).where(_workflows.c.id == found).values(source=source))
                 return int(found)
             return int(self._conn.execute(insert(_workflows).values(
@@ -190,7 +196,7 @@ class Store:
         run_id = new_run_id()
         now = time.time()
         with self._lock, self._conn.begin():
-            pk = self._conn.execute(insert(_runs).values(
+            pk = self._conn.execute(_insert_runs, dict(
                 run_id=run_id, workflow_id=workflow_id, workflow=workflow, status=status, kind=kind,
                 inputs=jsonio.dumps(inputs), parent_run_id=parent_run_id, parent_step=parent_step,
                 owner=owner, heartbeat_at=now, created_at=now, updated_at=now)).inserted_primary_key[0]
@@ -222,9 +228,11 @@ class Store:
             values["error"] = error
         if owner is not ...:
             values["owner"] = owner
-        cond = _runs.c.id == self.run_pk(run_id)
-        if expect is not None:
-            cond = and_(cond, _runs.c.status.in_(list(expect)))
+        pk = self.run_pk(run_id)
+        if expect is None:
+            with self._lock, self._conn.begin():
+                return self._conn.execute(_update_run_by_pk, {"pk_": pk, **values}).rowcount == 1
+        cond = and_(_runs.c.id == pk, _runs.c.status.in_(list(expect)))
         with self._lock, self._conn.begin():
             return self._conn.execute(update(_runs).where(cond).values(**values)).rowcount == 1
 
