@@ -134,10 +134,8 @@ def compute_stats(store: Store, workflow: str | None = None, *, since: float | N
     if period not in PERIODS:
         raise InputError(f"--period must be one of {list(PERIODS)}; got {period!r}")
     name = choose_workflow(store, workflow)
-    runs = [r for r in store.list_runs(workflow=name, kind="run", limit=MAX_RUNS)
-            if since is None or r.created_at >= since]
-    runs.sort(key=lambda r: r.created_at)
-    history = store.step_history(name, since=since)
+    history = store.step_history(name)  # a run belongs to the window its first step started in
+    runs = sorted(store.list_runs(workflow=name, kind="run", limit=MAX_RUNS), key=lambda r: r.created_at)
     return build_stats(name, runs, history, {r.run_id: store.outcomes(r.run_id) for r in runs},
                        store.attributions(workflow=name), step_order=_step_order(store, runs), period=period,
                        since=since, alert_drop=alert_drop, min_runs=min_runs, now=now)
@@ -154,9 +152,18 @@ def build_stats(workflow: str, runs: list[RunView], history: list[dict[str, Any]
                 outcomes: dict[str, list[OutcomeView]], attributions: list[AttributionView], *,
                 step_order: list[tuple[str, str | None]] = (), period: str = "week", since: float | None = None,
                 alert_drop: float = 5.0, min_runs: int = 1, now: float | None = None) -> StatsReport:
-    """Pure: the dashboard from already-read runs, step history, outcomes and attribution records."""
+    """Pure: the dashboard from already-read runs, step history, outcomes and attribution records.
+
+    A run belongs to the period in which its first step started (its creation time if it has no
+    step records); with ``since``, runs whose steps all started earlier are left out.
+    """
+    started: dict[str, float] = {}
+    for row in history:
+        started[row["run_id"]] = min(started.get(row["run_id"], row["started_at"]), row["started_at"])
+    if since is not None:
+        runs = [r for r in runs if started.get(r.run_id, r.created_at) >= since]
     run_ids = {r.run_id for r in runs}
-    run_period = {r.run_id: period_of(r.created_at, period) for r in runs}
+    run_period = {r.run_id: period_of(started.get(r.run_id, r.created_at), period) for r in runs}
     # one observation per (run, step): did the first gated attempt pass?
     seen: dict[tuple[str, str], dict[str, Any]] = {}
     for row in history:
