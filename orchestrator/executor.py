@@ -17,6 +17,7 @@ import itertools
 import os
 import socket
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -167,6 +168,21 @@ def _wants_ctx(fn: Any) -> bool:
     return "ctx" in params
 
 
+_CALL_INFO: weakref.WeakKeyDictionary[Any, tuple[bool, bool]] = weakref.WeakKeyDictionary()
+"""Per step callable: (declares ``ctx``, is a coroutine function). Inspecting a signature costs more
+than a small step; a process running many short runs (a new Executor each) inspects each callable once."""
+
+
+def _call_info(fn: Any) -> tuple[bool, bool]:
+    try:
+        return _CALL_INFO[fn]
+    except KeyError:
+        info = _CALL_INFO[fn] = (_wants_ctx(fn), inspect.iscoroutinefunction(fn))
+        return info
+    except TypeError:  # not weak-referenceable or not hashable: inspect every time
+        return _wants_ctx(fn), inspect.iscoroutinefunction(fn)
+
+
 def _exception_matches(exc: BaseException, names: list[str], base_dir: str | None) -> bool:
     if not names:
         return True
@@ -213,7 +229,6 @@ class Executor:
         # the scheduler's static data: topological position and consumers of each step
         self._position = {sid: i for i, sid in enumerate(self.order)}
         self._consumers = consumers
-        self._fn_info: dict[Any, tuple[bool, bool]] = {}
 
     def _emit(self, event: str, **fields: Any) -> None:
         if self.on_event is not None:
@@ -402,20 +417,10 @@ class Executor:
             consumed.append([source.record_id, dep, round(max(0.0, started - source.ended_at), 6)])
         return (kwargs, jsonio.dumps(stored) if stored else None, jsonio.dumps(consumed) if consumed else None)
 
-    def _call_info(self, fn: Any) -> tuple[bool, bool]:
-        """(declares ``ctx``, is a coroutine function), inspected once per callable."""
-        try:
-            return self._fn_info[fn]
-        except KeyError:
-            info = self._fn_info[fn] = (_wants_ctx(fn), inspect.iscoroutinefunction(fn))
-            return info
-        except TypeError:  # an unhashable callable object
-            return _wants_ctx(fn), inspect.iscoroutinefunction(fn)
-
     async def _call(self, step: StepSpec, kwargs: dict[str, Any], ctx: StepContext) -> Any:
         fn = step._fn
         call_kwargs = dict(kwargs)
-        wants_ctx, is_async = self._call_info(fn)
+        wants_ctx, is_async = _call_info(fn)
         if wants_ctx:
             call_kwargs["ctx"] = ctx
         if is_async:
