@@ -237,6 +237,8 @@ def run(
     input_file: Annotated[Path | None, typer.Option("--input-file", help="JSON object of inputs.")] = None,
     as_json: JsonOption = False,
     max_concurrency: ConcurrencyOption = 8,
+    queue: Annotated[bool, typer.Option("--queue", help="Only enqueue the run; `orchestrator worker` "
+                                                     "executes it.")] = False,
     db: DbOption = None,
 ) -> None:
     """Run a workflow to its end or to its first pause for review."""
@@ -260,6 +262,15 @@ def run(
     given.update(parse_pairs(input or []))
     resolve_inputs(spec, given)  # fail on bad inputs before anything is stored
     store = open_store(db)
+    if queue:
+        from orchestrator.runner import enqueue_run
+
+        run_id = enqueue_run(store, spec, given)
+        if as_json:
+            print(json.dumps(store.get_run(run_id).summary_json(), indent=2))
+        else:
+            out.print(f"run [bold]{run_id}[/] queued", highlight=False)
+        return
     progress = Progress(enabled=not as_json)
     with progress:
         result = start_run(store, spec, given, max_concurrency=max_concurrency, on_event=progress,
@@ -463,6 +474,27 @@ def show(run_id: str, as_json: JsonOption = False, db: DbOption = None) -> None:
         out.print(f"output: {escape(_preview(doc['output'], 400))}", highlight=False, soft_wrap=True)
     if doc.get("error"):
         out.print(f"error: {escape(doc['error'])}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+@guarded
+def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queue is empty.")] = False,
+           poll: Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between queue checks.")] = 1.0,
+           max_runs: Annotated[int | None, typer.Option("--max-runs", min=1, help="Exit after this many runs.")]
+           = None,
+           max_concurrency: ConcurrencyOption = 8, db: DbOption = None) -> None:
+    """Claim and execute queued runs from a shared database (run several for more throughput)."""
+    from orchestrator.runner import work
+
+    store = open_store(db)
+
+    def report(result: RunResult) -> None:
+        style = STATUS_STYLE.get(result.status, "")
+        out.print(f"run {result.run_id} [{style}]{result.status}[/]", highlight=False)
+
+    count = work(store, once=once, poll=poll, max_runs=max_runs, max_concurrency=max_concurrency,
+                 on_result=report)
+    err.print(f"worker done: {count} run(s) executed", highlight=False)
 
 
 @app.command()

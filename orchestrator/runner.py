@@ -86,3 +86,52 @@ def continue_run(store: Store, run_id: str, *, max_concurrency: int = 8,
     spec, workflow_id = spec_for_run(store, run_id)
     executor = Executor(store, spec, max_concurrency=max_concurrency, on_event=on_event, workflow_id=workflow_id)
     return anyio.run(executor.resume, run_id)
+
+
+def enqueue_run(store: Store, spec: WorkflowSpec, given_inputs: dict[str, Any]) -> str:
+    """Store a ``queued`` run for a worker to claim; inputs are checked now, not later."""
+    inputs = resolve_inputs(spec, given_inputs)
+    workflow_id = store.register_workflow(spec.name, str(spec.version), spec.definition(), spec.source)
+    return store.create_run(workflow_id, spec.name, inputs, status="queued", owner=None)
+
+
+def work(store: Store, *, once: bool = False, poll: float = 1.0, max_runs: int | None = None,
+         max_concurrency: int = 8, on_event: EventHook | None = None,
+         on_result: Callable[[RunResult], None] | None = None) -> int:
+    """Claim and execute queued runs until the queue is empty (``once``) or ``max_runs`` are done.
+
+    Several workers may share one database (PostgreSQL, or a SQLite file on one host): each run
+    is claimed by exactly one of them. Paused runs whose review timed out are decided here too.
+    """
+    import time
+
+    from orchestrator.executor import owner_token
+    from orchestrator.review import apply_review_timeouts
+
+    done = 0
+    while max_runs is None or done < max_runs:
+        run_id = store.claim_queued_run(owner_token())
+        if run_id is None:
+            for paused in store.list_runs(status="paused"):
+                try:
+                    spec, _ = spec_for_run(store, paused.run_id)
+                    decided = apply_review_timeouts(store, paused.run_id, spec)
+                except (SpecError, StoreMismatchError):
+                    continue
+                if decided and store.get_run(paused.run_id).status == "running":
+                    store.set_run_status(paused.run_id, "queued", expect=["running"])
+            if store.list_runs(status="queued", limit=1):
+                continue
+            if once:
+                break
+            time.sleep(poll)
+            continue
+        try:
+            result = continue_run(store, run_id, max_concurrency=max_concurrency, on_event=on_event)
+        except (SpecError, StoreMismatchError) as exc:
+            store.set_run_status(run_id, "failed", error=str(exc), owner=None)
+            result = RunResult(run_id, "failed", error=str(exc))
+        done += 1
+        if on_result is not None:
+            on_result(result)
+    return done

@@ -244,6 +244,27 @@ class Store:
             raise NotFoundError(f"no run {run_id!r} in {self.display_url}; list runs with `orchestrator runs`")
         return _run_view(row)
 
+    def claim_queued_run(self, owner: str) -> str | None:
+        """Atomically take the oldest queued run for ``owner``; None when the queue is empty.
+
+        Optimistic claiming (a conditional UPDATE per candidate) works the same on SQLite and
+        PostgreSQL: when workers race for one run, exactly one UPDATE matches ``status='queued'``.
+        """
+        while True:
+            with self._lock:
+                candidates = self._conn.execute(select(_runs.c.id, _runs.c.run_id).where(
+                    _runs.c.status == "queued").order_by(_runs.c.id).limit(8)).all()
+                self._conn.rollback()
+            if not candidates:
+                return None
+            for pk, run_id in candidates:
+                with self._lock, self._conn.begin():
+                    claimed = self._conn.execute(update(_runs).where(
+                        and_(_runs.c.id == pk, _runs.c.status == "queued")).values(
+                        status="running", owner=owner, heartbeat_at=time.time(), updated_at=time.time())).rowcount
+                if claimed == 1:
+                    return run_id
+
     def run_owner(self, run_id: str) -> str | None:
         """The ``host:pid`` token of the process executing the run, if any."""
         with self._lock:
