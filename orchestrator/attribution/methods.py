@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.attribution.replay import MISSING, Evaluation, ReplayEngine
-from orchestrator.attribution.result import METHODS, REPLAY_METHODS, AttributionResult, require_evaluator, save
+from orchestrator.attribution.result import METHODS, AttributionResult, require_evaluator, save
 from orchestrator.attribution.trace import select_outcome, trace_run
 from orchestrator.errors import InputError
 from orchestrator.model import WorkflowSpec
@@ -22,6 +22,9 @@ def ensure_explainable(store: Store, run: RunView) -> None:
     """A trace explains an outcome: refuse a run that has none yet, saying how to get one."""
     if store.outcomes(run.run_id) or run.status in ("failed", "rejected"):
         return
+    if run.status in ("paused", "running", "queued"):
+        raise InputError(f"run {run.run_id} is {run.status} and has no outcome to explain yet; trace it once it "
+                         "has finished (a failed or rejected run needs no label)")
     raise InputError(f"run {run.run_id} ({run.status}) has no outcome to explain: workflow {run.workflow!r} has no "
                      f"evaluator score for it and nobody labelled it; label it with `orchestrator label "
                      f"{run.run_id} --incorrect` (or add `outcome: module:callable` to the workflow)")
@@ -104,5 +107,3 @@ def fork_run(store: Store, run_id: str, from_step: str, output: Any = MISSING, *
     engine = ReplayEngine(store, run_id, spec=spec)
     return engine.fork(from_step, output)
 
-
-REPLAY = REPLAY_METHODS

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from gates.base import normalize as normalize_verdict
 from orchestrator import graph, jsonio
@@ -304,7 +305,8 @@ class ReplayEngine:
     def _wrap(self, step: StepSpec) -> Any:
         sid = step.id
 
-        def replay_step(ctx: Any, **kwargs: Any) -> Any:
+        async def replay_step(ctx: Any, **kwargs: Any) -> Any:
+            # async, so a cached output returns on the event loop; real work still runs in a thread
             plan = self._plans[ctx.run_id]
             policy = self._policy(plan, sid)
             key = None if policy in ("fixed", "edit", "recorded") else InputKeys.from_kwargs(kwargs)
@@ -323,11 +325,12 @@ class ReplayEngine:
             if _wants_ctx(fn):
                 args["ctx"] = ctx
             origin = {"baseline": "baseline", "resample": "resampled"}.get(policy, "executed")
-            result = fn(**args)
-            if inspect.isawaitable(result):
-                async def finish() -> Any:
-                    return self._remember(step, policy, key, await result, ctx.run_id, origin)
-                return finish()
+            if inspect.iscoroutinefunction(fn):
+                result = await fn(**args)
+            else:
+                result = await anyio.to_thread.run_sync(lambda: fn(**args), abandon_on_cancel=True)
+                if inspect.isawaitable(result):
+                    result = await result
             return self._remember(step, policy, key, result, ctx.run_id, origin)
 
         return replay_step

@@ -89,6 +89,12 @@ class TestTrace:
         assert "has no outcome to explain" in result.stderr and f"orchestrator label {run_id}" in result.stderr
         assert store.count_rows() == before
 
+    def test_trace_of_a_paused_run_exits_2_until_it_finishes(self, cli):
+        result = cli("run", str(FIX / "paused.yaml"), "--json")
+        assert result.exit_code == 3
+        traced = cli("trace", result.json()["run_id"])
+        assert traced.exit_code == 2 and "is paused and has no outcome to explain yet" in traced.stderr
+
     def test_trace_of_a_failed_run_needs_no_label(self, cli):
         run_id = cli("run", str(FIX / "failing.yaml"), "--json").json()["run_id"]
         doc = cli("trace", run_id, "--json").json()

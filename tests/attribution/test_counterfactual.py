@@ -111,3 +111,12 @@ def test_workflow_without_an_evaluator_is_refused_before_anything_is_stored(stor
                                          "add `outcome: module:callable`"):
         attribute(store, run.run_id, "counterfactual")
     assert store.count_rows() == before
+
+
+def test_replays_are_scored_but_never_traced_automatically(store, run_wf):
+    run = run_wf("propagated", offset=1000)
+    counterfactual(store, run.run_id)
+    children = store.child_runs(run.run_id)
+    incorrect = [c for c in children if store.outcomes(c.run_id) and not store.outcomes(c.run_id)[0].correct]
+    assert incorrect  # most replays still fail: only the analyze replay fixes the answer
+    assert all(store.attributions(c.run_id) == [] for c in children)
