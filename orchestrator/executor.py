@@ -183,6 +183,36 @@ def _call_info(fn: Any) -> tuple[bool, bool]:
         return _wants_ctx(fn), inspect.iscoroutinefunction(fn)
 
 
+def _private(model: Any, name: str) -> Any:
+    """A pydantic private attribute (``step._fn``) without pydantic's ``__getattr__`` (µs per access)."""
+    try:
+        return model.__pydantic_private__[name]
+    except (AttributeError, KeyError, TypeError):
+        return getattr(model, name)
+
+
+def _topological_order(spec: WorkflowSpec, deps: dict[str, list[str]], consumers: dict[str, list[str]]) -> list[str]:
+    """``graph.topological_order`` without building a networkx graph per Executor: Kahn's algorithm,
+    always taking the ready step declared first, as ``lexicographical_topological_sort`` does."""
+    ids = spec.step_ids
+    index = {sid: i for i, sid in enumerate(ids)}
+    if len(index) != len(ids):
+        return graph.topological_order(spec)
+    indegree = {sid: sum(1 for d in deps[sid] if d in index) for sid in ids}
+    heap = [i for i, sid in enumerate(ids) if indegree[sid] == 0]  # ascending, so already a heap
+    order: list[str] = []
+    while heap:
+        sid = ids[heapq.heappop(heap)]
+        order.append(sid)
+        for user in consumers.get(sid, ()):
+            indegree[user] -= 1
+            if indegree[user] == 0:
+                heapq.heappush(heap, index[user])
+    if len(order) != len(ids):  # a cycle: let networkx raise what it raises
+        return graph.topological_order(spec)
+    return order
+
+
 def _exception_matches(exc: BaseException, names: list[str], base_dir: str | None) -> bool:
     if not names:
         return True
@@ -213,11 +243,11 @@ class Executor:
         self.on_event = on_event
         self.workflow_id = workflow_id if workflow_id is not None else store.register_workflow(
             spec.name, str(spec.version), spec.definition(), spec.source)
-        self.order = graph.topological_order(spec)
         self.steps = {s.id: s for s in spec.steps}
         self.deps = {s.id: s.step_dependencies() for s in spec.steps}
         self.base_dir = os.path.dirname(spec.source) if spec.source else None
         consumers = graph.consumers(spec)
+        self.order = _topological_order(spec, self.deps, consumers)
         self.next_needs: dict[str, list[NextNeed]] = {}
         for sid, users in consumers.items():
             needs = [NextNeed(step_id=u, agent=self.steps[u].agent_name, needs=self.steps[u].needs,
@@ -418,7 +448,7 @@ class Executor:
         return (kwargs, jsonio.dumps(stored) if stored else None, jsonio.dumps(consumed) if consumed else None)
 
     async def _call(self, step: StepSpec, kwargs: dict[str, Any], ctx: StepContext) -> Any:
-        fn = step._fn
+        fn = _private(step, "_fn")
         call_kwargs = dict(kwargs)
         wants_ctx, is_async = _call_info(fn)
         if wants_ctx:
@@ -534,7 +564,7 @@ class Executor:
             return StepOutcome(step.id, "failed", rid, error=message)
         plain_output = jsonio.loads(output_json)
         ctx.inputs = kwargs
-        for gate_spec, gate_obj in zip(step.gates, step._gate_objs, strict=False):
+        for gate_spec, gate_obj in zip(step.gates, _private(step, "_gate_objs"), strict=False):
             evaluation = await anyio.to_thread.run_sync(evaluate_gate, gate_obj, gate_spec.label, plain_output, ctx) \
                 if getattr(gate_obj, "slow", False) else evaluate_gate(gate_obj, gate_spec.label, plain_output, ctx)
             verdicts.append((gate_spec.label, evaluation.result, evaluation.duration, gate_spec.severity))
