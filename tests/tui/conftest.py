@@ -1,0 +1,34 @@
+"""Fixtures of the review TUI tests: a seeded store, the app over it, and a way to wait for workers."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.store import Store
+from tests.tui.seed import Seeded, seed_demo
+from tui.app import ReviewApp, make_app
+
+SIZE = (100, 32)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # Textual runs on asyncio
+
+
+@pytest.fixture
+def seeded(store: Store) -> Seeded:
+    return seed_demo(store)
+
+
+@pytest.fixture
+def app(store: Store, seeded: Seeded) -> ReviewApp:
+    return make_app(store, reviewer="tester", refresh_interval=0.2, cursor_blink=False)
+
+
+@pytest.fixture
+def notes(app: ReviewApp, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every notification the app shows, in order (``run_test`` hides toasts)."""
+    seen: list[str] = []
+    monkeypatch.setattr(app, "notify", lambda message, **kwargs: seen.append(str(message)))
+    return seen

@@ -1,0 +1,35 @@
+"""The review app over a small, deterministic SQLite file of paused runs (see seed.py).
+
+Loaded by ``snap_compare`` (and runnable with ``textual run tests/tui/snapshot_app.py``):
+run ids, timestamps and "now" are fixed, cursor blinking is off, the refresh timer is idle.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from orchestrator.store import Store  # noqa: E402
+from tests.tui.seed import NOW, seed_demo  # noqa: E402
+from tui.app import ReviewApp, make_app  # noqa: E402
+
+
+def build() -> ReviewApp:
+    folder = tempfile.mkdtemp(prefix="tui-snapshot-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    store = Store(f"sqlite:///{folder}/review.db")
+    seed_demo(store)
+    review_app = make_app(store, reviewer="snapshot", clock=lambda: NOW, refresh_interval=3600,
+                          cursor_blink=False)
+    review_app.sub_title = "sqlite:///review.db"
+    return review_app
+
+
+app = build()

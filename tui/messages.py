@@ -1,0 +1,109 @@
+"""Messages between the review app's workers, screens and widgets.
+
+Thread workers post these back to the event loop (``post_message`` is thread-safe), so no
+widget ever waits on the database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from textual.message import Message
+
+if TYPE_CHECKING:
+    from orchestrator.labels import LabelResult
+    from orchestrator.records import StepRecordView
+    from orchestrator.review import Decision
+    from tui.queries import RunDetail, RunRow
+
+
+@dataclass
+class RunsLoaded(Message):
+    """A fresh list of runs for the runs screen."""
+
+    rows: list[RunRow]
+
+
+@dataclass
+class RunLoaded(Message):
+    """A fresh detail of one run for the run screen."""
+
+    detail: RunDetail
+
+
+@dataclass
+class LoadFailed(Message):
+    """A store read failed; the screen keeps what it showed and says why."""
+
+    error: str
+
+
+@dataclass
+class DecisionMade(Message):
+    """A review decision was stored; the app continues the run if the decision says so."""
+
+    decision: Decision
+
+
+@dataclass
+class ActionFailed(Message):
+    """A decision or label did not apply (ReviewError, InputError, ...); nothing was stored."""
+
+    run_id: str
+    error: str
+
+
+@dataclass
+class Labelled(Message):
+    """A human outcome was stored for a run."""
+
+    result: LabelResult
+
+
+@dataclass
+class RunProgress(Message):
+    """An executor event (``step_started``, ``step_finished``, ...) of a run continuing in the background."""
+
+    run_id: str
+    event: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ContinuationEnded(Message):
+    """A background continuation returned: its final status, or the error that stopped it."""
+
+    run_id: str
+    status: str | None
+    paused_steps: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class StoreChanged(Message, bubble=False):
+    """Sent by the app to the active screen: something about ``run_id`` (None: any run) changed."""
+
+    run_id: str | None = None
+
+
+@dataclass
+class JumpToStep(Message):
+    """The reviewer asked to see an upstream step."""
+
+    step_id: str
+
+
+@dataclass
+class EditRejected(Message):
+    """The edited output was not stored: invalid JSON, failing gates or a run decided meanwhile."""
+
+    error: str
+
+
+@dataclass
+class EditTargetLoaded(Message):
+    """The paused record an edit replaces, and the gates its new output must pass."""
+
+    record: StepRecordView
+    gates: list[str]

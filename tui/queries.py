@@ -1,0 +1,194 @@
+"""Store reads shaped for the review screens. No Textual here: the screens call these from
+thread workers, and tests call them directly.
+
+Everything goes through :class:`orchestrator.store.Store` and the review module's own
+``waiting_records``, so the TUI sees exactly what ``orchestrator runs`` and ``show`` see.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.records import OutcomeView, ReviewView, RunView, StepRecordView
+    from orchestrator.store import Store
+
+RUN_STATUSES = ("paused", "running", "queued", "succeeded", "failed", "rejected")
+"""The filter choices, most actionable first (the closed set of ``orchestrator.model.RunStatus``)."""
+
+FINISHED = frozenset({"succeeded", "failed", "rejected"})
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One line of the runs table."""
+
+    run_id: str
+    workflow: str
+    status: str
+    waiting: tuple[str, ...]
+    """Steps waiting for a decision (only for paused runs)."""
+    created_at: float
+    updated_at: float
+
+    @property
+    def paused(self) -> bool:
+        return self.status == "paused"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+
+def load_runs(store: Store, *, limit: int = 500) -> list[RunRow]:
+    """Runs (not replays), paused ones first, then newest first."""
+    from orchestrator.review import waiting_records
+
+    rows = []
+    for view in store.list_runs(limit=limit):
+        waiting = tuple(r.step_id for r in waiting_records(store, view.run_id)) if view.status == "paused" else ()
+        rows.append(RunRow(view.run_id, view.workflow, view.status, waiting, view.created_at, view.updated_at))
+    rows.sort(key=lambda r: not r.paused)  # stable: newest first within each group
+    return rows
+
+
+def filter_runs(rows: list[RunRow], *, status: str | None = None, workflow: str = "") -> list[RunRow]:
+    """Rows in ``status`` (None: any) whose workflow name contains ``workflow`` (case-insensitive)."""
+    needle = workflow.strip().lower()
+    return [r for r in rows if (status is None or r.status == status) and needle in r.workflow.lower()]
+
+
+@dataclass
+class StepItem:
+    """One step of a run as the run screen shows it: its latest record plus its history."""
+
+    step_id: str
+    step_type: str
+    agent: str
+    status: str
+    """The latest record's status, or ``pending`` when the step has no record yet."""
+    attempt: int
+    waiting: bool
+    """A gate failed and no decision has been made: approve/edit/retry/reject apply."""
+    record: StepRecordView | None = None
+    gate_record: StepRecordView | None = None
+    """The latest record that carries gate results (an approval's record carries none)."""
+    attempts: list[StepRecordView] = field(default_factory=list)
+    reviews: list[ReviewView] = field(default_factory=list)
+    inputs: dict[str, Any] | None = None
+    """The inputs it ran with; references to upstream records are replaced by their outputs."""
+    upstream: list[str] = field(default_factory=list)
+    """The steps whose records it consumed (or, before it ran, the steps it depends on)."""
+
+    @property
+    def duration(self) -> float | None:
+        """How long the step ran: an approval's or edit's record takes no time, so use the attempt it replaced."""
+        executed = [r for r in self.attempts if r.origin == "executed" and r.status != "skipped"]
+        if self.record is None or not executed:
+            return None
+        return (self.record if self.record.origin == "executed" else executed[-1]).duration
+
+    @property
+    def output(self) -> Any:
+        return None if self.record is None else self.record.output
+
+
+@dataclass
+class RunDetail:
+    """Everything the run screen shows about one run."""
+
+    run: RunView
+    steps: list[StepItem]
+    """In topological order (ties in declaration order), as ``orchestrator validate`` prints it."""
+    outcomes: list[OutcomeView]
+    blamed_step: str | None
+    """The step the latest attribution record blames, if the run has been traced."""
+
+    @property
+    def waiting(self) -> list[str]:
+        return [s.step_id for s in self.steps if s.waiting]
+
+    def step(self, step_id: str) -> StepItem | None:
+        for item in self.steps:
+            if item.step_id == step_id:
+                return item
+        return None
+
+
+def load_run_detail(store: Store, run_id: str) -> RunDetail:
+    from orchestrator.review import waiting_records
+
+    run = store.get_run(run_id)
+    records = store.step_records(run_id)
+    reviews = store.reviews(run_id)
+    waiting = {r.step_id for r in waiting_records(store, run_id)} if run.status == "paused" else set()
+    definition, _ = store.workflow_definition(run.workflow_id)
+    order, declared = _plan(definition)
+    by_id = {r.id: r for r in records}
+    history: dict[str, list[StepRecordView]] = {}
+    for rec in records:
+        history.setdefault(rec.step_id, []).append(rec)
+    for sid in history:  # records of steps the stored definition lacks still get shown
+        if sid not in order:
+            order.append(sid)
+    steps = []
+    for sid in order:
+        attempts = history.get(sid, [])
+        latest = attempts[-1] if attempts else None
+        spec = declared.get(sid, {})
+        steps.append(StepItem(
+            step_id=sid,
+            step_type=latest.step_type if latest else spec.get("type", "reasoning"),
+            agent=latest.agent if latest else spec.get("agent") or sid,
+            status=latest.status if latest else "pending",
+            attempt=latest.attempt if latest else 0,
+            waiting=sid in waiting,
+            record=latest,
+            gate_record=next((r for r in reversed(attempts) if r.gates), None),
+            attempts=attempts,
+            reviews=[r for r in reviews if r.step_id == sid],
+            inputs=_resolved_inputs(latest.inputs, by_id) if latest else None,
+            upstream=[c["step_id"] for c in latest.consumed] if latest and latest.consumed
+            else list(spec.get("_deps", [])),
+        ))
+    attributions = store.attributions(run_id)
+    return RunDetail(run=run, steps=steps, outcomes=store.outcomes(run_id),
+                     blamed_step=attributions[-1].blamed_step if attributions else None)
+
+
+def _plan(definition: dict[str, Any]) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """Topological step order and each step's declared fields (plus ``_deps``) from a stored definition."""
+    from orchestrator.graph import topological_order
+    from orchestrator.model import WorkflowSpec
+
+    declared = {s["id"]: dict(s) for s in definition.get("steps", []) if isinstance(s, dict) and "id" in s}
+    try:
+        spec = WorkflowSpec.model_validate(definition)
+    except ValueError:  # a definition this version cannot parse: keep declaration order
+        return list(declared), declared
+    for step in spec.steps:
+        declared[step.id]["_deps"] = step.step_dependencies()
+    return topological_order(spec), declared
+
+
+def _resolved_inputs(inputs: dict[str, Any] | None, by_id: dict[int, StepRecordView]) -> dict[str, Any] | None:
+    """Replace the stored ``{"$record": id, "field": f}`` pointers by the values the step received."""
+    if inputs is None:
+        return None
+    out = {}
+    for name, value in inputs.items():
+        if isinstance(value, dict) and set(value) <= {"$record", "field"} and value.get("$record") in by_id:
+            resolved = by_id[value["$record"]].output
+            for part in (value.get("field") or "").split(".") if value.get("field") else []:
+                if isinstance(resolved, dict) and part in resolved:
+                    resolved = resolved[part]
+                elif isinstance(resolved, list) and part.isdigit() and int(part) < len(resolved):
+                    resolved = resolved[int(part)]
+                else:
+                    resolved = value
+                    break
+            out[name] = resolved
+        else:
+            out[name] = value
+    return out

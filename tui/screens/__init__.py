@@ -1,0 +1,1 @@
+"""The review app's screens: runs list, one run, output editor, and the reject/label dialogs."""

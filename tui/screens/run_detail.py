@@ -1,0 +1,180 @@
+"""One run: its steps in topological order beside the selected step's detail."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+from textual.worker import get_current_worker
+
+from tui.format import STATUS_STYLE, format_age, truncate
+from tui.messages import JumpToStep, LoadFailed, RunLoaded, StoreChanged
+from tui.queries import RunDetail, load_run_detail
+from tui.widgets.live_status import LiveStatus
+from tui.widgets.step_detail import StepDetail
+from tui.widgets.step_list import StepList
+
+if TYPE_CHECKING:
+    from tui.app import ReviewApp
+
+
+class RunDetailScreen(Screen):
+    """Opens on the paused step; decisions apply to the selected step when it waits for review."""
+
+    app: ReviewApp
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("a", "decide('approve')", "Approve", tooltip="Accept the paused step's output as it is"),
+        Binding("e", "edit", "Edit", tooltip="Replace the paused step's output"),
+        Binding("r", "decide('retry')", "Retry", tooltip="Run the paused step again"),
+        Binding("x", "decide('reject')", "Reject", tooltip="End the run as rejected"),
+        Binding("l", "label", "Label", tooltip="Mark the run's final output correct or incorrect"),
+        Binding("q", "back", "Back", tooltip="Back to the runs"),
+        Binding("escape", "back", "Back", show=False),
+    ]
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.detail: RunDetail | None = None
+        self._opened = False
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="")
+        yield Static(f"run {self.run_id}: loading…", id="run-summary")
+        with Horizontal(id="run-body"):
+            yield StepList(id="steps")
+            yield StepDetail(id="detail")
+        yield LiveStatus("tab: into the detail · ↑ buttons jump upstream · a e r x: the waiting step",
+                         id="live-status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(StepList).focus()
+        self.reload()
+
+    def on_screen_resume(self) -> None:
+        if self._opened:
+            self.reload()
+
+    def on_store_changed(self, message: StoreChanged) -> None:
+        if message.run_id in (None, self.run_id):
+            self.reload()
+
+    @work(thread=True, exclusive=True, group="run-load", exit_on_error=False)
+    def reload(self) -> None:
+        try:
+            detail = load_run_detail(self.app.store, self.run_id)
+        except Exception as exc:  # keep what is shown; say why it is not fresh
+            self.post_message(LoadFailed(f"cannot read run {self.run_id}: {type(exc).__name__}: {exc}"))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(RunLoaded(detail))
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        self.notify(message.error, severity="error", timeout=10)
+
+    async def on_run_loaded(self, message: RunLoaded) -> None:
+        detail = self.detail = message.detail
+        for item in detail.steps:  # steps in flight in this app have no record yet
+            if item.step_id in self.app.running_steps.get(self.run_id, ()):
+                item.status = "running"
+        select = None
+        if not self._opened:  # first load: select the step that waits for review
+            self._opened = True
+            select = detail.waiting[0] if detail.waiting else None
+        blamed = self.app.blamed.get(self.run_id) or detail.blamed_step
+        steps = self.query_one(StepList)
+        steps.show(detail.steps, select=select, blamed=blamed)
+        self.query_one("#run-summary", Static).update(self._summary(detail, blamed))
+        await self._show_selected()
+        self.refresh_bindings()
+
+    def _summary(self, detail: RunDetail, blamed: str | None) -> Text:
+        run = detail.run
+        text = Text()
+        text.append(f"run {run.run_id}", style="bold")
+        text.append(f" · {run.workflow} · ")
+        text.append(run.status, style=STATUS_STYLE.get(run.status, ""))
+        if detail.waiting:
+            text.append(f" at {', '.join(detail.waiting)}", style="bold yellow")
+        text.append(f" · started {format_age(self.app.clock() - run.created_at)} ago")
+        if run.status == "succeeded":
+            text.append("\noutput: " + truncate(json.dumps(run.output, default=str), 200), style="dim")
+        elif run.error:
+            text.append("\n" + truncate(run.error, 200), style="red")
+        for outcome in detail.outcomes:
+            verdict = {True: "correct", False: "incorrect"}.get(outcome.correct, "unjudged")
+            text.append(f"\noutcome: {verdict} ({outcome.value:.2f}, {outcome.source}"
+                        + (f" {outcome.reviewer}" if outcome.reviewer else "") + ")")
+            if outcome.reason:
+                text.append(f": {truncate(outcome.reason, 120)}")
+        if blamed:
+            text.append(f"\nbackward trace blames step {blamed}", style="bold red")
+        return text
+
+    async def _show_selected(self) -> None:
+        if self.detail is None:
+            return
+        step_id = self.query_one(StepList).selected_step
+        item = self.detail.step(step_id) if step_id else None
+        await self.query_one(StepDetail).show(item, now=self.app.clock())
+
+    @on(DataTable.RowHighlighted, "#steps")
+    async def step_highlighted(self) -> None:
+        await self._show_selected()
+        self.refresh_bindings()
+
+    def on_jump_to_step(self, message: JumpToStep) -> None:
+        if self.detail is not None:
+            steps = self.query_one(StepList)
+            steps.show(self.detail.steps, select=message.step_id,
+                       blamed=self.app.blamed.get(self.run_id) or self.detail.blamed_step)
+            steps.focus()
+
+    # -- actions ---------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Decisions show dimmed unless a step waits for review; labels unless the run is finished."""
+        if self.detail is None or action not in ("decide", "edit", "label"):
+            return True
+        if action == "label":
+            return True if self.detail.run.status in ("succeeded", "failed", "rejected") else None
+        return True if self.detail.waiting else None
+
+    def _target_step(self) -> str | None:
+        """The selected step if it waits for review, else the only waiting step."""
+        if self.detail is None or not self.detail.waiting:
+            return None
+        selected = self.query_one(StepList).selected_step
+        if selected in self.detail.waiting:
+            return selected
+        if len(self.detail.waiting) == 1:
+            return self.detail.waiting[0]
+        self.notify(f"{len(self.detail.waiting)} steps wait for review ({', '.join(self.detail.waiting)}): "
+                    "select the one to decide on", severity="warning")
+        return None
+
+    def action_decide(self, decision: str) -> None:
+        step = self._target_step()
+        if step is not None:
+            self.app.request_decision(self.run_id, decision, step=step)
+
+    def action_edit(self) -> None:
+        step = self._target_step()
+        if step is not None:
+            self.app.open_editor(self.run_id, step)
+
+    def action_label(self) -> None:
+        if self.detail is not None:
+            self.app.request_label(self.run_id, truncate(json.dumps(self.detail.run.output, default=str), 300))
+
+    def action_back(self) -> None:
+        self.dismiss()

@@ -1,0 +1,172 @@
+"""The first screen: every run, paused ones first, refreshed on its own."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Select, Static
+from textual.worker import get_current_worker
+
+from tui.messages import LoadFailed, RunsLoaded, StoreChanged
+from tui.queries import RunRow, filter_runs, load_runs
+from tui.widgets.filter_bar import FilterBar
+from tui.widgets.live_status import LiveStatus
+from tui.widgets.run_table import RunTable
+
+if TYPE_CHECKING:
+    from tui.app import ReviewApp
+
+
+class RunsScreen(Screen):
+    """Run id, workflow, status, the paused step and age; ``enter`` opens a run."""
+
+    app: ReviewApp
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("a", "decide('approve')", "Approve", tooltip="Accept the paused step's output as it is"),
+        Binding("e", "edit", "Edit", tooltip="Replace the paused step's output"),
+        Binding("r", "decide('retry')", "Retry", tooltip="Run the paused step again"),
+        Binding("x", "decide('reject')", "Reject", tooltip="End the run as rejected"),
+        Binding("l", "label", "Label", tooltip="Mark a finished run's output correct or incorrect"),
+        Binding("slash", "filter", "Filter", key_display="/", tooltip="Filter by status and workflow"),
+        Binding("q", "app.quit_app", "Quit", tooltip="Leave; runs continuing here stay resumable"),
+        Binding("escape", "close_filter", "Close filter", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[RunRow] = []
+        self._last_error: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="")
+        yield FilterBar(cursor_blink=self.app.cursor_blink, id="filter-bar")
+        yield Static(id="runs-summary")
+        yield RunTable(id="runs")
+        yield LiveStatus("paused runs first · refreshes on its own · a e r x act on the paused step",
+                         id="live-status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(RunTable).focus()
+        self.reload()
+        self.set_interval(self.app.refresh_interval, self.reload)
+
+    def on_screen_resume(self) -> None:
+        self.reload()
+
+    def on_store_changed(self, _message: StoreChanged) -> None:
+        self.reload()
+
+    @work(thread=True, exclusive=True, group="runs-load", exit_on_error=False)
+    def reload(self) -> None:
+        try:
+            rows = load_runs(self.app.store)
+        except Exception as exc:  # a locked or unreachable database: say so, keep the last rows
+            self.post_message(LoadFailed(f"cannot read runs: {type(exc).__name__}: {exc}"))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(RunsLoaded(rows))
+
+    def on_runs_loaded(self, message: RunsLoaded) -> None:
+        self.rows = message.rows
+        self._last_error = None
+        self._show()
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        if message.error != self._last_error:  # the refresh timer would repeat it every interval
+            self._last_error = message.error
+            self.notify(message.error, severity="error", timeout=10)
+
+    def _show(self) -> None:
+        bar = self.query_one(FilterBar)
+        shown = filter_runs(self.rows, status=bar.status, workflow=bar.workflow)
+        table = self.query_one(RunTable)
+        table.show(shown, now=self.app.clock())
+        paused = sum(1 for r in self.rows if r.paused)
+        if not self.rows:
+            summary = f"No runs in {self.app.store.display_url} yet. Start one with `orchestrator run FILE`."
+        else:
+            summary = f"{paused} paused · {len(self.rows)} runs"
+            if bar.active:
+                summary += f" · {len(shown)} match the filter"
+        self.query_one("#runs-summary", Static).update(summary)
+        self.refresh_bindings()
+
+    # -- filter ----------------------------------------------------------------------------------
+
+    def action_filter(self) -> None:
+        self.add_class("-filtering")
+        self.query_one("#filter-workflow", Input).focus()
+
+    def action_close_filter(self) -> None:
+        bar = self.query_one(FilterBar)
+        if not bar.active:
+            self.remove_class("-filtering")
+        self.query_one(RunTable).focus()
+
+    @on(Select.Changed, "#filter-status")
+    @on(Input.Changed, "#filter-workflow")
+    def filter_changed(self) -> None:
+        self._show()
+
+    @on(Input.Submitted, "#filter-workflow")
+    def filter_done(self) -> None:
+        self.query_one(RunTable).focus()
+
+    # -- actions on the highlighted run ----------------------------------------------------------
+
+    @property
+    def highlighted(self) -> RunRow | None:
+        run_id = self.query_one(RunTable).highlighted_run
+        return next((r for r in self.rows if r.run_id == run_id), None)
+
+    @on(DataTable.RowHighlighted, "#runs")
+    def row_highlighted(self) -> None:
+        self.refresh_bindings()
+
+    @on(DataTable.RowSelected, "#runs")
+    def open_run(self, event: DataTable.RowSelected) -> None:
+        from tui.screens.run_detail import RunDetailScreen
+
+        self.app.push_screen(RunDetailScreen(str(event.row_key.value)))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Decisions show dimmed unless the highlighted run is paused; labels unless it is finished."""
+        if action in ("decide", "edit", "label"):
+            row = self.highlighted
+            if row is None:
+                return None
+            if action == "label":
+                return True if row.finished else None
+            return True if row.paused else None
+        return True
+
+    def _paused_target(self) -> RunRow | None:
+        row = self.highlighted
+        if row is None or not row.paused:
+            return None
+        if len(row.waiting) > 1:
+            self.notify(f"run {row.run_id} has {len(row.waiting)} steps waiting ({', '.join(row.waiting)}): "
+                        "open it with enter and select one", severity="warning")
+            return None
+        return row
+
+    def action_decide(self, decision: str) -> None:
+        row = self._paused_target()
+        if row is not None:
+            self.app.request_decision(row.run_id, decision, step=row.waiting[0] if row.waiting else None)
+
+    def action_edit(self) -> None:
+        row = self._paused_target()
+        if row is not None:
+            self.app.open_editor(row.run_id, row.waiting[0] if row.waiting else None)
+
+    def action_label(self) -> None:
+        row = self.highlighted
+        if row is not None and row.finished:
+            self.app.request_label(row.run_id)

@@ -1,0 +1,54 @@
+"""The runs table: one row per run, paused ones first."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable
+
+from tui.format import STATUS_STYLE, format_age, truncate
+from tui.queries import RunRow
+
+
+class RunTable(DataTable):
+    """Runs keyed by run id; refreshing keeps the cursor on the same run."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select_cursor", "Open", tooltip="Open the highlighted run"),
+    ]
+
+    COLUMNS = (("run", "run"), ("workflow", "workflow"), ("status", "status"), ("paused at", "paused"),
+               ("age", "age"))
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self._shown: tuple = ()
+
+    def on_mount(self) -> None:
+        for label, key in self.COLUMNS:
+            self.add_column(label, key=key)
+
+    @property
+    def highlighted_run(self) -> str | None:
+        if self.row_count == 0:
+            return None
+        row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
+        return row_key.value
+
+    def show(self, rows: list[RunRow], now: float) -> None:
+        """Replace the rows (only when something visible changed), keeping the cursor's run."""
+        cells = tuple((r.run_id, r.workflow, r.status, ", ".join(r.waiting), format_age(now - r.created_at))
+                      for r in rows)
+        if cells == self._shown:
+            return
+        self._shown = cells
+        keep = self.highlighted_run
+        self.clear()
+        for run_id, workflow, status, waiting, age in cells:
+            self.add_row(run_id, truncate(workflow, 24), Text(status, style=STATUS_STYLE.get(status, "")),
+                         Text(truncate(waiting, 24), style="yellow"), Text(age, justify="right"), key=run_id)
+        ids = [c[0] for c in cells]
+        if keep in ids:
+            self.move_cursor(row=ids.index(keep), scroll=False)
