@@ -23,6 +23,7 @@ from orchestrator.attribution.result import (
     rank,
     require_evaluator,
 )
+from orchestrator.attribution.trace import agent_graph
 from orchestrator.model import WorkflowSpec
 from orchestrator.records import iso
 from orchestrator.store import Store
@@ -43,7 +44,8 @@ def counterfactual(store: Store, run_id: str, *, spec: WorkflowSpec | None = Non
             "reference": engine.reference_kind(sid), "value_actual": actual.value,
             "value_with_reference": replay.value, "replay_run_id": replay.run_id, "replay_status": replay.status,
             "executions": replay.executions, "side_effects": engine.steps[sid].side_effects,
-            "record_id": rec.id if rec else None, "started_at": iso(rec.started_at) if rec else None}))
+            "record_id": rec.id if rec else None, "started_at": iso(rec.started_at) if rec else None,
+            "consumed": rec.consumed if rec else []}))
     ranked = rank(candidates, engine.order)
     blamed_id = blamed(ranked)
     shortfall = max(1e-9, 1.0 - actual.value)
@@ -63,7 +65,7 @@ def counterfactual(store: Store, run_id: str, *, spec: WorkflowSpec | None = Non
         "replays": [c.evidence["replay_run_id"] for c in candidates],
         "references": {c.step_id: c.evidence["reference"] for c in candidates},
         "executions_by_step": dict(engine.executions_by_step), "cache_hits": engine.cache.hits,
-        "notes": engine.notes, "trace_id": run_id,
+        "notes": engine.notes, "trace_id": run_id, "agent_graph": agent_graph(list(engine.latest.values())),
     }
     params = {"candidates": "the output step and its ancestors", "reference": "edit > baseline > resample",
               "replay_gates": "warn", "failure_value": engine.failure_value,

@@ -27,6 +27,7 @@ from orchestrator.attribution.result import (
     rank,
     require_evaluator,
 )
+from orchestrator.attribution.trace import agent_graph
 from orchestrator.errors import InputError
 from orchestrator.model import WorkflowSpec
 from orchestrator.store import Store
@@ -89,6 +90,7 @@ def _result(engine: ReplayEngine, run_id: str, method: str, by: str, estimate: m
         "sum_of_credits": round(estimate.total, 9), "coalitions_evaluated": estimate.evaluations,
         "replays": list(engine.replay_runs), "executions_by_step": dict(engine.executions_by_step),
         "cache_hits": engine.cache.hits, "notes": engine.notes, "trace_id": run_id,
+        "agent_graph": agent_graph(list(engine.latest.values())),
     }
     if by == "agent" and blamed_id:
         evidence["blamed_agent"] = ranked[0].agent

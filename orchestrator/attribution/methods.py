@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from orchestrator.attribution.replay import MISSING, Evaluation, ReplayEngine
@@ -52,6 +53,7 @@ def attribute(store: Store, run_id: str, method: str = "trace", *, by: str = "st
     if samples is not None and method != "shapley":
         raise InputError("--samples applies to --method shapley")
     run = store.get_run(run_id)
+    started = time.perf_counter()
     if method == "trace":
         ensure_explainable(store, run)
         return trace_run(store, run_id, outcome_id=outcome_id, spec=spec, store_result=store_result)
@@ -70,6 +72,7 @@ def attribute(store: Store, run_id: str, method: str = "trace", *, by: str = "st
     outcome = select_outcome(store.outcomes(run_id), outcome_id)
     result.outcome_id = outcome.id if outcome is not None else None
     result.evidence["outcome"] = outcome.to_json() if outcome is not None else None
+    result.evidence["duration_s"] = round(time.perf_counter() - started, 3)
     if store_result:
         save(store, result)
     return result

@@ -124,7 +124,8 @@ def _checked(spec: WorkflowSpec) -> set[str]:
     return checked
 
 
-def _agent_graph(records: list[StepRecordView]) -> list[list[str]]:
+def agent_graph(records: list[StepRecordView]) -> list[list[str]]:
+    """Which agent consumed which agent's output in a run: ``[[producer, consumer], ...]``."""
     agent_of = {r.id: r.agent for r in records}
     edges: list[list[str]] = []
     for rec in records:
@@ -172,7 +173,7 @@ def backward_trace(spec: WorkflowSpec, run: RunView, records: list[StepRecordVie
             "signals": [s.to_json() for s in step_signals], "tier": tier(sid),
             "score": sum({3: 4, 2: 2, 1: 1}[s.tier] for s in step_signals), "checked": sid in checked,
             "record_id": rec.id if rec else None, "started_at": iso(rec.started_at) if rec else None,
-            "consumed": [c["step_id"] for c in rec.consumed] if rec else [], "position": position[sid]}))
+            "consumed": rec.consumed if rec else [], "position": position[sid]}))
 
     coverage = [sid for sid in candidates_ids if sid in checked]
     blamed_id = signalled[0] if signalled and shortfall > 0 else None
@@ -210,7 +211,7 @@ def backward_trace(spec: WorkflowSpec, run: RunView, records: list[StepRecordVie
                      "ratio": round(len(coverage) / len(candidates_ids), 4) if candidates_ids else 0.0,
                      "unchecked": [sid for sid in candidates_ids if sid not in checked]},
         "signalled_steps": signalled,
-        "agent_graph": _agent_graph(records),
+        "agent_graph": agent_graph(records),
         "trace_id": run.run_id,
     }
     params = {"walk": "output backwards over the DAG", "rank": "signal tier, then earliest first",
