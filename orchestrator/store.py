@@ -68,22 +68,30 @@ _find_workflow = select(_workflows.c.id, _workflows.c.source).where(
     and_(_workflows.c.name == bindparam("name_"), _workflows.c.content_hash == bindparam("hash_")))
 
 
-class _RawInsert:
-    """An INSERT compiled once for a dialect, run on the DBAPI cursor with positional values.
+_RUN_KEYS = tuple(c.key for c in _runs.columns)
+_RUN_COLUMNS = ("run_id", "workflow_id", "workflow", "status", "kind", "inputs", "parent_run_id", "parent_step",
+                "owner", "heartbeat_at", "created_at", "updated_at")
+
+
+class _RawStatement:
+    """A statement compiled once for a dialect, run on the DBAPI cursor with positional values.
 
     The SQLite write path: SQLAlchemy's per-execute work (cache key, execution context, result
     object) costs more than SQLite's own INSERT + COMMIT of a small row. The SQL text and the
     columns' bind processors (float and boolean coercion) are SQLAlchemy's, so the stored values
-    are the same as through ``Connection.execute``.
+    are the same as through ``Connection.execute``. ``binds`` names the parameters in order:
+    the table's columns, plus any ``bindparam`` of the statement (``pk_``).
     """
 
-    def __init__(self, table: Table, columns: Sequence[str], dialect: Dialect) -> None:
-        compiled = insert(table).compile(dialect=dialect, column_keys=list(columns))
-        if not compiled.positional or list(compiled.positiontup or ()) != list(columns):
-            raise ValueError("the dialect does not bind these columns positionally in order")
+    def __init__(self, table: Table, binds: Sequence[str], dialect: Dialect, statement: Any = None,
+                 columns: Sequence[str] | None = None) -> None:
+        statement = insert(table) if statement is None else statement
+        compiled = statement.compile(dialect=dialect, column_keys=list(columns if columns is not None else binds))
+        if not compiled.positional or list(compiled.positiontup or ()) != list(binds):
+            raise ValueError("the dialect does not bind these parameters positionally in order")
         self.sql = str(compiled)
-        self.processors = [(i, proc) for i, name in enumerate(columns)
-                           if (proc := table.c[name].type.dialect_impl(dialect).bind_processor(dialect))]
+        self.processors = [(i, proc) for i, name in enumerate(binds) if name in table.c
+                           and (proc := table.c[name].type.dialect_impl(dialect).bind_processor(dialect))]
 
     def row(self, values: Sequence[Any]) -> Sequence[Any]:
         if not self.processors:
@@ -92,6 +100,57 @@ class _RawInsert:
         for i, proc in self.processors:
             out[i] = proc(out[i])
         return out
+
+
+class _RawTransaction:
+    """``with _RawTransaction(store) as tx:`` statements on the DBAPI cursor, then COMMIT.
+
+    The caller holds the store's lock and has checked that no SQLAlchemy transaction is open, so
+    the DBAPI connection is idle. On any error the transaction is rolled back, and DBAPI errors
+    come out as SQLAlchemy's exception types (IntegrityError, OperationalError), as through
+    ``Connection.execute``.
+    """
+
+    __slots__ = ("store", "dbapi", "cursor", "sql", "params")
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.sql = ""
+        self.params: Any = None
+
+    def __enter__(self) -> _RawTransaction:
+        self.dbapi = self.store._conn.connection.dbapi_connection
+        self.cursor = self.dbapi.cursor()  # type: ignore[union-attr]
+        return self
+
+    def execute(self, sql: str, params: Sequence[Any]) -> Any:
+        self.sql, self.params = sql, params
+        self.cursor.execute(sql, params)
+        return self.cursor
+
+    def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> Any:
+        self.sql, self.params = sql, params
+        self.cursor.executemany(sql, params)
+        return self.cursor
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        try:
+            if exc is None:
+                try:
+                    self.dbapi.commit()
+                    return False
+                except BaseException as commit_error:
+                    exc, self.sql, self.params = commit_error, "COMMIT", None
+            self.dbapi.rollback()
+            dialect = self.store.engine.dialect
+            dbapi_error = dialect.loaded_dbapi.Error
+            if isinstance(exc, dbapi_error):
+                raise DBAPIError.instance(self.sql, self.params, exc, dbapi_error, dialect=dialect) from exc
+            if exc_type is None:
+                raise exc
+            return False
+        finally:
+            self.cursor.close()
 
 
 def default_url() -> str:
@@ -144,14 +203,34 @@ class Store:
         self._conn = self.engine.connect()
         self._lock = threading.RLock()
         self._run_pk_cache: dict[str, int] = {}
-        self._raw_steps: _RawInsert | None = None
-        self._raw_gates: _RawInsert | None = None
+        self._raw_steps: _RawStatement | None = None
+        self._raw_gates: _RawStatement | None = None
+        self._raw_runs: _RawStatement | None = None
+        self._raw_run_updates: dict[tuple[str, ...], _RawStatement | None] = {}
         if self.is_sqlite:
             try:
-                self._raw_steps = _RawInsert(_steps, _STEP_COLUMNS, self.engine.dialect)
-                self._raw_gates = _RawInsert(_gates, _GATE_COLUMNS, self.engine.dialect)
+                self._raw_steps = _RawStatement(_steps, _STEP_COLUMNS, self.engine.dialect)
+                self._raw_gates = _RawStatement(_gates, _GATE_COLUMNS, self.engine.dialect)
+                self._raw_runs = _RawStatement(_runs, _RUN_COLUMNS, self.engine.dialect)
             except ValueError:
-                self._raw_steps = self._raw_gates = None
+                self._raw_steps = self._raw_gates = self._raw_runs = None
+
+    def _raw_ready(self) -> bool:
+        """May a write take the DBAPI fast path now? (SQLite, and no SQLAlchemy transaction open.)"""
+        return self._raw_steps is not None and not self._conn.in_transaction()
+
+    def _raw_run_update(self, keys: tuple[str, ...]) -> _RawStatement | None:
+        """``UPDATE runs SET <keys> WHERE id = ?`` compiled once per set of keys (in table order)."""
+        try:
+            return self._raw_run_updates[keys]
+        except KeyError:
+            try:
+                stmt: _RawStatement | None = _RawStatement(_runs, (*keys, "pk_"), self.engine.dialect,
+                                                           statement=_update_run_by_pk, columns=keys)
+            except ValueError:
+                stmt = None  # this dialect orders them otherwise: SQLAlchemy's path
+            self._raw_run_updates[keys] = stmt
+            return stmt
 
     def close(self) -> None:
         with self._lock:
@@ -195,11 +274,16 @@ class Store:
                    owner: str | None = None) -> str:
         run_id = new_run_id()
         now = time.time()
-        with self._lock, self._conn.begin():
-            pk = self._conn.execute(_insert_runs, dict(
-                run_id=run_id, workflow_id=workflow_id, workflow=workflow, status=status, kind=kind,
-                inputs=jsonio.dumps(inputs), parent_run_id=parent_run_id, parent_step=parent_step,
-                owner=owner, heartbeat_at=now, created_at=now, updated_at=now)).inserted_primary_key[0]
+        values = (run_id, workflow_id, workflow, status, kind, jsonio.dumps(inputs), parent_run_id, parent_step,
+                  owner, now, now, now)
+        with self._lock:
+            if self._raw_ready() and self._raw_runs is not None:
+                with _RawTransaction(self) as tx:
+                    pk = tx.execute(self._raw_runs.sql, self._raw_runs.row(values)).lastrowid
+            else:
+                with self._conn.begin():
+                    pk = self._conn.execute(_insert_runs, dict(zip(_RUN_COLUMNS, values, strict=True))) \
+                        .inserted_primary_key[0]
         self._run_pk_cache[run_id] = int(pk)
         return run_id
 
@@ -230,8 +314,14 @@ class Store:
             values["owner"] = owner
         pk = self.run_pk(run_id)
         if expect is None:
-            with self._lock, self._conn.begin():
-                return self._conn.execute(_update_run_by_pk, {"pk_": pk, **values}).rowcount == 1
+            with self._lock:
+                keys = tuple(k for k in _RUN_KEYS if k in values)  # SET clauses come in table order
+                stmt = self._raw_run_update(keys) if self._raw_ready() else None
+                if stmt is not None:
+                    with _RawTransaction(self) as tx:
+                        return tx.execute(stmt.sql, stmt.row((*(values[k] for k in keys), pk))).rowcount == 1
+                with self._conn.begin():
+                    return self._conn.execute(_update_run_by_pk, {"pk_": pk, **values}).rowcount == 1
         cond = and_(_runs.c.id == pk, _runs.c.status.in_(list(expect)))
         with self._lock, self._conn.begin():
             return self._conn.execute(update(_runs).where(cond).values(**values)).rowcount == 1
@@ -306,7 +396,7 @@ class Store:
         values = (run_pk, workflow_id, step_id, step_type, agent, attempt, status, origin, started_at, ended_at,
                   inputs, output, error_type, error_message, consumed, injected)
         with self._lock:
-            if self._raw_steps is not None and not self._conn.in_transaction() \
+            if self._raw_ready() \
                     and all(len(g) == len(_GATE_KEYS) and all(k in g for k in _GATE_KEYS) for g in gates):
                 return self._insert_step_raw(values, gates)
             with self._conn.begin():
@@ -320,29 +410,13 @@ class Store:
     def _insert_step_raw(self, values: Sequence[Any], gates: Sequence[dict[str, Any]]) -> int:
         """The SQLite fast path of insert_step_record: one INSERT (+ gate rows) and COMMIT on the DBAPI
         connection, outside any SQLAlchemy transaction (the caller holds the lock and checked)."""
-        assert self._raw_steps is not None and self._raw_gates is not None
-        dbapi = self._conn.connection.dbapi_connection
-        assert dbapi is not None
-        cursor = dbapi.cursor()
-        sql = self._raw_steps.sql
-        params: Any = values
-        try:
-            cursor.execute(sql, self._raw_steps.row(values))
-            record_id = int(cursor.lastrowid)
+        steps, gate_stmt = self._raw_steps, self._raw_gates
+        assert steps is not None and gate_stmt is not None
+        with _RawTransaction(self) as tx:
+            record_id = int(tx.execute(steps.sql, steps.row(values)).lastrowid)
             if gates:
-                sql = self._raw_gates.sql
-                params = [self._raw_gates.row((record_id, values[0], values[2], *(g[k] for k in _GATE_KEYS)))
-                          for g in gates]
-                cursor.executemany(sql, params)
-            dbapi.commit()
-        except BaseException as exc:
-            dbapi.rollback()
-            dbapi_error = self.engine.dialect.loaded_dbapi.Error
-            if isinstance(exc, dbapi_error):  # the same exception types as through SQLAlchemy
-                raise DBAPIError.instance(sql, params, exc, dbapi_error, dialect=self.engine.dialect) from exc
-            raise
-        finally:
-            cursor.close()
+                tx.executemany(gate_stmt.sql, [
+                    gate_stmt.row((record_id, values[0], values[2], *(g[k] for k in _GATE_KEYS))) for g in gates])
         return record_id
 
     def step_records(self, run_id: str, *, latest_only: bool = False) -> list[StepRecordView]:
