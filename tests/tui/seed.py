@@ -46,8 +46,12 @@ class SteppingClock:
 
 
 @contextmanager
-def frozen(start: float = EPOCH, step: float = 0.125, first_id: int = 1) -> Iterator[None]:
-    """Timestamps from a stepping clock and run ids ``r0001``, ``r0002``, ... while seeding."""
+def frozen(start: float = EPOCH, step: float = 0.0, first_id: int = 1) -> Iterator[None]:
+    """Timestamps from a stepping clock and run ids ``r0001``, ``r0002``, ... while seeding.
+
+    The default step is 0 (every timestamp is ``start``), so the seeded rows do not depend on how
+    many times the executor happens to read the clock.
+    """
     clock = SteppingClock(start, step)
     ids = (f"r{n:04d}" for n in itertools.count(first_id))
     with mock.patch("orchestrator.store.time", clock), mock.patch("orchestrator.executor.time", clock), \

@@ -137,3 +137,16 @@ class TestDecisions:
             await settle(pilot)
         assert "only a finished run can be labelled" in notes[-1]
         assert store.outcomes(seeded.paused_twice) == []
+
+
+class TestMouse:
+    async def test_clicking_a_run_opens_it(self, app: ReviewApp, seeded: Seeded) -> None:
+        """A click highlights a row; a second click on it opens the run, as enter does."""
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: len(shown_runs(app)) == 4)
+            await pilot.click(RunTable, offset=(3, 3))  # header row, then r0004, r0003, r0001
+            assert app.screen.query_one(RunTable).highlighted_run == seeded.paused_twice
+            await pilot.click(RunTable, offset=(3, 3))
+            await wait_for(pilot, lambda: isinstance(app.screen, RunDetailScreen))
+            assert app.screen.run_id == seeded.paused_twice
+            await settle(pilot)
