@@ -102,6 +102,25 @@ class _RawStatement:
         return out
 
 
+_RAW_STATEMENTS: dict[tuple[Any, ...], _RawStatement | None] = {}
+
+
+def _raw_statement(name: str, table: Table, binds: Sequence[str], dialect: Dialect, *, statement: Any = None,
+                   columns: Sequence[str] | None = None) -> _RawStatement | None:
+    """A _RawStatement compiled once per process and dialect flavour (a compile costs about a
+    millisecond: more than a whole small run); None when the dialect binds otherwise."""
+    key = (name, table.name, tuple(binds), type(dialect), dialect.paramstyle, dialect.positional)
+    try:
+        return _RAW_STATEMENTS[key]
+    except KeyError:
+        try:
+            compiled: _RawStatement | None = _RawStatement(table, binds, dialect, statement, columns)
+        except ValueError:
+            compiled = None  # SQLAlchemy's path
+        _RAW_STATEMENTS[key] = compiled
+        return compiled
+
+
 class _RawTransaction:
     """``with _RawTransaction(store) as tx:`` statements on the DBAPI cursor, then COMMIT.
 
@@ -206,31 +225,22 @@ class Store:
         self._raw_steps: _RawStatement | None = None
         self._raw_gates: _RawStatement | None = None
         self._raw_runs: _RawStatement | None = None
-        self._raw_run_updates: dict[tuple[str, ...], _RawStatement | None] = {}
         if self.is_sqlite:
-            try:
-                self._raw_steps = _RawStatement(_steps, _STEP_COLUMNS, self.engine.dialect)
-                self._raw_gates = _RawStatement(_gates, _GATE_COLUMNS, self.engine.dialect)
-                self._raw_runs = _RawStatement(_runs, _RUN_COLUMNS, self.engine.dialect)
-            except ValueError:
-                self._raw_steps = self._raw_gates = self._raw_runs = None
+            dialect = self.engine.dialect
+            self._raw_steps = _raw_statement("insert", _steps, _STEP_COLUMNS, dialect)
+            self._raw_gates = _raw_statement("insert", _gates, _GATE_COLUMNS, dialect)
+            self._raw_runs = _raw_statement("insert", _runs, _RUN_COLUMNS, dialect)
+            if self._raw_gates is None or self._raw_runs is None:
+                self._raw_steps = None
 
     def _raw_ready(self) -> bool:
         """May a write take the DBAPI fast path now? (SQLite, and no SQLAlchemy transaction open.)"""
         return self._raw_steps is not None and not self._conn.in_transaction()
 
     def _raw_run_update(self, keys: tuple[str, ...]) -> _RawStatement | None:
-        """``UPDATE runs SET <keys> WHERE id = ?`` compiled once per set of keys (in table order)."""
-        try:
-            return self._raw_run_updates[keys]
-        except KeyError:
-            try:
-                stmt: _RawStatement | None = _RawStatement(_runs, (*keys, "pk_"), self.engine.dialect,
-                                                           statement=_update_run_by_pk, columns=keys)
-            except ValueError:
-                stmt = None  # this dialect orders them otherwise: SQLAlchemy's path
-            self._raw_run_updates[keys] = stmt
-            return stmt
+        """``UPDATE runs SET <keys> WHERE id = ?`` for one set of keys (in table order)."""
+        return _raw_statement("update-run", _runs, (*keys, "pk_"), self.engine.dialect,
+                              statement=_update_run_by_pk, columns=keys)
 
     def close(self) -> None:
         with self._lock:
