@@ -183,6 +183,10 @@ def _call_info(fn: Any) -> tuple[bool, bool]:
         return _wants_ctx(fn), inspect.iscoroutinefunction(fn)
 
 
+_JSON_SCALARS = frozenset({str, int, bool, type(None)})
+"""Types whose JSON round trip gives back an equal value of the same type (not float: NaN)."""
+
+
 def _private(model: Any, name: str) -> Any:
     """A pydantic private attribute (``step._fn``) without pydantic's ``__getattr__`` (µs per access)."""
     try:
@@ -518,7 +522,8 @@ class Executor:
                           next_needs=self.next_needs[step.id], gate_feedback=list(state["feedback"]),
                           inputs=kwargs, upstream=_Upstream(done),  # type: ignore[arg-type]
                           workflow_inputs=inputs)
-        self._emit("step_started", run_id=run_id, step_id=step.id, attempt=attempt, started_at=started)
+        if self.on_event is not None:
+            self._emit("step_started", run_id=run_id, step_id=step.id, attempt=attempt, started_at=started)
         common = dict(step_id=step.id, step_type=step.type, agent=step.agent_name, attempt=attempt,
                       started_at=started, inputs=stored_inputs, consumed=consumed,
                       injected=self._injected_json[step.id])
@@ -562,7 +567,8 @@ class Executor:
             self._emit("step_finished", run_id=run_id, step_id=step.id, status="failed", attempt=attempt,
                        duration=ended - started, error=message)
             return StepOutcome(step.id, "failed", rid, error=message)
-        plain_output = jsonio.loads(output_json)
+        # JSON scalars come back from JSON as themselves; anything else is converted (models -> dicts)
+        plain_output = output if type(output) in _JSON_SCALARS else jsonio.loads(output_json)
         ctx.inputs = kwargs
         for gate_spec, gate_obj in zip(step.gates, _private(step, "_gate_objs"), strict=False):
             evaluation = await anyio.to_thread.run_sync(evaluate_gate, gate_obj, gate_spec.label, plain_output, ctx) \
@@ -585,8 +591,9 @@ class Executor:
         rid = self.store.insert_step_record(run_id, self.workflow_id, status=status, ended_at=ended,
                                             output=output_json, error_type=error_type, error_message=message,
                                             gates=gate_rows, **common)
-        self._emit("step_finished", run_id=run_id, step_id=step.id, status=status, attempt=attempt,
-                   duration=ended - started, error=message, gates=len(gate_rows), failed_gates=len(blocking))
+        if self.on_event is not None:
+            self._emit("step_finished", run_id=run_id, step_id=step.id, status=status, attempt=attempt,
+                       duration=ended - started, error=message, gates=len(gate_rows), failed_gates=len(blocking))
         if status == "failed" and step.on_gate_fail == "retry":
             state["feedback"] = blocking
             state["last"] = StepOutcome(step.id, "failed", rid, error=message)
