@@ -241,9 +241,12 @@ class ReviewApp(App[None]):
 
     def _quit_now(self) -> None:
         self._stopping.set()
-        runs = list(self.continuing)
-        self.exit(message="stopped continuing " + ", ".join(runs) + "; finish with "
-                  + "; ".join(f"`orchestrator resume {r}`" for r in runs))
+        in_flight = sorted({step for run in self.continuing for step in self.running_steps.get(run, ())})
+        lines = []
+        if in_flight:
+            lines.append(f"waiting for the step(s) in flight to finish ({', '.join(in_flight)}) …")
+        lines += [f"run {run} stops there and stays resumable: `orchestrator resume {run}`" for run in self.continuing]
+        self.exit(message="\n".join(lines))
 
 
 def _is_stop(exc: BaseException) -> bool:

@@ -41,7 +41,7 @@ class TestListing:
             await settle(pilot)
 
     async def test_filter_by_workflow_and_status(self, app: ReviewApp, seeded: Seeded) -> None:
-        """`/` opens the filter; typing part of a workflow name and choosing a status narrow the table."""
+        """`/` opens the filter; a workflow name part and a status narrow the table; escape twice clears it."""
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(pilot, lambda: len(shown_runs(app)) == 4)
             await pilot.press("slash")
@@ -52,6 +52,11 @@ class TestListing:
             app.screen.query_one("#filter-status").value = "succeeded"
             await pilot.pause()
             assert shown_runs(app) == [seeded.succeeded]
+            await pilot.press("escape")  # back to the table, filter kept
+            assert shown_runs(app) == [seeded.succeeded] and app.screen.query_one(RunTable).has_focus
+            await pilot.press("escape")  # clears it
+            await wait_for(pilot, lambda: len(shown_runs(app)) == 4)
+            assert not app.screen.has_class("-filtering")
             await settle(pilot)
 
     async def test_refreshes_when_another_process_pauses_a_run(self, app: ReviewApp, store: Store,

@@ -45,6 +45,7 @@ class RunDetailScreen(Screen):
         self.run_id = run_id
         self.detail: RunDetail | None = None
         self._opened = False
+        self._seen_waiting: set[str] = set()
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="")
@@ -59,6 +60,9 @@ class RunDetailScreen(Screen):
     def on_mount(self) -> None:
         self.query_one(StepList).focus()
         self.reload()
+
+    def on_resize(self) -> None:
+        self.query_one(StepList).refit()
 
     def on_screen_resume(self) -> None:
         if self._opened:
@@ -86,10 +90,11 @@ class RunDetailScreen(Screen):
         for item in detail.steps:  # steps in flight in this app have no record yet
             if item.step_id in self.app.running_steps.get(self.run_id, ()):
                 item.status = "running"
-        select = None
-        if not self._opened:  # first load: select the step that waits for review
-            self._opened = True
-            select = detail.waiting[0] if detail.waiting else None
+        # On opening, and when the run pauses again further on, select the step that now waits.
+        new_waits = [s for s in detail.waiting if s not in self._seen_waiting]
+        select = new_waits[0] if new_waits else None
+        self._seen_waiting.update(detail.waiting)
+        self._opened = True
         blamed = self.app.blamed.get(self.run_id) or detail.blamed_step
         steps = self.query_one(StepList)
         steps.show(detail.steps, select=select, blamed=blamed)

@@ -104,10 +104,14 @@ class RunsScreen(Screen):
         self.query_one("#filter-workflow", Input).focus()
 
     def action_close_filter(self) -> None:
+        """Escape leaves the filter bar; a second escape clears the filter and hides the bar."""
         bar = self.query_one(FilterBar)
+        table = self.query_one(RunTable)
+        if bar.active and table.has_focus:
+            bar.clear()
         if not bar.active:
             self.remove_class("-filtering")
-        self.query_one(RunTable).focus()
+        table.focus()
 
     @on(Select.Changed, "#filter-status")
     @on(Input.Changed, "#filter-workflow")

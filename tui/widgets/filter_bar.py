@@ -34,6 +34,10 @@ class FilterBar(Horizontal):
     def workflow(self) -> str:
         return self.query_one("#filter-workflow", Input).value
 
+    def clear(self) -> None:
+        self.query_one("#filter-status", Select).clear()
+        self.query_one("#filter-workflow", Input).value = ""
+
     @property
     def active(self) -> bool:
         return self.status is not None or bool(self.workflow.strip())

@@ -26,6 +26,9 @@ class GateVerdict(Static):
         text.append(g.gate, style="bold")
         if g.severity == "warn":
             text.append(" (warn)")
+        verifies = g.details.get("verifies") if isinstance(g.details, dict) else None
+        if g.gate == "critic" and verifies:
+            text.append(f" of {', '.join(map(str, verifies))}", style="not bold")
         score = format_score(g.score)
         if score:
             text.append(f"  score {score}")

@@ -8,17 +8,24 @@ from textual.widgets import DataTable
 from tui.format import STATUS_STYLE, STEP_ICON, format_duration, truncate
 from tui.queries import StepItem
 
+SHARE = 0.55
+"""The most of the terminal's width the list may take (the detail pane gets the rest; see app.tcss)."""
+STEP_WIDTH, AGENT_WIDTH = 22, 12
+
 
 class StepList(DataTable):
-    """Steps keyed by step id. The screen decides which one is selected."""
+    """Steps keyed by step id. The screen decides which one is selected.
+
+    When the columns would not fit in their share of the terminal (long step ids at 80 columns),
+    the agent column is left out: the detail pane names the agent, and attempt and duration stay.
+    """
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", show_header=True, cell_padding=1, **kwargs)
         self._shown: tuple = ()
-
-    def on_mount(self) -> None:
-        for label, key in ((" ", "icon"), ("step", "step"), ("agent", "agent"), ("try", "try"), ("time", "time")):
-            self.add_column(label, key=key)
+        self._with_agent: bool | None = None
+        self._steps: list[StepItem] = []
+        self._blamed: str | None = None
 
     @property
     def selected_step(self) -> str | None:
@@ -27,11 +34,34 @@ class StepList(DataTable):
         row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
         return row_key.value
 
+    def _fits_agent(self, steps: list[StepItem]) -> bool:
+        step = min(STEP_WIDTH, max((len(s.step_id) for s in steps), default=4))
+        agent = min(AGENT_WIDTH, max((len(s.agent) for s in steps), default=5))
+        needed = 1 + step + agent + 3 + 6 + 2 * 5 + 2  # cells, their padding, the scrollbar
+        return needed <= int(self.app.size.width * SHARE)
+
+    def _set_columns(self, with_agent: bool) -> None:
+        if with_agent == self._with_agent:
+            return
+        self._with_agent = with_agent
+        self._shown = ()
+        self.clear(columns=True)
+        columns = [(" ", "icon"), ("step", "step")] + ([("agent", "agent")] if with_agent else []) + \
+            [("try", "try"), ("time", "time")]
+        for label, key in columns:
+            self.add_column(label, key=key)
+
+    def refit(self) -> None:
+        """Lay the columns out again for a new terminal width (the screen calls this on resize)."""
+        self.show(self._steps, blamed=self._blamed)
+
     def show(self, steps: list[StepItem], *, select: str | None = None, blamed: str | None = None) -> None:
         """Replace the rows when they changed; put the cursor on ``select`` (else keep it where it was)."""
+        self._steps, self._blamed = steps, blamed
+        keep = select or self.selected_step
+        self._set_columns(self._fits_agent(steps))
         cells = tuple((s.step_id, s.status, s.waiting, s.agent, s.attempt, format_duration(s.duration),
                        s.step_id == blamed) for s in steps)
-        keep = select or self.selected_step
         if cells != self._shown:
             self._shown = cells
             self.clear()
@@ -39,12 +69,14 @@ class StepList(DataTable):
                 style = STATUS_STYLE.get(status, "")
                 if status == "gate_failed" and not waiting:
                     style = "yellow"
-                name = Text(truncate(step_id, 22), style="bold" if waiting else "")
+                name = Text(truncate(step_id, STEP_WIDTH), style="bold" if waiting else "")
                 if is_blamed:
                     name.append(" ◀", style="bold red")
-                self.add_row(Text(STEP_ICON.get(status, "?"), style=style), name, truncate(agent, 12),
-                             Text(str(attempt) if attempt else "", justify="right"),
-                             Text(duration, justify="right"), key=step_id)
+                row = [Text(STEP_ICON.get(status, "?"), style=style), name]
+                if self._with_agent:
+                    row.append(truncate(agent, AGENT_WIDTH))
+                row += [Text(str(attempt) if attempt else "", justify="right"), Text(duration, justify="right")]
+                self.add_row(*row, key=step_id)
         ids = [c[0] for c in cells]
         if keep in ids and keep != self.selected_step:
             self.move_cursor(row=ids.index(keep))
