@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from orchestrator.store import Store
@@ -27,8 +29,17 @@ def app(store: Store, seeded: Seeded) -> ReviewApp:
 
 
 @pytest.fixture
-def notes(app: ReviewApp, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every notification the app shows, in order (``run_test`` hides toasts)."""
-    seen: list[str] = []
-    monkeypatch.setattr(app, "notify", lambda message, **kwargs: seen.append(str(message)))
-    return seen
+def notes_factory(monkeypatch: pytest.MonkeyPatch) -> Callable[[ReviewApp], list[str]]:
+    """Record every notification an app shows, in order (``run_test`` hides toasts)."""
+
+    def record(app: ReviewApp) -> list[str]:
+        seen: list[str] = []
+        monkeypatch.setattr(app, "notify", lambda message, **kwargs: seen.append(str(message)))
+        return seen
+
+    return record
+
+
+@pytest.fixture
+def notes(app: ReviewApp, notes_factory: Callable[[ReviewApp], list[str]]) -> list[str]:
+    return notes_factory(app)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from orchestrator import review
 from orchestrator.labels import LabelResult
 from orchestrator.store import Store
-from tests.tui.seed import Seeded
+from tests.tui.seed import FIXTURES, Seeded, start
 from tests.tui.waiting import settle, wait_for
-from tui.app import ReviewApp
+from tui.app import ReviewApp, make_app
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.run_detail import RunDetailScreen
 from tui.screens.runs import RunsScreen
@@ -157,3 +158,35 @@ class TestDecisions:
             await wait_for(pilot, lambda: "blames step score" in str(screen.query_one("#run-summary").render()))
             await settle(pilot)
         assert [(o.correct, o.reason) for o in store.outcomes(seeded.succeeded)] == [(False, "too optimistic")]
+
+
+class TestTwoWaitingSteps:
+    async def test_decisions_apply_to_the_selected_waiting_step(self, store: Store, notes_factory) -> None:
+        """With two steps waiting, the runs screen sends the reviewer into the run; there `a` approves
+        only the selected one and the run stays paused at the other."""
+        import anyio
+
+        from tests.tui.seed import FIXTURES, start
+        from tui.app import make_app
+
+        run_id = await anyio.to_thread.run_sync(start, store, FIXTURES / "two_branches.yaml")
+        app = make_app(store, reviewer="tester", refresh_interval=0.2, cursor_blink=False)
+        notes = notes_factory(app)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.screen.query_one("#runs").row_count == 1)
+            await pilot.press("a")
+            await wait_for(pilot, lambda: notes)
+            assert "2 steps waiting (score_a, score_b)" in notes[-1]
+            assert store.reviews(run_id) == []
+            await pilot.press("enter")
+            screen = app.screen
+            await wait_for(pilot, lambda: isinstance(screen, RunDetailScreen) and screen.detail is not None)
+            assert screen.query_one(StepList).selected_step == "score_a"
+            await pilot.press("down")
+            assert screen.query_one(StepList).selected_step == "score_b"
+            await pilot.press("a")
+            await wait_for(pilot, lambda: store.reviews(run_id))
+            await settle(pilot)
+            await wait_for(pilot, lambda: screen.detail.waiting == ["score_a"])
+        assert [(r.decision, r.step_id) for r in store.reviews(run_id)] == [("approve", "score_b")]
+        assert store.get_run(run_id).status == "paused"

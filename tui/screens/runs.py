@@ -89,7 +89,7 @@ class RunsScreen(Screen):
         table.show(shown, now=self.app.clock())
         paused = sum(1 for r in self.rows if r.paused)
         if not self.rows:
-            summary = f"No runs in {self.app.store.display_url} yet. Start one with `orchestrator run FILE`."
+            summary = "No runs yet: start one with `orchestrator run FILE`."
         else:
             summary = f"{paused} paused · {len(self.rows)} runs"
             if bar.active:
