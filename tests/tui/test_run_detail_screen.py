@@ -164,11 +164,6 @@ class TestTwoWaitingSteps:
     async def test_decisions_apply_to_the_selected_waiting_step(self, store: Store, notes_factory) -> None:
         """With two steps waiting, the runs screen sends the reviewer into the run; there `a` approves
         only the selected one and the run stays paused at the other."""
-        import anyio
-
-        from tests.tui.seed import FIXTURES, start
-        from tui.app import make_app
-
         run_id = await anyio.to_thread.run_sync(start, store, FIXTURES / "two_branches.yaml")
         app = make_app(store, reviewer="tester", refresh_interval=0.2, cursor_blink=False)
         notes = notes_factory(app)
