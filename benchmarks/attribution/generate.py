@@ -85,8 +85,12 @@ def _expected(parents: list[list[int]], deltas: list[int]) -> int:
     return values[-1]
 
 
-def generate(n: int, failure: str, gates: str, seed: int) -> Task:
-    """One task; the same arguments always give the same workflow and fault."""
+def generate(n: int, failure: str, gates: str, seed: int, *, baselines: bool = True) -> Task:
+    """One task; the same arguments always give the same workflow and fault.
+
+    Without ``baselines`` no step declares one, so replay methods compare each step with a fresh
+    re-execution of itself.
+    """
     if n < 5:
         raise ValueError("tasks have at least 5 steps")
     rng = random.Random(f"{n}/{failure}/{gates}/{seed}")
@@ -123,14 +127,15 @@ def generate(n: int, failure: str, gates: str, seed: int) -> Task:
             inputs["fault"] = faults[i]
         if i == n - 1:
             inputs["expected"] = expected
-        step: dict[str, Any] = {"id": f"s{i:03d}", "agent": agents[i], "run": "tasks:step",
-                                "baseline": "tasks:step_ref", "inputs": inputs}
+        step: dict[str, Any] = {"id": f"s{i:03d}", "agent": agents[i], "run": "tasks:step", "inputs": inputs}
+        if baselines:
+            step["baseline"] = "tasks:step_ref"
         if gates == "all" or (gates == "half" and i % 2 == 0):
             step["gates"] = [{"gate": "range", "field": "value", "max": bound},
                              {"gate": "range", "field": "quality", "min": 0.9}]
             step["on_gate_fail"] = "warn"
         steps.append(step)
-    name = f"bench-{failure}-{gates}-{n}-{seed}"
+    name = f"bench-{failure}-{gates}-{n}-{seed}" + ("" if baselines else "-nobaseline")
     spec = WorkflowSpec.model_validate({"name": name, "inputs": {"x": {"type": "integer", "default": X}},
                                         "steps": steps, "outcome": "tasks:score", "outcome_threshold": 0.9,
                                         "output": f"s{n - 1:03d}"})

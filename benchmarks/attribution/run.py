@@ -81,7 +81,7 @@ def table(header: list[str], body: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def render(rows: list[Row], sizes: tuple[int, ...], seeds: int, elapsed: float) -> str:
+def render(rows: list[Row], sizes: tuple[int, ...], seeds: int, elapsed: float, extra: list[Row] = ()) -> str:
     methods = [label(m, b) for m, b in METHODS]
     by_method_cov: dict[tuple[str, str], list[Row]] = defaultdict(list)
     by_method_type: dict[tuple[str, str], list[Row]] = defaultdict(list)
@@ -116,6 +116,16 @@ def render(rows: list[Row], sizes: tuple[int, ...], seeds: int, elapsed: float) 
             cells.append(f"{pct([r.top1 for r in rs])} / {pct([r.top3 for r in rs])}")
         body.append([cov, *cells])
     out += [table(["gates", *FAILURES], body), ""]
+    if extra:
+        out += ["Without declared baselines (each step's reference is a fresh re-execution of itself), "
+                f"gates on all steps, sizes {sorted({r.task.n for r in extra})}, top-1 by failure type:", ""]
+        extra_methods = [label(m, b) for m, b in METHODS if m != "trace"]
+        out += [table(["method", *FAILURES],
+                      [[m, *(pct([r.top1 for r in extra if r.method == m and r.task.failure == f])
+                             for f in FAILURES)] for m in extra_methods]), "",
+                "On deterministic steps a re-execution reproduces the fault, so replay methods see no "
+                "difference: they need a reference (a `baseline`, or a reviewer's edit) that behaves as the step "
+                "should. `trace` is unaffected (it replays nothing).", ""]
     out += ["Mean step executions by workflow size:", ""]
     out += [table(["method", *(str(n) for n in sizes)],
                   [[m, *(f"{sum(r.cost for r in by_method_size[(m, n)]) / max(1, len(by_method_size[(m, n)])):.0f}"
@@ -143,8 +153,12 @@ def main(argv: list[str] | None = None) -> int:
                     for seed in range(seeds):
                         rows.extend(evaluate(generate(n, failure, cov, seed), store, args.samples))
             print(f"  size {n} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+        extra: list[Row] = []
+        for n in [n for n in sizes if n <= 20]:
+            for failure in FAILURES:
+                extra.extend(evaluate(generate(n, failure, "all", 0, baselines=False), store, args.samples))
         store.close()
-    text = render(rows, sizes, seeds, time.perf_counter() - started)
+    text = render(rows, sizes, seeds, time.perf_counter() - started, extra)
     print(text)
     if not args.quick:
         Path(args.output).write_text("# Attribution accuracy on controlled bifurcation tasks\n\n"
