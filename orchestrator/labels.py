@@ -32,7 +32,8 @@ def label_run(store: Store, run_id: str, *, correct: bool | None = None, reward:
               reason: str | None = None, reviewer: str | None = None) -> LabelResult:
     """Store a human outcome (source ``human``) for a run's final output.
 
-    ``correct`` alone gives reward 1.0 or 0.0; ``reward`` alone is judged correct at 0.5 or above.
+    ``correct`` alone gives reward 1.0 or 0.0; ``reward`` alone is judged correct at the workflow's
+    ``outcome_threshold`` (0.5 unless the workflow says otherwise), like an evaluator score.
     """
     from orchestrator.review import default_reviewer
 
@@ -45,7 +46,11 @@ def label_run(store: Store, run_id: str, *, correct: bool | None = None, reward:
     if run.status not in ("succeeded", "failed", "rejected"):
         raise InputError(f"run {run_id} is {run.status}; only a finished run can be labelled")
     value = reward if reward is not None else (1.0 if correct else 0.0)
-    is_correct = correct if correct is not None else value >= 0.5
+    if correct is not None:
+        is_correct = correct
+    else:
+        definition, _ = store.workflow_definition(run.workflow_id)
+        is_correct = value >= float(definition.get("outcome_threshold", 0.5))
     termination = {"succeeded": "goal_achieved", "failed": "critical_failure", "rejected": "rejected"}[run.status]
     outcome_id = store.add_outcome(run_id, value=value, correct=is_correct, source="human", termination=termination,
                                    reason=reason, reviewer=reviewer or default_reviewer())

@@ -43,6 +43,19 @@ class TestLabel:
         doc = cli("label", run_id, "--reward", "0.2", "--json").json()
         assert doc["value"] == 0.2 and doc["correct"] is False and doc["blamed_step"] == "analyze"
 
+    def test_a_reward_is_judged_against_the_workflows_threshold(self, cli, store):
+        run_id = _run(cli, "compensated")  # outcome_threshold: 0.9
+        doc = cli("label", run_id, "--reward", "0.8", "--json").json()
+        assert doc["correct"] is False and doc["attribution_id"] is not None
+        assert store.outcomes(run_id)[-1].correct is False
+
+    def test_a_paused_run_cannot_be_labelled(self, cli, store):
+        run_id = cli("run", str(FIX / "paused.yaml"), "--json").json()["run_id"]
+        before = store.count_rows()
+        result = cli("label", run_id, "--incorrect")
+        assert result.exit_code == 2 and "only a finished run can be labelled" in result.stderr
+        assert store.count_rows() == before
+
     def test_label_of_an_unknown_run_exits_2(self, cli):
         result = cli("label", "r404", "--incorrect")
         assert result.exit_code == 2 and "no run 'r404'" in result.stderr
