@@ -125,7 +125,7 @@ class ReplayEngine:
         for r in records:
             if r.gates:
                 self.gated[r.step_id] = r
-        self.edits = {r.step_id: r.output_after for r in store.reviews(run_id) if r.decision == "edit"}
+        self.edits = {r.step_id: Value.of(r.output_after) for r in store.reviews(run_id) if r.decision == "edit"}
         self.cache = StepCache()
         self.keys = InputKeys(self.steps, self.run.inputs, self.cache)
         self.original: dict[str, Value] = {}
@@ -180,7 +180,7 @@ class ReplayEngine:
         if policy == "fixed":
             return Value.of(plan.fixed[step_id]), "replaced"
         if policy == "edit":
-            return Value.of(self.edits[step_id]), "edited"
+            return self.edits[step_id], "edited"
         if policy == "recorded":
             return self.original.get(step_id), "reused"
         if policy == "fresh" or key is None:
