@@ -72,6 +72,17 @@ class TestShowing:
             assert screen.query_one("#section-gates").has_class("-empty")  # fetch has no gates
             await settle(pilot)
 
+    async def test_refreshes_when_another_reviewer_decides(self, app: ReviewApp, db_url: str,
+                                                           seeded: Seeded) -> None:
+        """A rejection made elsewhere (its own store connection) shows up without a key press."""
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_run(pilot, seeded.paused_twice)
+            with Store(db_url) as other:
+                review.reject(other, seeded.paused_twice, reviewer="bob")
+            await wait_for(pilot, lambda: screen.detail.run.status == "rejected")
+            assert screen.detail.waiting == []
+            await settle(pilot)
+
     async def test_q_goes_back_to_the_runs(self, app: ReviewApp, seeded: Seeded) -> None:
         """`q` on a run returns to the runs list (and does not quit)."""
         async with app.run_test(size=SIZE) as pilot:

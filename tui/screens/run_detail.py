@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Static
 from textual.worker import get_current_worker
 
@@ -46,6 +47,7 @@ class RunDetailScreen(Screen):
         self.detail: RunDetail | None = None
         self._opened = False
         self._seen_waiting: set[str] = set()
+        self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="")
@@ -60,11 +62,19 @@ class RunDetailScreen(Screen):
     def on_mount(self) -> None:
         self.query_one(StepList).focus()
         self.reload()
+        # Other reviewers and processes change runs too; this re-read is cheap and keeps the pane.
+        self._timer = self.set_interval(self.app.refresh_interval, self.reload)
+
+    def on_screen_suspend(self) -> None:
+        if self._timer is not None:
+            self._timer.pause()
 
     def on_resize(self) -> None:
         self.query_one(StepList).refit()
 
     def on_screen_resume(self) -> None:
+        if self._timer is not None:
+            self._timer.resume()
         if self._opened:
             self.reload()
 

@@ -8,6 +8,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Input, Select, Static
 from textual.worker import get_current_worker
 
@@ -41,6 +42,7 @@ class RunsScreen(Screen):
         super().__init__()
         self.rows: list[RunRow] = []
         self._last_error: str | None = None
+        self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="")
@@ -54,9 +56,15 @@ class RunsScreen(Screen):
     def on_mount(self) -> None:
         self.query_one(RunTable).focus()
         self.reload()
-        self.set_interval(self.app.refresh_interval, self.reload)
+        self._timer = self.set_interval(self.app.refresh_interval, self.reload)
+
+    def on_screen_suspend(self) -> None:
+        if self._timer is not None:
+            self._timer.pause()  # a run screen is on top; it refreshes what it shows itself
 
     def on_screen_resume(self) -> None:
+        if self._timer is not None:
+            self._timer.resume()
         self.reload()
 
     def on_store_changed(self, _message: StoreChanged) -> None:

@@ -47,7 +47,17 @@ class StepDetail(VerticalScroll):
                 else:
                     yield Static(id=f"{key}-text")
 
+    _shown: tuple | None = None
+
     async def show(self, item: StepItem | None, *, now: float) -> None:
+        """Show ``item``; a refresh that changes nothing about it keeps the pane (and its scroll) as is."""
+        key = None if item is None else (
+            item.step_id, item.status, item.waiting, item.record.id if item.record else None,
+            len(item.attempts), len(item.reviews))
+        if key is not None and key == self._shown:
+            return
+        same_step = key is not None and self._shown is not None and key[0] == self._shown[0]
+        self._shown = key
         title = self.query_one("#step-title", Static)
         if item is None:
             title.update("No step selected.")
@@ -85,7 +95,8 @@ class StepDetail(VerticalScroll):
         self._section("attempts", bool(item.attempts))
         self.query_one("#reviews-text", Static).update(self._reviews(item, now))
         self._section("reviews", bool(item.reviews))
-        self.scroll_home(animate=False)
+        if not same_step:
+            self.scroll_home(animate=False)
 
     def _section(self, key: str, visible: bool) -> None:
         self.query_one(f"#section-{key}").set_class(not visible, "-empty")
