@@ -84,6 +84,7 @@ class ReviewApp(App[None]):
         self.blamed: dict[str, str] = {}
         """Run -> the step a label's backward trace blamed (LabelResult.blamed_step)."""
         self._stopping = threading.Event()
+        self._deciding: set[str] = set()
 
     def on_mount(self) -> None:
         self.push_screen(RunsScreen())
@@ -102,6 +103,8 @@ class ReviewApp(App[None]):
 
     def request_decision(self, run_id: str, decision: str, *, step: str | None = None) -> None:
         """Approve and retry at once; reject after a confirmation that also asks for a comment."""
+        if run_id in self._deciding:  # a second key press before the first decision is stored
+            return
         if decision != "reject":
             self._decide(run_id, decision, step, None)
             return
@@ -114,8 +117,12 @@ class ReviewApp(App[None]):
                           "This cannot be undone.", confirm_label="Reject", cursor_blink=self.cursor_blink),
             lambda comment: None if comment is None else self._decide(run_id, "reject", step, comment or None))
 
-    @work(thread=True, group="decisions", exit_on_error=False)
     def _decide(self, run_id: str, decision: str, step: str | None, comment: str | None) -> None:
+        self._deciding.add(run_id)
+        self._store_decision(run_id, decision, step, comment)
+
+    @work(thread=True, group="decisions", exit_on_error=False)
+    def _store_decision(self, run_id: str, decision: str, step: str | None, comment: str | None) -> None:
         try:
             result = actions.decide(self.store, run_id, decision, step=step, reviewer=self.reviewer, comment=comment)
         except Exception as exc:
@@ -125,6 +132,7 @@ class ReviewApp(App[None]):
 
     def on_decision_made(self, message: DecisionMade) -> None:
         d = message.decision
+        self._deciding.discard(d.run_id)
         news = f"{d.run_id}: step {d.step_id} {actions.DECISION_VERBS.get(d.decision, d.decision)}"
         self.notify(news, title="decision stored")
         if d.continue_run:
@@ -133,6 +141,7 @@ class ReviewApp(App[None]):
         self._changed(d.run_id)
 
     def on_action_failed(self, message: ActionFailed) -> None:
+        self._deciding.discard(message.run_id)
         self.notify(message.error, title="nothing was changed", severity="error", timeout=10)
         self._changed(message.run_id)
 

@@ -155,3 +155,16 @@ class TestMouse:
             await wait_for(pilot, lambda: isinstance(app.screen, RunDetailScreen))
             assert app.screen.run_id == seeded.paused_twice
             await settle(pilot)
+
+
+class TestRepeatedKeys:
+    async def test_a_pressed_twice_stores_one_decision_and_no_error(self, app: ReviewApp, store: Store,
+                                                                     seeded: Seeded, notes: list[str]) -> None:
+        """An impatient double `a` approves once; the second press is ignored rather than refused."""
+        async with app.run_test(size=SIZE) as pilot:
+            await highlight(pilot, seeded.paused_retryable)
+            await pilot.press("a", "a")
+            await wait_for(pilot, lambda: store.get_run(seeded.paused_retryable).status == "succeeded")
+            await settle(pilot)
+        assert [r.decision for r in store.reviews(seeded.paused_retryable)] == ["approve"]
+        assert not [n for n in notes if "not paused" in n or "already decided" in n]
