@@ -301,8 +301,10 @@ class Store:
         pk = self._run_pk_cache.get(run_id)
         if pk is None:
             with self._lock:
+                inside = self._conn.in_transaction()  # called from within a write: leave its transaction be
                 pk = self._conn.execute(select(_runs.c.id).where(_runs.c.run_id == run_id)).scalar()
-                self._conn.rollback()
+                if not inside:
+                    self._conn.rollback()
             if pk is None:
                 raise NotFoundError(f"no run {run_id!r} in {self.display_url}; list runs with `orchestrator runs`")
             self._run_pk_cache[run_id] = int(pk)
@@ -527,14 +529,16 @@ class Store:
 
     def add_outcome(self, run_id: str, *, value: float, correct: bool | None, source: str, termination: str,
                     reason: str | None = None, reviewer: str | None = None) -> int:
+        run_pk = self.run_pk(run_id)  # looked up first: the lookup must not run inside the write transaction
         with self._lock, self._conn.begin():
             return int(self._conn.execute(insert(_outcomes).values(
-                run_pk=self.run_pk(run_id), value=value, correct=correct, source=source, termination=termination,
+                run_pk=run_pk, value=value, correct=correct, source=source, termination=termination,
                 reason=reason, reviewer=reviewer, created_at=time.time())).inserted_primary_key[0])
 
     def outcomes(self, run_id: str) -> list[OutcomeView]:
+        run_pk = self.run_pk(run_id)
         with self._lock:
-            rows = self._conn.execute(select(_outcomes).where(_outcomes.c.run_pk == self.run_pk(run_id))
+            rows = self._conn.execute(select(_outcomes).where(_outcomes.c.run_pk == run_pk)
                                       .order_by(_outcomes.c.id)).all()
             self._conn.rollback()
         return [OutcomeView(id=r.id, run_id=run_id, value=r.value, correct=r.correct, source=r.source,
@@ -545,9 +549,10 @@ class Store:
                         step_credits: list[dict[str, Any]], agent_credits: dict[str, float],
                         blamed_step: str | None, confidence: float | None, evidence: dict[str, Any],
                         cost: int = 0, outcome_id: int | None = None) -> int:
+        run_pk = self.run_pk(run_id)
         with self._lock, self._conn.begin():
             return int(self._conn.execute(insert(_attributions).values(
-                run_pk=self.run_pk(run_id), outcome_id=outcome_id, method=method, params=jsonio.dumps(params),
+                run_pk=run_pk, outcome_id=outcome_id, method=method, params=jsonio.dumps(params),
                 step_credits=jsonio.dumps(step_credits), agent_credits=jsonio.dumps(agent_credits),
                 blamed_step=blamed_step, confidence=confidence, evidence=jsonio.dumps(evidence), cost=cost,
                 created_at=time.time())).inserted_primary_key[0])

@@ -1,0 +1,28 @@
+"""Store behaviour that every face relies on, independent of the executor."""
+
+from __future__ import annotations
+
+from orchestrator.runner import start_run
+from orchestrator.spec import load_workflow
+from orchestrator.store import Store
+from tests.conftest import FIXTURES
+
+
+def test_a_fresh_store_can_add_outcomes_and_attributions_to_an_existing_run(db_url):
+    run_id = start_run(Store(db_url), load_workflow(FIXTURES / "ok.yaml"), {}).run_id
+    fresh = Store(db_url)  # nothing cached: the run's key is looked up inside the write
+    outcome_id = fresh.add_outcome(run_id, value=0.0, correct=False, source="human", termination="goal_achieved")
+    fresh2 = Store(db_url)
+    fresh2.add_attribution(run_id, method="trace", params={}, step_credits=[], agent_credits={}, blamed_step=None,
+                           confidence=None, evidence={}, outcome_id=outcome_id)
+    assert [o.id for o in Store(db_url).outcomes(run_id)] == [outcome_id]
+    assert Store(db_url).attributions(run_id)[0].outcome_id == outcome_id
+
+
+def test_bytes_are_small_for_small_steps(db_url):
+    """Step inputs taken from other steps are stored as links, not copies."""
+    store = Store(db_url)
+    run_id = start_run(store, load_workflow(FIXTURES / "ok.yaml"), {}).run_id
+    total = store.latest_records(run_id)["total"]
+    assert set(total.inputs) == {"a", "b"}
+    assert all(set(v) == {"$record"} for v in total.inputs.values())
