@@ -48,10 +48,6 @@ def label(store: Store, run_id: str, *, correct: bool, reason: str | None, revie
     """Record a human outcome through the CLI's ``label_run``; the single place the app labels a run."""
     from orchestrator.labels import label_run
 
-    # Store.add_outcome looks the run's key up inside its own transaction, and that lookup's
-    # rollback closes the transaction when the key is not cached yet; warming the cache here
-    # avoids it until store.py is fixed (reported upstream of the TUI).
-    store.run_pk(run_id)
     return label_run(store, run_id, correct=correct, reason=reason or None, reviewer=reviewer)
 
 
