@@ -499,12 +499,12 @@ def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queu
 
 @app.command()
 @guarded
-def review(db: DbOption = None) -> None:
+def review(reviewer: ReviewerOption = None, db: DbOption = None) -> None:
     """Open the terminal UI over paused runs."""
     from tui.app import make_app
 
     store = open_store(db)
-    make_app(store).run()
+    make_app(store, reviewer=reviewer).run()
 
 
 def main() -> None:
