@@ -221,7 +221,7 @@ _INSERT = ("INSERT INTO step_records (run_pk, workflow_id, step_id, step_type, a
            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
-def floor_sqlite(n: int, *, same_schema: bool) -> float:
+def floor_sqlite(n: int, *, same_schema: bool, level: str = "normal") -> float:
     """One INSERT + COMMIT per step with the store's pragmas; rows shaped like a chain step's record.
 
     ``same_schema`` uses the store's own DDL (indexes, foreign key to runs); otherwise a bare
@@ -229,11 +229,11 @@ def floor_sqlite(n: int, *, same_schema: bool) -> float:
     """
     with TempDB() as db:
         if same_schema:
-            with Store(db.url) as store:  # creates the real schema and one workflow + run row
+            with Store(f"{db.url}?synchronous={level}") as store:  # the real schema, one workflow + run
                 wid = store.register_workflow("floor", "1", {"name": "floor"}, None)
                 store.create_run(wid, "floor", {})
         con = sqlite3.connect(db.path)
-        _sqlite_pragmas(con, None)
+        _sqlite_pragmas(level)(con, None)
         if not same_schema:
             con.execute(_BARE_DDL)
             con.commit()
@@ -254,13 +254,15 @@ def floor_sqlite(n: int, *, same_schema: bool) -> float:
 
 # -- scenarios --------------------------------------------------------------------------------
 
-def chain(n: int, fn: Callable[..., Any], gate: str | None = None) -> tuple[Timed, dict[str, int], dict[str, int]]:
+def chain(n: int, fn: Callable[..., Any], gate: str | None = None,
+          level: str = "normal") -> tuple[Timed, dict[str, int], dict[str, int]]:
     """One chain run in a fresh DB; also the DB size before and after it (for bytes per step)."""
     with TempDB() as db:
-        with Store(db.url) as store:
+        url = f"{db.url}?synchronous={level}"
+        with Store(url) as store:
             store.register_workflow("warm", "1", {"name": "warm"}, None)  # the schema exists
         before = sqlite_size(db.path)
-        timed = run_workflow(lambda: chain_spec(n, fn, gate=gate), db.url)
+        timed = run_workflow(lambda: chain_spec(n, fn, gate=gate), url)
         after = sqlite_size(db.path)
     if timed.status != "succeeded":
         raise SystemExit(f"chain run ended {timed.status}")
@@ -300,7 +302,7 @@ def floor_fanout(width: int) -> float:
     """The fan-out's floor: ``width`` anyio tasks that each sleep, then INSERT + COMMIT one row."""
     with TempDB() as db:
         con = sqlite3.connect(db.path, check_same_thread=False)
-        _sqlite_pragmas(con, None)
+        _sqlite_pragmas("normal")(con, None)
         con.execute(_BARE_DDL)
         con.commit()
 
@@ -417,8 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     gate_floor = median_of(repeat, lambda: gate_call(n)) * us
 
     # chains
-    def chains(fn: Callable[..., Any], gate: str | None = None) -> tuple[float, float, int, dict[str, int]]:
-        results = [chain(n, fn, gate) for _ in range(repeat)]
+    def chains(fn: Callable[..., Any], gate: str | None = None,
+               level: str = "normal") -> tuple[float, float, int, dict[str, int]]:
+        results = [chain(n, fn, gate, level) for _ in range(repeat)]
         execute = statistics.median(r[0].execute for r in results) / n * us
         load = statistics.median(r[0].load for r in results)
         before, after = results[0][1], results[0][2]
@@ -429,6 +432,9 @@ def main(argv: list[str] | None = None) -> int:
     async_us, async_load, has_dbstat, growth = chains(ainc)
     gated_us, _, _, _ = chains(ainc, "not_empty")
     gate_us = gated_us - async_us
+    # the same pair with synchronous=FULL (an fsync per commit: safe against power loss too)
+    sql_full = median_of(repeat, lambda: floor_sqlite(n, same_schema=True, level="full")) * us
+    async_full_us, _, _, _ = chains(ainc, level="full")
 
     # fan-out
     def fan() -> float:
@@ -472,6 +478,10 @@ def main(argv: list[str] | None = None) -> int:
             verdict(async_us / floor <= TARGET_RATIO_TO_SQLITE)),
         Row(f"chain {n}, async + not_empty gate", f"{gated_us:.1f} µs/step", f"{floor:.1f} µs",
             f"{gated_us / floor:.2f}x"),
+        Row("floor: raw sqlite3 INSERT+COMMIT, synchronous=FULL", f"{sql_full:.1f} µs/step", "", "1.00x"),
+        Row(f"chain {n}, async steps, synchronous=FULL", f"{async_full_us:.1f} µs/step", f"{sql_full:.1f} µs",
+            f"{async_full_us / sql_full:.2f}x", f"<= {TARGET_RATIO_TO_SQLITE}x",
+            verdict(async_full_us / sql_full <= TARGET_RATIO_TO_SQLITE)),
         Row("gate overhead (not_empty, per step)", f"{gate_us:.1f} µs/step"),
         Row(f"load {n}-step chain (API -> spec -> Executor)", f"{sync_load * 1e3:.1f} ms",
             f"exec {sync_us * n / 1e3:.1f} ms", f"{sync_load / (sync_us * n / us):.2f}x of exec"),

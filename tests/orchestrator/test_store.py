@@ -26,3 +26,23 @@ def test_bytes_are_small_for_small_steps(db_url):
     total = store.latest_records(run_id)["total"]
     assert set(total.inputs) == {"a", "b"}
     assert all(set(v) == {"$record"} for v in total.inputs.values())
+
+
+def test_sqlite_synchronous_level_is_chosen_in_the_url(tmp_path):
+    import sqlite3  # noqa: F401
+
+    store = Store(f"sqlite:///{tmp_path / 'full.db'}?synchronous=full")
+    assert store.synchronous == "full"
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+    normal = Store(f"sqlite:///{tmp_path / 'normal.db'}")
+    with normal.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+
+
+def test_unknown_synchronous_level_is_a_clear_error(cli, tmp_path):
+    from tests.conftest import FIXTURES
+
+    result = cli("run", str(FIXTURES / "ok.yaml"), "--db", f"sqlite:///{tmp_path / 'x.db'}?synchronous=fast", db=False)
+    assert result.exit_code == 2
+    assert "synchronous='fast' is not supported; choose one of ['normal', 'full']" in result.stderr
