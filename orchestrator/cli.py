@@ -75,6 +75,18 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def read_json_file(path: Path, option: str) -> Any:
+    """A JSON file named by an option; InputError (exit 2) naming the option, line and column."""
+    from orchestrator.errors import InputError
+
+    try:
+        return json.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(f"{option} {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{option} {path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+
+
 def open_store(db: str | None) -> Store:
     from orchestrator.store import Store
 
@@ -250,12 +262,7 @@ def run(
     spec = load_workflow(file)
     given: dict[str, Any] = {}
     if input_file is not None:
-        try:
-            loaded = json.loads(input_file.read_text())
-        except OSError as exc:
-            raise InputError(f"--input-file {input_file}: {exc.strerror}") from None
-        except json.JSONDecodeError as exc:
-            raise InputError(f"--input-file {input_file}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        loaded = read_json_file(input_file, "--input-file")
         if not isinstance(loaded, dict):
             raise InputError(f"--input-file {input_file} must hold a JSON object of inputs")
         given.update(loaded)
@@ -363,14 +370,8 @@ def edit(run_id: str,
          as_json: JsonOption = False, max_concurrency: ConcurrencyOption = 8, db: DbOption = None) -> None:
     """Replace the paused step's output (it must pass the step's gates) and continue."""
     from orchestrator import review
-    from orchestrator.errors import InputError
 
-    try:
-        value = json.loads(output.read_text())
-    except OSError as exc:
-        raise InputError(f"--output {output}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"--output {output}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    value = read_json_file(output, "--output")
     store = open_store(db)
     _continue_after(store, review.edit(store, run_id, value, step=step, reviewer=reviewer, comment=comment,
                                        force=force), as_json, max_concurrency)

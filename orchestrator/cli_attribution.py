@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from orchestrator.cli import DbOption, JsonOption, ReviewerOption, app, guarded, open_store, out
+from orchestrator.cli import DbOption, JsonOption, ReviewerOption, app, guarded, open_store, out, read_json_file
 
 if TYPE_CHECKING:
     from orchestrator.records import AttributionView
@@ -165,17 +165,11 @@ def replay(run_id: Annotated[str, typer.Argument(help="Run id.")],
     from orchestrator.attribution.methods import fork_run
     from orchestrator.attribution.replay import MISSING
     from orchestrator.cli import report_result
-    from orchestrator.errors import InputError
     from orchestrator.executor import RunResult
 
     value: Any = MISSING
     if output is not None:
-        try:
-            value = json.loads(output.read_text())
-        except OSError as exc:
-            raise InputError(f"--output {output}: {exc.strerror}") from None
-        except json.JSONDecodeError as exc:
-            raise InputError(f"--output {output}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        value = read_json_file(output, "--output")
     store = open_store(db)
     evaluation = fork_run(store, run_id, from_step, value)
     if not as_json:

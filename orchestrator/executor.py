@@ -31,7 +31,7 @@ from gates.base import normalize as normalize_verdict
 from orchestrator import graph, jsonio
 from orchestrator.context import NextNeed, StepContext
 from orchestrator.errors import OrchestratorError, StoreMismatchError
-from orchestrator.model import TERMINAL_RUN_STATUSES, GateResult, StepSpec, WorkflowSpec, parse_reference
+from orchestrator.model import TERMINAL_RUN_STATUSES, GateResult, StepSpec, WorkflowSpec, field_value, parse_reference
 from orchestrator.records import StepRecordView
 from orchestrator.resolve import resolve_callable
 from orchestrator.store import Store
@@ -604,15 +604,10 @@ class Executor:
 
 
 def _get_field(value: Any, path: str, step_id: str, param: str) -> Any:
-    cursor = value
-    for part in path.split("."):
-        if isinstance(cursor, dict) and part in cursor:
-            cursor = cursor[part]
-        elif isinstance(cursor, list) and part.isdigit() and int(part) < len(cursor):
-            cursor = cursor[int(part)]
-        else:
-            raise KeyError(f"input {param!r} of step {step_id!r}: the upstream output has no field {path!r}")
-    return cursor
+    try:
+        return field_value(value, path)
+    except KeyError:
+        raise KeyError(f"input {param!r} of step {step_id!r}: the upstream output has no field {path!r}") from None
 
 
 def is_terminal(status: str) -> bool:

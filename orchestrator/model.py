@@ -239,6 +239,19 @@ class WorkflowSpec(_Strict):
         return self.model_dump(mode="json", exclude_defaults=True)
 
 
+def field_value(value: Any, path: str) -> Any:
+    """``STEP.field.sub`` extraction: dict keys and list indexes; KeyError(path) when absent."""
+    cursor = value
+    for part in path.split("."):
+        if isinstance(cursor, dict) and part in cursor:
+            cursor = cursor[part]
+        elif isinstance(cursor, list) and part.isdigit() and int(part) < len(cursor):
+            cursor = cursor[int(part)]
+        else:
+            raise KeyError(path)
+    return cursor
+
+
 def parse_reference(ref: Any) -> tuple[str, str, str | None] | None:
     """Classify an input reference.
 

@@ -51,15 +51,12 @@ class FieldMissing(Exception):
 
 def get_field(value: Any, path: str) -> Any:
     """``STEP.field.sub`` extraction with the executor's semantics (dict keys, list indexes)."""
-    cursor = value
-    for part in path.split("."):
-        if isinstance(cursor, dict) and part in cursor:
-            cursor = cursor[part]
-        elif isinstance(cursor, list) and part.isdigit() and int(part) < len(cursor):
-            cursor = cursor[int(part)]
-        else:
-            raise FieldMissing(path)
-    return cursor
+    from orchestrator.model import field_value
+
+    try:
+        return field_value(value, path)
+    except KeyError:
+        raise FieldMissing(path) from None
 
 
 @dataclass
