@@ -34,6 +34,7 @@ class RunsScreen(Screen):
         Binding("x", "decide('reject')", "Reject", tooltip="End the run as rejected"),
         Binding("l", "label", "Label", tooltip="Mark a finished run's output correct or incorrect"),
         Binding("slash", "filter", "Filter", key_display="/", tooltip="Filter by status and workflow"),
+        Binding("d", "dashboard", "Dashboard", tooltip="Gate pass rates, failure attribution and alerts per step"),
         Binding("q", "app.quit_app", "Quit", tooltip="Leave; runs continuing here stay resumable"),
         Binding("escape", "close_filter", "Close filter", show=False),
     ]
@@ -57,6 +58,9 @@ class RunsScreen(Screen):
         self.query_one(RunTable).focus()
         self.reload()
         self._timer = self.set_interval(self.app.refresh_interval, self.reload)
+
+    def on_resize(self) -> None:
+        self.query_one(Footer).compact = self.size.width < 90  # all nine keys fit in 80 columns only so
 
     def on_screen_suspend(self) -> None:
         if self._timer is not None:
@@ -182,3 +186,9 @@ class RunsScreen(Screen):
         row = self.highlighted
         if row is not None and row.finished:
             self.app.request_label(row.run_id)
+
+    def action_dashboard(self) -> None:
+        from tui.screens.dashboard import DashboardScreen
+
+        row = self.highlighted
+        self.app.push_screen(DashboardScreen(row.workflow if row is not None else None))
