@@ -21,6 +21,8 @@ from tui.queries import RunDetail, load_run_detail
 from tui.widgets.live_status import LiveStatus
 from tui.widgets.step_detail import StepDetail
 from tui.widgets.step_list import StepList
+from tui.widgets.trace_panel import TraceLoaded, TracePanel, TraceUnavailable
+from tui.widgets.traced_step_list import TracedStepList
 
 if TYPE_CHECKING:
     from tui.app import ReviewApp
@@ -37,8 +39,9 @@ class RunDetailScreen(Screen):
         Binding("r", "decide('retry')", "Retry", tooltip="Run the paused step again"),
         Binding("x", "decide('reject')", "Reject", tooltip="End the run as rejected"),
         Binding("l", "label", "Label", tooltip="Mark the run's final output correct or incorrect"),
+        Binding("t", "trace", "Trace", tooltip="Which step the backward trace blames for the run's outcome"),
         Binding("q", "back", "Back", tooltip="Back to the runs"),
-        Binding("escape", "back", "Back", show=False),
+        Binding("escape", "close_trace_or_back", "Back", show=False),
     ]
 
     def __init__(self, run_id: str) -> None:
@@ -53,8 +56,9 @@ class RunDetailScreen(Screen):
         yield Header(show_clock=False, icon="")
         yield Static(f"run {self.run_id}: loading…", id="run-summary")
         with Horizontal(id="run-body"):
-            yield StepList(id="steps")
+            yield TracedStepList(id="steps")
             yield StepDetail(id="detail")
+            yield TracePanel(id="trace")
         yield LiveStatus("tab: into the detail · ↑ buttons jump upstream · a e r x: the waiting step",
                          id="live-status")
         yield Footer()
@@ -81,6 +85,8 @@ class RunDetailScreen(Screen):
     def on_store_changed(self, message: StoreChanged) -> None:
         if message.run_id in (None, self.run_id):
             self.reload()
+            if self.has_class("-tracing"):
+                self._load_trace()  # a label traces the run anew
 
     @work(thread=True, exclusive=True, group="run-load", exit_on_error=False)
     def reload(self) -> None:
@@ -193,3 +199,53 @@ class RunDetailScreen(Screen):
 
     def action_back(self) -> None:
         self.dismiss()
+
+    # -- backward trace --------------------------------------------------------------------------
+
+    def action_trace(self) -> None:
+        """Show the run's backward trace in place of the step detail; `t` again (or escape) hides it."""
+        if self.has_class("-tracing"):
+            self._close_trace()
+            return
+        self.add_class("-tracing")
+        self.query_one(TracePanel).loading()
+        self._load_trace()
+
+    def _close_trace(self) -> None:
+        self.remove_class("-tracing")
+        self.query_one(TracedStepList).show_trace(None, tracing=False)
+
+    def action_close_trace_or_back(self) -> None:
+        if self.has_class("-tracing"):
+            self._close_trace()
+        else:
+            self.dismiss()
+
+    @work(thread=True, exclusive=True, group="trace-load", exit_on_error=False)
+    def _load_trace(self) -> None:
+        from orchestrator.attribution.methods import trace_view
+        from orchestrator.errors import OrchestratorError
+
+        try:
+            view = trace_view(self.app.store, self.run_id)
+        except OrchestratorError as exc:  # no outcome yet: the attribution code says what to do
+            self.post_message(TraceUnavailable(self.run_id, str(exc)))
+            return
+        except Exception as exc:
+            self.post_message(TraceUnavailable(self.run_id, f"cannot trace run {self.run_id}: "
+                                                            f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(TraceLoaded(self.run_id, view))
+
+    async def on_trace_loaded(self, message: TraceLoaded) -> None:
+        if self.has_class("-tracing"):
+            self.query_one(TracedStepList).show_trace(message.view.blamed_step)
+            await self.query_one(TracePanel).show(message.view)
+
+    async def on_trace_unavailable(self, message: TraceUnavailable) -> None:
+        if self.has_class("-tracing"):
+            self.query_one(TracedStepList).show_trace(None)
+            reason = message.reason
+            if self.detail is not None and self.detail.run.status in ("succeeded", "failed", "rejected"):
+                reason += "\n\nPress l to label it here; the trace then appears."
+            await self.query_one(TracePanel).show_unavailable(reason)
