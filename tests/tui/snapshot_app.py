@@ -1,5 +1,8 @@
 """The review app over a small, deterministic SQLite file of paused runs (see seed.py).
 
+``build(history=True)`` adds three weeks of labelled dashboard-demo runs (seed_history.py,
+r0005..r0015) for the dashboard and trace view snapshots.
+
 Loaded by ``snap_compare`` (and runnable with ``textual run tests/tui/snapshot_app.py``):
 run ids, timestamps and "now" are fixed, cursor blinking is off, the refresh timer is idle.
 """
@@ -18,14 +21,17 @@ if str(ROOT) not in sys.path:
 
 from orchestrator.store import Store  # noqa: E402
 from tests.tui.seed import NOW, seed_demo  # noqa: E402
+from tests.tui.seed_history import seed_history  # noqa: E402
 from tui.app import ReviewApp, make_app  # noqa: E402
 
 
-def build() -> ReviewApp:
+def build(*, history: bool = False) -> ReviewApp:
     folder = tempfile.mkdtemp(prefix="tui-snapshot-")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     store = Store(f"sqlite:///{folder}/review.db")
     seed_demo(store)
+    if history:
+        seed_history(store, first_id=5)
     review_app = make_app(store, reviewer="snapshot", clock=lambda: NOW, refresh_interval=3600,
                           cursor_blink=False)
     review_app.sub_title = "sqlite:///review.db"

@@ -7,9 +7,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from textual.app import App
 from textual.pilot import Pilot
 
 SNAPSHOT_APP = Path(__file__).parent / "snapshot_app.py"
+
+
+def with_history() -> App:
+    """The snapshot app with three weeks of labelled dashboard-demo runs as well (r0005..r0015)."""
+    from tests.tui.snapshot_app import build
+
+    return build(history=True)
 
 
 async def loaded(pilot: Pilot) -> None:
@@ -30,14 +38,28 @@ def pressing(*keys: str):
     return run_before
 
 
+def tracing(run_id: str):
+    """Open ``run_id`` on the run screen and press `t`."""
+    async def run_before(pilot: Pilot) -> None:
+        from tui.screens.run_detail import RunDetailScreen
+
+        await loaded(pilot)
+        await pilot.app.push_screen(RunDetailScreen(run_id))
+        await loaded(pilot)
+        await pilot.press("t")
+        await loaded(pilot)
+
+    return run_before
+
+
 class TestRunsScreen:
     def test_paused_runs_first(self, snap_compare) -> None:
         """Three paused runs (r0004, r0003, r0001, newest first) above the succeeded r0002; the footer lists
-        enter, a, e, r, x, l, / and q."""
+        enter, a, e, r, x, l, /, d and q."""
         assert snap_compare(SNAPSHOT_APP, terminal_size=(100, 30), run_before=loaded)
 
     def test_fits_80_by_24(self, snap_compare) -> None:
-        """At 80x24 every column and the whole footer still fit."""
+        """At 80x24 every column and the whole footer (compact there) still fit."""
         assert snap_compare(SNAPSHOT_APP, terminal_size=(80, 24), run_before=loaded)
 
     def test_filtered_by_workflow(self, snap_compare) -> None:
@@ -81,3 +103,35 @@ class TestDialogs:
     def test_label_dialog(self, snap_compare) -> None:
         """`l` on the succeeded r0002: correct / incorrect and a reason."""
         assert snap_compare(SNAPSHOT_APP, terminal_size=(80, 24), run_before=pressing("down", "down", "down", "l"))
+
+
+class TestDashboard:
+    def test_steps_trends_blame_and_alert(self, snap_compare) -> None:
+        """`d` on the paused dashboard-demo run r0015: an alert for fetch (100% -> 40%), bars for score 50%,
+        fetch 25% and (unattributed) 25% of 4 incorrect outcomes, and per step its weekly pass-rate
+        sparkline, latest rate and change; the fetch row is marked."""
+        assert snap_compare(with_history(), terminal_size=(120, 36), run_before=pressing("d"))
+
+    def test_at_80_by_24(self, snap_compare) -> None:
+        """The same dashboard at 80x24: the summary and the alert wrap; everything else still fits."""
+        assert snap_compare(with_history(), terminal_size=(80, 24), run_before=pressing("d"))
+
+    def test_workflow_without_incorrect_outcomes(self, snap_compare) -> None:
+        """`w`, down, enter: review-demo, whose runs nobody labelled: a note on how to get the attribution bars,
+        score's pass rate (1 of 3 first attempts passed) and no alert."""
+        assert snap_compare(with_history(), terminal_size=(80, 24), run_before=pressing("d", "w", "down", "enter"))
+
+
+class TestTraceView:
+    def test_trace_blames_score(self, snap_compare) -> None:
+        """`t` on r0008: the trace replaces the step detail; score (approved despite failing) is blamed with
+        confidence 0.90, its row in the step list is highlighted, candidates score, report, fetch follow."""
+        assert snap_compare(with_history(), terminal_size=(120, 36), run_before=tracing("r0008"))
+
+    def test_trace_at_80_by_24(self, snap_compare) -> None:
+        """The same trace at 80x24: step list and trace side by side, evidence wrapped."""
+        assert snap_compare(with_history(), terminal_size=(80, 24), run_before=tracing("r0008"))
+
+    def test_paused_run_has_no_outcome_yet(self, snap_compare) -> None:
+        """`t` on the paused r0015: the attribution code's message instead of a trace."""
+        assert snap_compare(with_history(), terminal_size=(80, 24), run_before=tracing("r0015"))
