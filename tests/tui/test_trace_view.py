@@ -71,7 +71,12 @@ class TestTrace:
             evidence = str(candidates[0].query_one(".candidate-evidence").render())
             assert "approved despite failing: failed range: field 'score' = 0.3 is below min 0.5; approved by bob" \
                 in evidence
-            assert "unchecked: no gate or critic" in str(candidates[1].query_one(".candidate-evidence").render())
+            assert not candidates[0].has_class("-quiet")
+            assert candidates[1].has_class("-quiet") and candidates[2].has_class("-quiet")  # one line each
+            assert "report (writer) +0.00 · no signal, unchecked" in str(candidates[1].query_one(".candidate-head")
+                                                                         .render())
+            assert "fetch (retriever) +0.00 · no signal, checked by gates" in \
+                str(candidates[2].query_one(".candidate-head").render())
             assert "step 'score' is the earliest step" in str(screen.query_one("#trace-why").render())
             assert "2 of 3 candidate steps are checked" in str(screen.query_one("#trace-coverage").render())
             await settle(pilot)
@@ -106,6 +111,19 @@ class TestTrace:
             assert not [c for c in screen.query(CandidateView) if c.has_class("-blamed")]
             assert screen.query_one(TracedStepList).traced is None
             assert "counterfactual" in str(screen.query_one("#trace-why").render())
+            await settle(pilot)
+
+    async def test_tab_moves_into_a_long_trace_and_scrolls_it(self, history_app: ReviewApp,
+                                                              history: History) -> None:
+        """At 80x24 the trace is longer than its pane: tab focuses it and end scrolls to the coverage line."""
+        async with history_app.run_test(size=(80, 24)) as pilot:
+            screen = await open_trace(pilot, history.score_blamed)
+            panel = screen.query_one(TracePanel)
+            assert panel.max_scroll_y > 0
+            await pilot.press("tab")
+            assert panel.has_focus
+            await pilot.press("end")
+            await wait_for(pilot, lambda: panel.scroll_y == panel.max_scroll_y)
             await settle(pilot)
 
     async def test_escape_closes_the_trace_then_leaves_the_run(self, history_app: ReviewApp,

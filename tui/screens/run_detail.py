@@ -208,7 +208,7 @@ class RunDetailScreen(Screen):
             self._close_trace()
             return
         self.add_class("-tracing")
-        self.query_one(TracePanel).loading()
+        self.query_one(TracePanel).show_loading()
         self._load_trace()
 
     def _close_trace(self) -> None:

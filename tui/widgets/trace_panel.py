@@ -51,11 +51,15 @@ def evidence_lines(candidate: dict[str, Any]) -> list[str]:
     if signals:
         return [f"{SIGNAL_WORDS.get(s.get('kind'), str(s.get('kind', '')).replace('_', ' '))}: {s.get('detail', '')}"
                 for s in signals]
-    return ["checked by gates, no failing signal" if ev.get("checked") else "unchecked: no gate or critic"]
+    return ["no signal, checked by gates" if ev.get("checked") else "no signal, unchecked: no gate or critic"]
 
 
 class CandidateView(Vertical):
-    """One ranked candidate: rank, step, agent, credit, then its evidence. ``-blamed`` marks the blamed step."""
+    """One ranked candidate: rank, step, agent and credit, then its evidence.
+
+    ``-blamed`` marks the blamed step; ``-quiet`` a step with no signal against it, shown on one
+    line (most steps of a long workflow), so the signalled ones stand out.
+    """
 
     def __init__(self, rank: int, candidate: dict[str, Any], *, blamed: bool, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -63,18 +67,22 @@ class CandidateView(Vertical):
         self.candidate = candidate
         self.step_id = str(candidate.get("step_id"))
         self.credit = float(candidate.get("credit") or 0.0)
+        self.evidence = evidence_lines(candidate)
         self.set_class(blamed, "-blamed")
         self.set_class(self.credit < 0, "-negative")
+        self.set_class(not (candidate.get("evidence") or {}).get("signals"), "-quiet")
 
     def compose(self) -> ComposeResult:
         head = Text()
         head.append(f"{self.rank:>2} ")
         head.append(self.step_id, style="bold")
-        head.append(f" · {self.candidate.get('agent', '')} · credit {self.credit:+.2f}")
+        head.append(f" ({self.candidate.get('agent', '')}) {self.credit:+.2f}")
         if self.has_class("-blamed"):
             head.append("  ◀ blamed")
+        if self.has_class("-quiet"):
+            head.append(f" · {self.evidence[0]}")
         yield Static(head, classes="candidate-head")
-        yield Static("\n".join(evidence_lines(self.candidate)), classes="candidate-evidence", markup=False)
+        yield Static("\n".join(self.evidence), classes="candidate-evidence", markup=False)
 
 
 class TracePanel(VerticalScroll):
@@ -97,7 +105,7 @@ class TracePanel(VerticalScroll):
     def candidates(self) -> list[CandidateView]:
         return list(self.query(CandidateView))
 
-    def loading(self) -> None:
+    def show_loading(self) -> None:
         self.query_one("#trace-head", Static).update("tracing…")
 
     async def show(self, view: AttributionView) -> None:
