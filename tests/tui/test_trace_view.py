@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from orchestrator.runner import start_run
+from orchestrator.spec import load_workflow
 from orchestrator.store import Store
 from tests.tui.seed import NOW
-from tests.tui.seed_history import History, seed_history
+from tests.tui.seed_history import DASHBOARD, History, seed_history
 from tests.tui.waiting import settle, wait_for
 from tui.app import ReviewApp, make_app
 from tui.screens.label import LabelScreen
@@ -29,6 +31,12 @@ def history(store: Store) -> History:
 @pytest.fixture
 def history_app(store: Store, history: History) -> ReviewApp:
     return make_app(store, reviewer="tester", refresh_interval=0.2, cursor_blink=False, clock=lambda: NOW)
+
+
+@pytest.fixture
+def pauses_twice(store: Store, history: History) -> str:
+    """A dashboard-demo run paused at fetch (2 documents) that pauses at score (0.3) once approved."""
+    return start_run(store, load_workflow(DASHBOARD), {"found": 2, "quality": 0.3}).run_id
 
 
 async def open_trace(pilot, run_id: str) -> RunDetailScreen:
@@ -172,3 +180,18 @@ class TestNoOutcomeYet:
             assert screen.query_one(TracedStepList).traced == "fetch"
             await settle(pilot)
         assert [a.blamed_step for a in store.attributions(history.unlabelled)] == ["fetch"]
+
+    async def test_a_step_that_starts_waiting_closes_the_trace(self, history_app: ReviewApp,
+                                                              pauses_twice: str) -> None:
+        """Approved at fetch from the trace view, the run pauses again at score: the trace gives way to
+        score's detail, since deciding on it is what the run screen is for."""
+        run_id = pauses_twice
+        async with history_app.run_test(size=SIZE) as pilot:
+            screen = await open_trace(pilot, run_id)
+            assert "is paused and has no outcome" in head(screen)
+            await pilot.press("a")
+            await wait_for(pilot, lambda: screen.detail is not None and screen.detail.waiting == ["score"])
+            await settle(pilot)
+            assert not screen.has_class("-tracing") and screen.query_one(StepDetail).display
+            assert screen.query_one(TracedStepList).selected_step == "score"
+            await settle(pilot)

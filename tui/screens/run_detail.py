@@ -109,6 +109,8 @@ class RunDetailScreen(Screen):
         # On opening, and when the run pauses again further on, select the step that now waits.
         new_waits = [s for s in detail.waiting if s not in self._seen_waiting]
         select = new_waits[0] if new_waits else None
+        if select is not None and self.has_class("-tracing"):
+            self._close_trace()  # a step waits for review again: show its detail, not "no outcome yet"
         self._seen_waiting.update(detail.waiting)
         self._opened = True
         blamed = self.app.blamed.get(self.run_id) or detail.blamed_step
