@@ -47,8 +47,11 @@ def default_reviewer() -> str:
 def waiting_records(store: Store, run_id: str) -> list[StepRecordView]:
     """Gate-failed records with no decision yet: the steps a reviewer can act on."""
     decided = {r.record_id for r in store.reviews(run_id)}
-    return [r for r in store.step_records(run_id, latest_only=True)
-            if r.status == "gate_failed" and r.id not in decided]
+    waiting = [r for r in store.step_records(run_id, latest_only=True)
+               if r.status == "gate_failed" and r.id not in decided]
+    # in the order the steps started (which follows the workflow's order), not the order
+    # concurrent branches happened to finish, so messages and screens are stable
+    return sorted(waiting, key=lambda r: (r.started_at, r.step_id))
 
 
 def paused_record(store: Store, run_id: str, step: str | None) -> StepRecordView:

@@ -133,8 +133,11 @@ class TestDecisions:
         assert store.get_run(seeded.paused_twice).status == "paused"
 
     async def test_a_run_decided_meanwhile_shows_a_message_and_changes_nothing(
-            self, app: ReviewApp, store: Store, seeded: Seeded, notes: list[str]) -> None:
+            self, store: Store, seeded: Seeded, notes_factory) -> None:
         """Another reviewer rejects first; `a` here gets ReviewError's message and stores nothing more."""
+        # no automatic refresh during the test: the screen must still believe the step waits
+        app = make_app(store, reviewer="tester", refresh_interval=3600, cursor_blink=False)
+        notes = notes_factory(app)
         async with app.run_test(size=SIZE) as pilot:
             screen = await open_run(pilot, seeded.paused_retryable)
             review.reject(store, seeded.paused_retryable, reviewer="bob", comment="first")
