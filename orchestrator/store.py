@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Table, and_, bindparam, create_engine, event, func, insert, select, update
 from sqlalchemy.engine import Dialect, Engine
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlmodel import SQLModel
 
 from orchestrator import jsonio
@@ -239,6 +239,17 @@ class Store:
         self.url = normalize_url(url or default_url())
         self.is_sqlite = self.url.startswith("sqlite")
         self.synchronous: str | None = None
+        try:
+            self._open()
+        except (SQLAlchemyError, ImportError, OSError) as exc:
+            from orchestrator.errors import InputError
+
+            detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise InputError(f"cannot open the database {self.display_url}: {detail}; "
+                             "check --db or ORCHESTRATOR_DB") from None
+
+    def _open(self) -> None:
+        """Create the engine and the schema, and hold the connection the write path uses."""
         if self.is_sqlite:
             self.url, self.synchronous = _split_synchronous(self.url)
             path = self.url.split("///", 1)[-1] if "///" in self.url else ""

@@ -46,3 +46,14 @@ def test_unknown_synchronous_level_is_a_clear_error(cli, tmp_path):
     result = cli("run", str(FIXTURES / "ok.yaml"), "--db", f"sqlite:///{tmp_path / 'x.db'}?synchronous=fast", db=False)
     assert result.exit_code == 2
     assert "synchronous='fast' is not supported; choose one of ['normal', 'full']" in result.stderr
+
+
+def test_a_database_that_cannot_be_opened_is_exit_2_with_one_line(cli):
+    for url, detail in (("postgresql://nobody@127.0.0.1:1/none", "connection"),
+                        ("nonsense-url", "Could not parse"),
+                        ("mysql://x/y", "MySQLdb")):
+        result = cli("runs", "--db", url, db=False)
+        assert result.exit_code == 2, url
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: cannot open the database"), result.stderr
+        assert detail in lines[0]
