@@ -335,12 +335,15 @@ class Executor:
         order, position, consumers = self.order, self._position, self._consumers
         pending = {sid: sum(1 for d in self.deps[sid] if d not in done) for sid in order}
         ready = [i for i, sid in enumerate(order) if pending[sid] == 0]  # ascending, so already a heap
-        # Steps are spawned from a copy of this task's context, as if from here, even when the
-        # spawn happens in the task of the step that just finished (contextvars do not leak).
+        # New tasks are spawned from a copy of this task's context, as if from here, even when the
+        # spawn happens in the task of the step that just finished. One successor per finishing
+        # step is run by that task itself (see report): it sees the context that task had, so an
+        # async step's contextvar changes are visible to the step it hands over to, as in a
+        # plain sequential program; sync steps run in worker threads on copies and change nothing.
         spawn_context = contextvars.copy_context()
 
         async with anyio.create_task_group() as tg:
-            def schedule() -> None:
+            def schedule(handoff: list[tuple[Any, ...]] | None = None) -> None:
                 if failed:
                     return
                 while ready and len(in_flight) < self.max_concurrency:
@@ -348,14 +351,23 @@ class Executor:
                     if sid in done or sid in waiting or sid in blocked or sid in in_flight:
                         continue
                     in_flight.add(sid)
-                    tg.start_soon(self._run_step, run_id, sid, inputs, done, next_attempt.get(sid, 1),
-                                  retry_feedback.pop(sid, []), report)
+                    args = (run_id, sid, inputs, done, next_attempt.get(sid, 1), retry_feedback.pop(sid, []), report)
+                    if handoff is not None and not handoff:
+                        handoff.append(args)  # the finishing task runs this one itself: no new task
+                    else:
+                        tg.start_soon(self._run_step, *args)
 
-            def report(outcome: StepOutcome) -> None:
-                """Called by a step's task when it has its outcome (its record is committed)."""
-                spawn_context.run(settle, outcome)
+            def report(outcome: StepOutcome) -> tuple[Any, ...] | None:
+                """Called by a step's task when it has its outcome (its record is committed).
 
-            def settle(outcome: StepOutcome) -> None:
+                Returns the arguments of one newly ready step for that task to run next: on a chain
+                this saves starting a task per step (~20-40 µs, a third of a step's overhead).
+                """
+                handoff: list[tuple[Any, ...]] = []
+                spawn_context.run(settle, outcome, handoff)
+                return handoff[0] if handoff else None
+
+            def settle(outcome: StepOutcome, handoff: list[tuple[Any, ...]] | None = None) -> None:
                 in_flight.discard(outcome.step_id)
                 if outcome.status == "succeeded":
                     done[outcome.step_id] = _Done(outcome.record_id, outcome.output, outcome.ended_at, len(done))
@@ -369,7 +381,7 @@ class Executor:
                 else:
                     failed.append(outcome.step_id)
                     errors.append(f"step {outcome.step_id!r} failed: {outcome.error}")
-                schedule()
+                schedule(handoff)
 
             spawn_context.run(schedule)
         return self._finish(run_id, done, waiting, failed, errors)
@@ -466,13 +478,19 @@ class Executor:
         return result
 
     async def _run_step(self, run_id: str, step_id: str, inputs: dict[str, Any], done: dict[str, _Done],
-                        first_attempt: int, feedback: list[GateResult], report: Callable[[StepOutcome], None]) -> None:
-        step = self.steps[step_id]
-        try:
-            outcome = await self._attempts(run_id, step, inputs, done, first_attempt, feedback)
-        except Exception as exc:  # a bug in the executor itself; still report a value
-            outcome = StepOutcome(step_id, "failed", -1, error=f"{type(exc).__name__}: {exc}")
-        report(outcome)
+                        first_attempt: int, feedback: list[GateResult],
+                        report: Callable[[StepOutcome], tuple[Any, ...] | None]) -> None:
+        """Run a step, then any step the scheduler hands back to this task (see ``report``)."""
+        while True:
+            step = self.steps[step_id]
+            try:
+                outcome = await self._attempts(run_id, step, inputs, done, first_attempt, feedback)
+            except Exception as exc:  # a bug in the executor itself; still report a value
+                outcome = StepOutcome(step_id, "failed", -1, error=f"{type(exc).__name__}: {exc}")
+            handed = report(outcome)
+            if handed is None:
+                return
+            run_id, step_id, inputs, done, first_attempt, feedback, report = handed
 
     async def _attempts(self, run_id: str, step: StepSpec, inputs: dict[str, Any], done: dict[str, _Done],
                         first_attempt: int, feedback: list[GateResult]) -> StepOutcome:
