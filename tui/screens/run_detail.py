@@ -15,6 +15,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Static
 from textual.worker import get_current_worker
 
+from tui.bindings import DECISION_BINDINGS
 from tui.format import STATUS_STYLE, format_age, truncate
 from tui.messages import JumpToStep, LoadFailed, RunLoaded, StoreChanged
 from tui.queries import RunDetail, load_run_detail
@@ -34,10 +35,7 @@ class RunDetailScreen(Screen):
     app: ReviewApp
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("a", "decide('approve')", "Approve", tooltip="Accept the paused step's output as it is"),
-        Binding("e", "edit", "Edit", tooltip="Replace the paused step's output"),
-        Binding("r", "decide('retry')", "Retry", tooltip="Run the paused step again"),
-        Binding("x", "decide('reject')", "Reject", tooltip="End the run as rejected"),
+        *DECISION_BINDINGS,
         Binding("l", "label", "Label", tooltip="Mark the run's final output correct or incorrect"),
         Binding("t", "trace", "Trace", tooltip="Which step the backward trace blames for the run's outcome"),
         Binding("q", "back", "Back", tooltip="Back to the runs"),

@@ -12,6 +12,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Input, Select, Static
 from textual.worker import get_current_worker
 
+from tui.bindings import DECISION_BINDINGS
 from tui.messages import LoadFailed, RunsLoaded, StoreChanged
 from tui.queries import RunRow, filter_runs, load_runs
 from tui.widgets.filter_bar import FilterBar
@@ -28,10 +29,7 @@ class RunsScreen(Screen):
     app: ReviewApp
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("a", "decide('approve')", "Approve", tooltip="Accept the paused step's output as it is"),
-        Binding("e", "edit", "Edit", tooltip="Replace the paused step's output"),
-        Binding("r", "decide('retry')", "Retry", tooltip="Run the paused step again"),
-        Binding("x", "decide('reject')", "Reject", tooltip="End the run as rejected"),
+        *DECISION_BINDINGS,
         Binding("l", "label", "Label", tooltip="Mark a finished run's output correct or incorrect"),
         Binding("slash", "filter", "Filter", key_display="/", tooltip="Filter by status and workflow"),
         Binding("d", "dashboard", "Dashboard", tooltip="Gate pass rates, failure attribution and alerts per step"),
