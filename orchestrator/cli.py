@@ -214,6 +214,7 @@ def report_result(store: Store, result: RunResult, as_json: bool) -> None:
 
 def _wait_for_review_timeouts(store: Store, result: RunResult, progress: Progress, max_concurrency: int) -> RunResult:
     """An unattended pause with ``review_timeout`` waits here and continues when the default applies."""
+    from orchestrator.executor import RunResult
     from orchestrator.review import apply_review_timeouts, next_review_deadline
     from orchestrator.runner import continue_run, spec_for_run
 
@@ -226,16 +227,12 @@ def _wait_for_review_timeouts(store: Store, result: RunResult, progress: Progres
             time.sleep(min(0.5, max(0.0, deadline - time.time())))
             if store.get_run(result.run_id).status != "paused":
                 # someone decided meanwhile and continues the run in their process
-                from orchestrator.executor import RunResult as _Result
-
-                return _Result(result.run_id, store.get_run(result.run_id).status)
+                return RunResult(result.run_id, store.get_run(result.run_id).status)
         decisions = apply_review_timeouts(store, result.run_id, spec)
         if not decisions:
             return result
         if any(d.decision == "reject" for d in decisions):
-            from orchestrator.executor import RunResult as _Result
-
-            return _Result(result.run_id, "rejected")
+            return RunResult(result.run_id, "rejected")
         result = continue_run(store, result.run_id, max_concurrency=max_concurrency, on_event=progress)
     return result
 
@@ -280,8 +277,7 @@ def run(
         return
     progress = Progress(enabled=not as_json)
     with progress:
-        result = start_run(store, spec, given, max_concurrency=max_concurrency, on_event=progress,
-                           run_id_hook=lambda rid: None)
+        result = start_run(store, spec, given, max_concurrency=max_concurrency, on_event=progress)
         result = _wait_for_review_timeouts(store, result, progress, max_concurrency)
     report_result(store, result, as_json)
 
