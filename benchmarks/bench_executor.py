@@ -43,12 +43,12 @@ if str(ROOT) not in sys.path:
 
 import anyio  # noqa: E402
 
+from orchestrator.binding import BoundWorkflow  # noqa: E402
 from orchestrator.executor import Executor  # noqa: E402
-from orchestrator.model import WorkflowSpec  # noqa: E402
 from orchestrator.pyapi import Workflow  # noqa: E402
 from orchestrator.runner import start_run  # noqa: E402
-from orchestrator.spec import check_spec  # noqa: E402
-from orchestrator.store import Store, _sqlite_pragmas  # noqa: E402
+from orchestrator.store import Store, open_store  # noqa: E402
+from orchestrator.store.sqlite import sqlite_pragmas  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 BEGIN, END = "<!-- bench_executor:begin -->", "<!-- bench_executor:end -->"
@@ -85,35 +85,28 @@ async def gather(**values: int) -> int:
 
 # -- building workflows -----------------------------------------------------------------------
 
-def chain_spec(n: int, fn: Callable[..., Any], *, gate: str | None = None, name: str = "bench-chain") -> WorkflowSpec:
+def chain_spec(n: int, fn: Callable[..., Any], *, gate: str | None = None, name: str = "bench-chain") -> BoundWorkflow:
     wf = Workflow(name, inputs={"x": {"type": "integer", "default": 0}}, output=f"s{n - 1}")
     gates = [gate] if gate else []
     wf.step(id="s0", inputs={"value": "$inputs.x"}, gates=gates)(fn)
     for i in range(1, n):
         wf.step(id=f"s{i}", inputs={"value": f"s{i - 1}"}, gates=gates)(fn)
-    return _checked(wf.spec)
+    return wf.bind()
 
 
-def fanout_spec(width: int) -> WorkflowSpec:
+def fanout_spec(width: int) -> BoundWorkflow:
     wf = Workflow("bench-fanout", inputs={"x": {"type": "integer", "default": 0}}, output="join")
     wf.step(id="root", inputs={"value": "$inputs.x"})(ainc)
     for i in range(width):
         wf.step(id=f"nap{i}", inputs={"value": "root"})(nap)
     wf.step(id="join", inputs={f"v{i}": f"nap{i}" for i in range(width)})(gather)
-    return _checked(wf.spec)
+    return wf.bind()
 
 
-def single_spec() -> WorkflowSpec:
+def single_spec() -> BoundWorkflow:
     wf = Workflow("bench-single", inputs={"x": {"type": "integer", "default": 0}})
     wf.step(id="nap", inputs={"value": "$inputs.x"})(nap)
-    return _checked(wf.spec)
-
-
-def _checked(spec: WorkflowSpec) -> WorkflowSpec:
-    problems = check_spec(spec, path="<benchmark>")
-    if problems:
-        raise SystemExit(f"benchmark workflow does not validate: {problems[0]}")
-    return spec
+    return wf.bind()
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -140,10 +133,10 @@ class TempDB:
         self.dir.cleanup()
 
 
-def run_workflow(build: Callable[[], WorkflowSpec], url: str, *, max_concurrency: int = 8,
+def run_workflow(build: Callable[[], BoundWorkflow], url: str, *, max_concurrency: int = 8,
                  store: Store | None = None) -> Timed:
     own = store is None
-    store = store or Store(url)
+    store = store or open_store(url)
     try:
         t0 = time.perf_counter()
         spec = build()
@@ -229,11 +222,11 @@ def floor_sqlite(n: int, *, same_schema: bool, level: str = "normal") -> float:
     """
     with TempDB() as db:
         if same_schema:
-            with Store(f"{db.url}?synchronous={level}") as store:  # the real schema, one workflow + run
-                wid = store.register_workflow("floor", "1", {"name": "floor"}, None)
+            with open_store(f"{db.url}?synchronous={level}") as store:  # the real schema, one workflow + run
+                wid = store.register_workflow("floor", "1", {"name": "floor"}, None, "floor")
                 store.create_run(wid, "floor", {})
         con = sqlite3.connect(db.path)
-        _sqlite_pragmas(level)(con, None)
+        sqlite_pragmas(level)(con, None)
         if not same_schema:
             con.execute(_BARE_DDL)
             con.commit()
@@ -259,8 +252,8 @@ def chain(n: int, fn: Callable[..., Any], gate: str | None = None,
     """One chain run in a fresh DB; also the DB size before and after it (for bytes per step)."""
     with TempDB() as db:
         url = f"{db.url}?synchronous={level}"
-        with Store(url) as store:
-            store.register_workflow("warm", "1", {"name": "warm"}, None)  # the schema exists
+        with open_store(url) as store:
+            store.register_workflow("warm", "1", {"name": "warm"}, None, "warm")  # the schema exists
         before = sqlite_size(db.path)
         timed = run_workflow(lambda: chain_spec(n, fn, gate=gate), url)
         after = sqlite_size(db.path)
@@ -273,7 +266,7 @@ def runs_per_second(fn: Callable[..., Any], seconds: float, min_runs: int, *, on
     """Sequential 5-step runs on one store: ``start_run`` each (a new event loop and Executor per
     run), or with ``one_loop`` a new Executor per run inside one ``anyio.run``."""
     spec = chain_spec(5, fn, name=f"bench-five-{fn.__name__}")
-    with TempDB() as db, Store(db.url) as store:
+    with TempDB() as db, open_store(db.url) as store:
         start_run(store, spec, {"x": 0})  # warm-up: workflow registered, code paths imported
 
         def check(status: str) -> None:
@@ -302,7 +295,7 @@ def floor_fanout(width: int) -> float:
     """The fan-out's floor: ``width`` anyio tasks that each sleep, then INSERT + COMMIT one row."""
     with TempDB() as db:
         con = sqlite3.connect(db.path, check_same_thread=False)
-        _sqlite_pragmas("normal")(con, None)
+        sqlite_pragmas("normal")(con, None)
         con.execute(_BARE_DDL)
         con.commit()
 

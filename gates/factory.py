@@ -198,7 +198,6 @@ def _where(spec: GateSpec, step_id: str) -> str:
 def build_gate(spec: GateSpec, *, step_id: str, base_dir: str | Path | None) -> object:
     """Build the gate object for one ``GateSpec`` of step ``step_id``.
 
-    - ``spec._obj`` set (a gate object given from the Python API): returned unchanged.
     - a built-in name (``min_items``): the registered class, constructed from ``spec.params``.
     - ``module:callable``: resolved next to the workflow (``base_dir``) first; a class is
       instantiated with the params, a function is wrapped as ``fn(output, ctx?, **params)``.
@@ -207,8 +206,6 @@ def build_gate(spec: GateSpec, *, step_id: str, base_dir: str | Path | None) -> 
         GateConfigError: naming the step and gate, for an unknown gate, unknown, missing or
             mistyped parameters, an unresolvable reference, or a gate that rejects its params.
     """
-    if spec._obj is not None:
-        return spec._obj
     where = _where(spec, step_id)
     name = spec.gate
     try:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.errors import InputError
-from orchestrator.store import Store
+from orchestrator.model import WorkflowSpec
+from orchestrator.store import NewOutcome, Store
 
 
 @dataclass
@@ -42,18 +43,18 @@ def label_run(store: Store, run_id: str, *, correct: bool | None = None, reward:
     if reward is not None and not 0.0 <= reward <= 1.0:
         raise InputError(f"--reward must be between 0 and 1; got {reward}")
     run = store.get_run(run_id)
-    store.run_pk(run_id)  # cache the key first: Store.add_outcome looks it up inside its transaction
     if run.status not in ("succeeded", "failed", "rejected"):
         raise InputError(f"run {run_id} is {run.status}; only a finished run can be labelled")
     value = reward if reward is not None else (1.0 if correct else 0.0)
     if correct is not None:
         is_correct = correct
     else:
-        definition, _ = store.workflow_definition(run.workflow_id)
-        is_correct = value >= float(definition.get("outcome_threshold", 0.5))
+        spec = WorkflowSpec.model_validate(store.workflow_definition(run.workflow_id)[0])
+        is_correct = value >= spec.outcome_threshold
     termination = {"succeeded": "goal_achieved", "failed": "critical_failure", "rejected": "rejected"}[run.status]
-    outcome_id = store.add_outcome(run_id, value=value, correct=is_correct, source="human", termination=termination,
-                                   reason=reason, reviewer=reviewer or default_reviewer())
+    outcome_id = store.add_outcome(NewOutcome(run_id, value=value, correct=is_correct, source="human",
+                                              termination=termination, reason=reason,
+                                              reviewer=reviewer or default_reviewer()))
     result = LabelResult(run_id, outcome_id, value, is_correct)
     if not is_correct:
         from orchestrator.attribution.auto import trace_outcome

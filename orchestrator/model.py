@@ -1,8 +1,10 @@
-"""The workflow specification: typed data, no I/O.
+"""The workflow specification: plain, serialisable data with no behaviour hidden in it.
 
-YAML files and the Python API both produce a :class:`WorkflowSpec`; everything downstream
-(graph, executor, store, attribution) reads only this model. It sits at the bottom of the
-layer stack, so it imports nothing else from the project.
+YAML files and the Python API both produce a :class:`WorkflowSpec`; two specs are equal when
+their definitions are. What runs (callables, gate objects, the order) is attached separately by
+:mod:`orchestrator.binding`, which turns a spec plus its source location into a
+:class:`~orchestrator.binding.BoundWorkflow`. This module sits at the bottom of the layer stack
+and imports nothing else from the project.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 StepType = Literal["retrieval", "reasoning", "action", "verification", "critic", "llm"]
 """What kind of work a step does; critics verify other steps."""
@@ -95,8 +97,6 @@ class GateSpec(_Strict):
     severity: Literal["block", "warn"] = "block"
     """``warn`` records a failure without applying the step's ``on_gate_fail`` policy."""
     params: dict[str, Any] = Field(default_factory=dict)
-    _obj: Any = PrivateAttr(default=None)
-    """A gate object passed directly from Python; not part of the serialized spec."""
 
     @model_validator(mode="before")
     @classmethod
@@ -148,9 +148,6 @@ class StepSpec(_Strict):
     review_timeout: float | None = Field(default=None, gt=0)
     """Seconds a pause may wait for a human before ``on_review_timeout`` applies."""
     on_review_timeout: Literal["reject", "approve"] = "reject"
-    _fn: Any = PrivateAttr(default=None)
-    _baseline_fn: Any = PrivateAttr(default=None)
-    _gate_objs: list[Any] = PrivateAttr(default_factory=list)
 
     @field_validator("id")
     @classmethod
@@ -166,8 +163,16 @@ class StepSpec(_Strict):
             return {"attempts": value}
         return value
 
+    @model_validator(mode="after")
+    def _critic_reads_what_it_verifies(self) -> StepSpec:
+        """A critic without explicit inputs receives the outputs of the steps it verifies."""
+        if self.type == "critic" and not self.inputs and self.verifies:
+            self.inputs = {sid: sid for sid in self.verifies}
+        return self
+
     @property
     def agent_name(self) -> str:
+        """The component responsible for this step: ``agent``, else the step id."""
         return self.agent or self.id
 
     def step_dependencies(self) -> list[str]:
@@ -197,8 +202,6 @@ class WorkflowSpec(_Strict):
     """An evaluator score below this counts as an incorrect outcome."""
     output: str | None = None
     """The step whose output is the run's final output; defaults to the last step listed."""
-    _source: str | None = PrivateAttr(default=None)
-    _outcome_fn: Any = PrivateAttr(default=None)
 
     @field_validator("inputs", mode="before")
     @classmethod
@@ -206,11 +209,6 @@ class WorkflowSpec(_Strict):
         if isinstance(value, dict):
             return {k: ({"type": v} if isinstance(v, str) else v) for k, v in value.items()}
         return value
-
-    @property
-    def source(self) -> str | None:
-        """The file the workflow was loaded from; module references resolve next to it."""
-        return self._source
 
     @property
     def output_step(self) -> str:

@@ -1,8 +1,9 @@
 """Review decisions on paused steps: approve, edit, retry, reject.
 
 The CLI and the TUI both call these functions, so a decision is the same whichever face made
-it. Each decision is one transaction (review row + any new step record + run status), and a
-unique constraint lets exactly one of two racing reviewers win. Approving or editing never
+it. Each decision is one transaction (review row + any new step records, the skipped records of
+a rejection included + run status), and a unique constraint lets exactly one of two racing
+reviewers win. Approving or editing never
 re-executes the paused step: it appends a record carrying the accepted output.
 """
 
@@ -15,14 +16,14 @@ from typing import Any
 
 from gates.base import evaluate as evaluate_gate
 from orchestrator import jsonio
+from orchestrator.attempt import gate_row, idempotency_key
+from orchestrator.binding import BoundWorkflow
 from orchestrator.context import StepContext
 from orchestrator.errors import ReviewError
-from orchestrator.executor import idempotency_key
 from orchestrator.model import WorkflowSpec
 from orchestrator.records import StepRecordView
-from orchestrator.store import Store
-
-DECISIONS = ("approve", "edit", "retry", "reject")
+from orchestrator.store import GateRow, NewReview, NewStepRecord, Store
+from orchestrator.stored_workflow import load_run_workflow
 
 
 @dataclass
@@ -75,14 +76,15 @@ def paused_record(store: Store, run_id: str, step: str | None) -> StepRecordView
 
 
 def _accepted_record(rec: StepRecordView, workflow_id: int, origin: str, output_json: str,
-                     gates: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                     gates: list[GateRow] | None = None) -> NewStepRecord:
     now = time.time()
-    return {"workflow_id": workflow_id, "step_id": rec.step_id, "step_type": rec.step_type, "agent": rec.agent,
-            "attempt": rec.attempt, "status": "succeeded", "origin": origin, "started_at": now, "ended_at": now,
-            "inputs": jsonio.dumps(rec.inputs) if rec.inputs is not None else None, "output": output_json,
-            "consumed": jsonio.dumps([[c["record_id"], c["step_id"], c["delay"]] for c in rec.consumed])
-            if rec.consumed else None,
-            "injected": jsonio.dumps(rec.injected) if rec.injected else None, "gates": gates or []}
+    return NewStepRecord(
+        run_id=rec.run_id, workflow_id=workflow_id, step_id=rec.step_id, step_type=rec.step_type, agent=rec.agent,
+        attempt=rec.attempt, status="succeeded", origin=origin, started_at=now, ended_at=now,
+        inputs=jsonio.dumps(rec.inputs) if rec.inputs is not None else None, output=output_json,
+        consumed=jsonio.dumps([[c["record_id"], c["step_id"], c["delay"]] for c in rec.consumed])
+        if rec.consumed else None,
+        injected=jsonio.dumps(rec.injected) if rec.injected else None, gates=gates or [])
 
 
 def approve(store: Store, run_id: str, *, step: str | None = None, reviewer: str | None = None,
@@ -91,49 +93,47 @@ def approve(store: Store, run_id: str, *, step: str | None = None, reviewer: str
     rec = paused_record(store, run_id, step)
     run = store.get_run(run_id)
     new = _accepted_record(rec, run.workflow_id, "approved", jsonio.dumps(rec.output))
-    review_id = store.decide(run_id, rec.id, rec.step_id, decision="approve", reviewer=reviewer or default_reviewer(),
-                             comment=comment, output_before=rec.output, output_after=rec.output, new_record=new)
+    review_id = store.decide(NewReview(run_id, rec.id, rec.step_id, decision="approve",
+                                       reviewer=reviewer or default_reviewer(), comment=comment,
+                                       output_before=rec.output, output_after=rec.output), new_records=[new])
     return Decision(run_id, rec.step_id, "approve", review_id, True)
 
 
-def check_edit(spec: WorkflowSpec, store: Store, run_id: str, rec: StepRecordView, output: Any) -> list[dict[str, Any]]:
+def check_edit(workflow: BoundWorkflow, store: Store, run_id: str, rec: StepRecordView, output: Any) -> list[GateRow]:
     """Evaluate the step's gates on a proposed output; the shared check of CLI and TUI edits."""
     try:
         plain = jsonio.to_plain(output)
     except jsonio.NotSerializableError as exc:
         raise ReviewError(f"the edited output cannot be stored as JSON: {exc}") from None
-    step = spec.step(rec.step_id)
+    step = workflow.step(rec.step_id)
     upstream = {r.step_id: r.output for r in store.step_records(run_id, latest_only=True) if r.status == "succeeded"}
-    ctx = StepContext(run_id=run_id, step_id=step.id, workflow=spec.name, agent=step.agent_name,
-                      step_type=step.type, attempt=rec.attempt, idempotency_key=idempotency_key(run_id, step.id),
+    ctx = StepContext(run_id=run_id, step_id=step.id, workflow=workflow.name, agent=step.spec.agent_name,
+                      step_type=step.spec.type, attempt=rec.attempt, idempotency_key=idempotency_key(run_id, step.id),
                       upstream=upstream, workflow_inputs=store.get_run(run_id).inputs)
     rows = []
-    for gate_spec, gate_obj in zip(step.gates, step._gate_objs, strict=False):
-        ev = evaluate_gate(gate_obj, gate_spec.label, plain, ctx)
-        rows.append({"gate": gate_spec.label, "passed": ev.result.passed, "score": ev.result.score,
-                     "reason": ev.result.reason, "details": jsonio.dumps(ev.result.details) if ev.result.details
-                     else None, "severity": gate_spec.severity, "duration": ev.duration})
+    for gate in step.gates:
+        ev = evaluate_gate(gate.check, gate.label, plain, ctx)
+        rows.append(gate_row(gate.label, ev.result, ev.duration, gate.severity))
     return rows
 
 
 def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, reviewer: str | None = None,
          comment: str | None = None, force: bool = False) -> Decision:
     """Replace the paused output. It must pass all of the step's blocking gates unless ``force``."""
-    from orchestrator.runner import spec_for_run
-
     rec = paused_record(store, run_id, step)
-    spec, workflow_id = spec_for_run(store, run_id)
-    rows = check_edit(spec, store, run_id, rec, output)
-    failing = [r for r in rows if not r["passed"] and r["severity"] == "block"]
+    workflow, workflow_id = load_run_workflow(store, run_id)
+    rows = check_edit(workflow, store, run_id, rec, output)
+    failing = [r for r in rows if not r.passed and r.severity == "block"]
     if failing and not force:
-        reasons = "; ".join(f"{r['gate']}: {r['reason']}" for r in failing)
+        reasons = "; ".join(f"{r.gate}: {r.reason}" for r in failing)
         raise ReviewError(f"the edited output of step {rec.step_id!r} fails its gates ({reasons}); "
                           "nothing was changed (use --force to accept it anyway)")
     plain = jsonio.to_plain(output)
     new = _accepted_record(rec, workflow_id, "edited", jsonio.dumps(plain), rows)
-    review_id = store.decide(run_id, rec.id, rec.step_id, decision="edit", reviewer=reviewer or default_reviewer(),
-                             comment=comment, output_before=rec.output, output_after=plain,
-                             forced=bool(failing) and force, new_record=new)
+    review_id = store.decide(NewReview(run_id, rec.id, rec.step_id, decision="edit",
+                                       reviewer=reviewer or default_reviewer(), comment=comment,
+                                       output_before=rec.output, output_after=plain, forced=bool(failing) and force),
+                             new_records=[new])
     return Decision(run_id, rec.step_id, "edit", review_id, True)
 
 
@@ -141,8 +141,9 @@ def retry(store: Store, run_id: str, *, step: str | None = None, reviewer: str |
           comment: str | None = None) -> Decision:
     """Run the paused step again, handing it the failed gate verdicts as ``ctx.gate_feedback``."""
     rec = paused_record(store, run_id, step)
-    review_id = store.decide(run_id, rec.id, rec.step_id, decision="retry", reviewer=reviewer or default_reviewer(),
-                             comment=comment, output_before=rec.output)
+    review_id = store.decide(NewReview(run_id, rec.id, rec.step_id, decision="retry",
+                                       reviewer=reviewer or default_reviewer(), comment=comment,
+                                       output_before=rec.output))
     return Decision(run_id, rec.step_id, "retry", review_id, True)
 
 
@@ -150,19 +151,17 @@ def reject(store: Store, run_id: str, *, step: str | None = None, reviewer: str 
            comment: str | None = None) -> Decision:
     """End the run as ``rejected``; steps that never ran are recorded as skipped."""
     rec = paused_record(store, run_id, step)
-    review_id = store.decide(run_id, rec.id, rec.step_id, decision="reject", reviewer=reviewer or default_reviewer(),
-                             comment=comment, output_before=rec.output, run_status="rejected")
     run = store.get_run(run_id)
-    definition, _ = store.workflow_definition(run.workflow_id)
+    spec = WorkflowSpec.model_validate(store.workflow_definition(run.workflow_id)[0])
     have = {r.step_id for r in store.step_records(run_id, latest_only=True)}
     now = time.time()
-    for step_def in definition.get("steps", []):
-        if step_def["id"] not in have:
-            store.insert_step_record(run_id, run.workflow_id, step_id=step_def["id"],
-                                     step_type=step_def.get("type", "reasoning"),
-                                     agent=step_def.get("agent") or step_def["id"], attempt=0, status="skipped",
-                                     started_at=now, ended_at=now, inputs=None, output=None,
-                                     error_type="Rejected", error_message=f"run rejected at step {rec.step_id!r}")
+    skipped = [NewStepRecord(run_id=run_id, workflow_id=run.workflow_id, step_id=s.id, step_type=s.type,
+                             agent=s.agent_name, attempt=0, status="skipped", started_at=now, ended_at=now,
+                             error_type="Rejected", error_message=f"run rejected at step {rec.step_id!r}")
+               for s in spec.steps if s.id not in have]
+    review_id = store.decide(NewReview(run_id, rec.id, rec.step_id, decision="reject",
+                                       reviewer=reviewer or default_reviewer(), comment=comment,
+                                       output_before=rec.output), new_records=skipped, run_status="rejected")
     return Decision(run_id, rec.step_id, "reject", review_id, False)
 
 

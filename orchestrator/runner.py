@@ -1,57 +1,39 @@
-"""Start, resume and continue runs: the functions every face (CLI, TUI, worker) calls.
+"""Start, resume and continue runs: the functions every face (CLI, TUI, worker, Python) calls.
 
-A stored run carries its workflow definition and source path, so any process can pick it up:
-the definition is re-validated and its callables are resolved again next to the source file.
+Each function executes a run to its end or its first pause, then finishes it (scores the
+outcome of a succeeded run). Waiting for a pause's review timeout lives here too, once.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import anyio
 
+from orchestrator.binding import BoundWorkflow
 from orchestrator.errors import ReviewError, SpecError, StoreMismatchError
-from orchestrator.executor import EventHook, Executor, RunResult
+from orchestrator.events import EventHook
+from orchestrator.executor import Executor, owner_token
 from orchestrator.inputs import resolve_inputs
-from orchestrator.model import WorkflowSpec
-from orchestrator.spec import check_spec, load_workflow
+from orchestrator.outcomes import score_outcome
+from orchestrator.review import apply_review_timeouts, next_review_deadline
+from orchestrator.runstate import RunResult
 from orchestrator.store import Store
+from orchestrator.stored_workflow import load_run_workflow
 
 
-def spec_for_run(store: Store, run_id: str) -> tuple[WorkflowSpec, int]:
-    """The workflow a run was started with, bound to callables again (for resume and review)."""
-    run = store.get_run(run_id)
-    definition, source = store.workflow_definition(run.workflow_id)
-    if source and Path(source).suffix == ".py" and Path(source).exists():
-        spec = load_workflow(source)
-    else:
-        spec = WorkflowSpec.model_validate(definition)
-        spec._source = source
-        problems = check_spec(spec, path=source or f"<stored workflow {run.workflow}>")
-        if problems:
-            raise SpecError(problems)
-    if spec.definition() != definition:
-        # The Python file changed since the run started: resume under the stored definition.
-        stored = WorkflowSpec.model_validate(definition)
-        stored._source = source
-        problems = check_spec(stored, path=source or run.workflow)
-        if problems:
-            raise StoreMismatchError(f"run {run_id} was started with a different version of {run.workflow!r} "
-                                     f"that no longer loads: {problems[0]}")
-        spec = stored
-    return spec, run.workflow_id
-
-
-def start_run(store: Store, spec: WorkflowSpec, given_inputs: dict[str, Any], *, max_concurrency: int = 8,
-              on_event: EventHook | None = None, run_id_hook: Callable[[str], None] | None = None) -> RunResult:
+def start_run(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any], *, max_concurrency: int = 8,
+              on_event: EventHook | None = None) -> RunResult:
     """Convert inputs, create the run and execute it to its end or first pause."""
-    inputs = resolve_inputs(spec, given_inputs)
-    executor = Executor(store, spec, max_concurrency=max_concurrency, on_event=on_event)
-    return anyio.run(lambda: executor.start(inputs, run_id_hook=run_id_hook))
+    inputs = resolve_inputs(workflow.spec, given_inputs)
+    executor = Executor(store, workflow, max_concurrency=max_concurrency, on_event=on_event)
+    result = anyio.run(executor.start, inputs)
+    score_outcome(store, workflow, result, on_event)
+    return result
 
 
 def _live_owner(owner: str | None) -> str | None:
@@ -83,16 +65,54 @@ def continue_run(store: Store, run_id: str, *, max_concurrency: int = 8,
         if owner is not None:
             raise ReviewError(f"run {run_id} is being executed by process {owner}; "
                               "wait for it to finish or stop that process first")
-    spec, workflow_id = spec_for_run(store, run_id)
-    executor = Executor(store, spec, max_concurrency=max_concurrency, on_event=on_event, workflow_id=workflow_id)
-    return anyio.run(executor.resume, run_id)
+    workflow, workflow_id = load_run_workflow(store, run_id)
+    executor = Executor(store, workflow, max_concurrency=max_concurrency, on_event=on_event, workflow_id=workflow_id)
+    result = anyio.run(executor.resume, run_id)
+    if run.status != "succeeded":
+        score_outcome(store, workflow, result, on_event)
+    return result
 
 
-def enqueue_run(store: Store, spec: WorkflowSpec, given_inputs: dict[str, Any]) -> str:
+def wait_for_review_timeouts(store: Store, result: RunResult, *, max_concurrency: int = 8,
+                             on_event: EventHook | None = None) -> RunResult:
+    """An unattended pause with ``review_timeout`` waits here and continues when the default applies."""
+    while result.status == "paused":
+        workflow, _ = load_run_workflow(store, result.run_id)
+        deadline = next_review_deadline(store, result.run_id, workflow.spec)
+        if deadline is None:
+            return result
+        while time.time() < deadline:
+            time.sleep(min(0.5, max(0.0, deadline - time.time())))
+            status = store.get_run(result.run_id).status
+            if status != "paused":  # someone decided meanwhile and continues the run in their process
+                return RunResult(result.run_id, status)  # type: ignore[arg-type]
+        decisions = apply_review_timeouts(store, result.run_id, workflow.spec)
+        if not decisions:
+            return result
+        if any(d.decision == "reject" for d in decisions):
+            return RunResult(result.run_id, "rejected")
+        result = continue_run(store, result.run_id, max_concurrency=max_concurrency, on_event=on_event)
+    return result
+
+
+def enqueue_run(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any]) -> str:
     """Store a ``queued`` run for a worker to claim; inputs are checked now, not later."""
-    inputs = resolve_inputs(spec, given_inputs)
-    workflow_id = store.register_workflow(spec.name, str(spec.version), spec.definition(), spec.source)
-    return store.create_run(workflow_id, spec.name, inputs, status="queued", owner=None)
+    inputs = resolve_inputs(workflow.spec, given_inputs)
+    workflow_id = store.register_workflow(workflow.name, str(workflow.spec.version), dict(workflow.definition),
+                                          workflow.source, workflow.content_hash)
+    return store.create_run(workflow_id, workflow.name, inputs, status="queued", owner=None)
+
+
+def _decide_timed_out_reviews(store: Store) -> None:
+    """Paused runs whose review timed out are decided, and queued again when they continue."""
+    for paused in store.list_runs(status="paused"):
+        try:
+            workflow, _ = load_run_workflow(store, paused.run_id)
+            decided = apply_review_timeouts(store, paused.run_id, workflow.spec)
+        except (SpecError, StoreMismatchError):
+            continue
+        if decided and store.get_run(paused.run_id).status == "running":
+            store.set_run_status(paused.run_id, "queued", expect=["running"])
 
 
 def work(store: Store, *, once: bool = False, poll: float = 1.0, max_runs: int | None = None,
@@ -103,23 +123,11 @@ def work(store: Store, *, once: bool = False, poll: float = 1.0, max_runs: int |
     Several workers may share one database (PostgreSQL, or a SQLite file on one host): each run
     is claimed by exactly one of them. Paused runs whose review timed out are decided here too.
     """
-    import time
-
-    from orchestrator.executor import owner_token
-    from orchestrator.review import apply_review_timeouts
-
     done = 0
     while max_runs is None or done < max_runs:
         run_id = store.claim_queued_run(owner_token())
         if run_id is None:
-            for paused in store.list_runs(status="paused"):
-                try:
-                    spec, _ = spec_for_run(store, paused.run_id)
-                    decided = apply_review_timeouts(store, paused.run_id, spec)
-                except (SpecError, StoreMismatchError):
-                    continue
-                if decided and store.get_run(paused.run_id).status == "running":
-                    store.set_run_status(paused.run_id, "queued", expect=["running"])
+            _decide_timed_out_reviews(store)
             if store.list_runs(status="queued", limit=1):
                 continue
             if once:

@@ -1,4 +1,4 @@
-"""Load workflow files (YAML or Python) into a checked, bound :class:`WorkflowSpec`.
+"""Load workflow files (YAML or Python) into a checked :class:`~orchestrator.binding.BoundWorkflow`.
 
 Loading collects :class:`SpecProblem` rows (file, dotted key, message, line) instead of
 stopping at the first one, so ``orchestrator validate`` can list everything wrong at once.
@@ -8,17 +8,17 @@ whose parameters do not match) is mapped back to the line of the key that caused
 
 from __future__ import annotations
 
-import inspect
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from orchestrator import graph
-from orchestrator.errors import ResolveError, SpecError, SpecProblem
-from orchestrator.model import StepSpec, WorkflowSpec
-from orchestrator.resolve import import_module, resolve_callable
+from orchestrator.binding import BoundWorkflow, bind
+from orchestrator.errors import SpecError, SpecProblem
+from orchestrator.model import GateSpec, InputSpec, RetryPolicy, StepSpec, WorkflowSpec
+from orchestrator.resolve import import_module
 
 LineMap = dict[tuple[Any, ...], tuple[int, int]]
 
@@ -130,8 +130,6 @@ def _validation_problems(exc: ValidationError, data: Any, lines: LineMap, path: 
 
 
 def _model_for(loc: tuple[Any, ...]) -> type | None:
-    from orchestrator.model import GateSpec, InputSpec, RetryPolicy
-
     names = [p for p in loc if isinstance(p, str)]
     if not names:
         return WorkflowSpec
@@ -163,111 +161,32 @@ def parse_yaml(path: str | Path) -> tuple[WorkflowSpec, Any, LineMap]:
     return spec, data, lines
 
 
-def check_spec(spec: WorkflowSpec, *, path: str, data: Any = None, lines: LineMap | None = None) -> list[SpecProblem]:
-    """Structural and binding checks; binds callables and gates onto the spec as a side effect."""
-    lines = lines or {}
-    problems: list[SpecProblem] = []
-
-    def add(key: str, message: str) -> None:
-        loc = _key_to_loc(key, data) if data is not None else ()
-        problems.append(SpecProblem(path, key, message, _line_for(lines, loc) if loc else None))
-
-    if not spec.steps:
-        add("steps", "a workflow needs at least one step")
-        return problems
-    for key, message in graph.check_references(spec):
-        add(key, message)
-    for cycle in graph.find_cycles(spec):
-        add(f"steps.{cycle[0]}", "cycle: " + " -> ".join([*cycle, cycle[0]]) + "; a workflow must be acyclic")
-    base_dir = str(Path(path).resolve().parent) if spec.source else None
-    problems.extend(_bind(spec, base_dir, add))
-    return problems
-
-
-def _bind(spec: WorkflowSpec, base_dir: str | None, add: Any) -> list[SpecProblem]:
-    """Resolve ``run``, ``baseline``, ``outcome`` and gates; check parameters match inputs."""
-    for step in spec.steps:
-        if step.type == "critic" and not step.inputs:
-            step.inputs = {sid: sid for sid in step.verifies}
-        fn = step._fn
-        if fn is None:
-            if not step.run:
-                add(f"steps.{step.id}.run", f"step {step.id!r} has no 'run: module:function'")
-            else:
-                try:
-                    fn = resolve_callable(step.run, base_dir)
-                except ResolveError as exc:
-                    add(f"steps.{step.id}.run", f"step {step.id!r}: {exc}")
-        if fn is not None:
-            step._fn = fn
-            message = signature_mismatch(step, fn)
-            if message:
-                add(f"steps.{step.id}.inputs", message)
-        if step.baseline and step._baseline_fn is None:
-            try:
-                step._baseline_fn = resolve_callable(step.baseline, base_dir)
-            except ResolveError as exc:
-                add(f"steps.{step.id}.baseline", f"step {step.id!r} baseline: {exc}")
-        objs = []
-        if step.gates:
-            from gates.base import GateConfigError
-            from gates.factory import build_gate
-        for i, gate_spec in enumerate(step.gates):
-            try:
-                objs.append(build_gate(gate_spec, step_id=step.id, base_dir=base_dir))
-            except GateConfigError as exc:
-                add(f"steps.{step.id}.gates[{i}]", str(exc))
-        step._gate_objs = objs
-    if spec.outcome and spec._outcome_fn is None:
-        try:
-            spec._outcome_fn = resolve_callable(spec.outcome, base_dir)
-        except ResolveError as exc:
-            add("outcome", f"outcome evaluator: {exc}")
-    return []
-
-
-def signature_mismatch(step: StepSpec, fn: Any) -> str | None:
-    """Say how the step's inputs fail to fit the callable's parameters, or None when they fit."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-    params = sig.parameters
-    has_var_kw = any(p.kind == p.VAR_KEYWORD for p in params.values())
-    names = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    shown = f"{step.run or getattr(fn, '__qualname__', fn)}({', '.join(names)})"
-    unknown = [k for k in step.inputs if k not in names and not has_var_kw]
-    if unknown:
-        return (f"step {step.id!r}: input {unknown[0]!r} does not match any parameter of {shown}; "
-                f"rename the input or the parameter")
-    missing = [n for n, p in params.items()
-               if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty
-               and n != "ctx" and n not in step.inputs]
-    if missing:
-        return f"step {step.id!r}: parameter {missing[0]!r} of {shown} is not given by any input; add it under 'inputs'"
-    return None
-
-
-def load_workflow(path: str | Path, *, collect: bool = False) -> WorkflowSpec:
+def load_workflow(path: str | Path) -> BoundWorkflow:
     """Load, check and bind a workflow file (``.yaml``/``.yml`` or ``.py``). Raises SpecError."""
     p = Path(path)
     if not p.exists():
         raise SpecError([SpecProblem(str(path), "", "no such file")])
+    source = str(p.resolve())
     if p.suffix == ".py":
-        spec, data, lines = load_python(p), None, None
-    elif p.suffix in (".yaml", ".yml", ".json"):
-        spec, data, lines = parse_yaml(p)
-        spec._source = str(p.resolve())
-    else:
+        spec, objects = load_python(p)
+        return bind(spec, source=source, objects=objects, path=str(path))
+    if p.suffix not in (".yaml", ".yml", ".json"):
         raise SpecError([SpecProblem(str(path), "", "a workflow file ends in .yaml, .yml or .py")])
-    problems = check_spec(spec, path=str(path), data=data, lines=lines)
-    if problems:
-        raise SpecError(problems)
-    return spec
+    spec, data, lines = parse_yaml(p)
+    return bind(spec, source=source, path=str(path), locate=lambda key: _line_for(lines, _key_to_loc(key, data)))
 
 
-def load_python(path: Path) -> WorkflowSpec:
-    """Import a Python file and find its module-level :class:`~orchestrator.pyapi.Workflow`."""
+def load_spec(path: str | Path) -> WorkflowSpec:
+    """The spec of a workflow file without binding it (``orchestrator schema`` tooling, tests)."""
+    p = Path(path)
+    if p.suffix == ".py":
+        return load_python(p)[0]
+    return parse_yaml(p)[0]
+
+
+def load_python(path: Path) -> tuple[WorkflowSpec, Mapping[str, Any]]:
+    """Import a Python file; its module-level :class:`~orchestrator.pyapi.Workflow` gives the spec
+    and the objects (step functions, gate objects) the spec refers to."""
     from orchestrator.pyapi import Workflow
 
     name = path.stem
@@ -288,15 +207,6 @@ def load_python(path: Path) -> WorkflowSpec:
         what = "no module-level Workflow object" if not found else f"several Workflow objects: {sorted(found)}"
         raise SpecError([SpecProblem(str(path), "", f"{what}; define exactly one, e.g. `wf = Workflow('name')`")])
     obj = next(iter(found.values()))
-    spec = obj.spec if isinstance(obj, Workflow) else obj
-    spec._source = str(path.resolve())
-    return spec
-
-
-def validate_file(path: str | Path) -> list[SpecProblem]:
-    """Every problem in a workflow file, for ``orchestrator validate``; empty when it is valid."""
-    try:
-        load_workflow(path)
-    except SpecError as exc:
-        return exc.problems
-    return []
+    if isinstance(obj, Workflow):
+        return obj.spec, obj.objects
+    return obj, {}

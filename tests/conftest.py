@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.store import Store
+from orchestrator.store import open_store
 
 FIXTURES = Path(__file__).parent / "fixtures" / "workflows"
 REPO = Path(__file__).parent.parent
@@ -24,7 +24,7 @@ def db_url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def store(db_url: str):
-    s = Store(db_url)
+    s = open_store(db_url)
     yield s
     s.close()
 

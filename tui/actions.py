@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from orchestrator.executor import EventHook, RunResult
+    from orchestrator.events import EventHook
     from orchestrator.labels import LabelResult
     from orchestrator.records import StepRecordView
     from orchestrator.review import Decision
+    from orchestrator.runstate import RunResult
     from orchestrator.store import Store
 
 DECISION_VERBS = {"approve": "approved", "edit": "edited", "retry": "sent back for a retry", "reject": "rejected"}
@@ -33,15 +34,11 @@ def decide(store: Store, run_id: str, decision: str, *, step: str | None = None,
 def editable_record(store: Store, run_id: str, step: str | None) -> tuple[StepRecordView, list[str]]:
     """The paused record an edit would replace, and the labels of the gates the new output must pass."""
     from orchestrator import review
+    from orchestrator.model import WorkflowSpec
 
     rec = review.paused_record(store, run_id, step)
-    definition, _ = store.workflow_definition(store.get_run(run_id).workflow_id)
-    gates: list[str] = []
-    for step_def in definition.get("steps", []):
-        if step_def.get("id") == rec.step_id:
-            for gate in step_def.get("gates", []):
-                gates.append(gate if isinstance(gate, str) else gate.get("name") or gate.get("gate", "?"))
-    return rec, gates
+    spec = WorkflowSpec.model_validate(store.workflow_definition(store.get_run(run_id).workflow_id)[0])
+    return rec, [gate.label for gate in spec.step(rec.step_id).gates]
 
 
 def label(store: Store, run_id: str, *, correct: bool, reason: str | None, reviewer: str | None) -> LabelResult:

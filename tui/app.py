@@ -21,6 +21,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 
+from orchestrator.events import Event, StepFinished, StepStarted
 from tui import actions
 from tui.messages import (
     ActionFailed,
@@ -156,10 +157,10 @@ class ReviewApp(App[None]):
         from tui.screens.label import LabelScreen
 
         self.push_screen(LabelScreen(run_id, output_preview, cursor_blink=self.cursor_blink),
-                         lambda choice: None if choice is None else self._label(run_id, choice))
+                         lambda choice: None if choice is None else self.label_run(run_id, choice))
 
     @work(thread=True, group="labels", exit_on_error=False)
-    def _label(self, run_id: str, choice: LabelChoice) -> None:
+    def label_run(self, run_id: str, choice: LabelChoice) -> None:
         try:
             result = actions.label(self.store, run_id, correct=choice.correct, reason=choice.reason,
                                    reviewer=self.reviewer)
@@ -187,10 +188,10 @@ class ReviewApp(App[None]):
 
     @work(thread=True, group="continue", exit_on_error=False)
     def _continue(self, run_id: str) -> None:
-        def on_event(event: str, **fields: Any) -> None:
+        def on_event(event: Event) -> None:
             if self._stopping.is_set():
                 raise ContinuationStopped(run_id)
-            self.post_message(RunProgress(run_id, event, fields))
+            self.post_message(RunProgress(run_id, event))
 
         try:
             result = actions.continue_after_decision(self.store, run_id, on_event)
@@ -202,16 +203,16 @@ class ReviewApp(App[None]):
         self.post_message(ContinuationEnded(run_id, result.status, result.paused_steps, result.error))
 
     def on_run_progress(self, message: RunProgress) -> None:
-        f = message.fields
+        event = message.event
         in_flight = self.running_steps.setdefault(message.run_id, set())
-        if message.event == "step_started":
-            in_flight.add(str(f.get("step_id")))
-            doing = f"running {f.get('step_id')} (attempt {f.get('attempt')})"
-        elif message.event == "step_finished":
-            in_flight.discard(str(f.get("step_id")))
-            doing = f"{f.get('step_id')} {f.get('status')}"
+        if isinstance(event, StepStarted):
+            in_flight.add(event.step_id)
+            doing = f"running {event.step_id} (attempt {event.attempt})"
+        elif isinstance(event, StepFinished):
+            in_flight.discard(event.step_id)
+            doing = f"{event.step_id} {event.status}"
         else:
-            doing = message.event.replace("_", " ")
+            doing = _event_words(event)
         if message.run_id in self.continuing:
             self.continuing[message.run_id] = doing
         self._show_activity()
@@ -277,3 +278,9 @@ def _error_text(exc: BaseException) -> str:
 def make_app(store: Store, **options: Any) -> ReviewApp:
     """The app ``orchestrator review`` runs; ``options`` are :class:`ReviewApp`'s keyword arguments."""
     return ReviewApp(store, **options)
+
+
+def _event_words(event: Event) -> str:
+    """``RunFinished`` -> ``run finished``: what the activity line says for other events."""
+    name = type(event).__name__
+    return "".join(f" {c.lower()}" if c.isupper() else c for c in name).strip()

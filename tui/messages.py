@@ -7,11 +7,12 @@ widget ever waits on the database.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
 if TYPE_CHECKING:
+    from orchestrator.events import Event
     from orchestrator.labels import LabelResult
     from orchestrator.records import StepRecordView
     from orchestrator.review import Decision
@@ -63,11 +64,10 @@ class Labelled(Message):
 
 @dataclass
 class RunProgress(Message):
-    """An executor event (``step_started``, ``step_finished``, ...) of a run continuing in the background."""
+    """An executor event (a step started or finished, ...) of a run continuing in the background."""
 
     run_id: str
-    event: str
-    fields: dict[str, Any] = field(default_factory=dict)
+    event: Event
 
 
 @dataclass

@@ -24,9 +24,8 @@ from typing import Any
 
 from tasks import COMPENSATE, CORRUPT, UNHELPFUL
 
-from orchestrator.errors import SpecError
+from orchestrator.binding import BoundWorkflow, bind
 from orchestrator.model import WorkflowSpec
-from orchestrator.spec import check_spec
 
 HERE = Path(__file__).parent
 FAILURES = ("propagated", "missed", "compensated", "confusion")
@@ -43,7 +42,7 @@ class Task:
     failure: str
     gates: str
     seed: int
-    spec: WorkflowSpec
+    workflow: BoundWorkflow
     faulty: str
     faulty_agent: str
     compensator: str | None
@@ -139,9 +138,5 @@ def generate(n: int, failure: str, gates: str, seed: int, *, baselines: bool = T
     spec = WorkflowSpec.model_validate({"name": name, "inputs": {"x": {"type": "integer", "default": X}},
                                         "steps": steps, "outcome": "tasks:score", "outcome_threshold": 0.9,
                                         "output": f"s{n - 1:03d}"})
-    path = str(HERE / f"{name}.yaml")
-    spec._source = path
-    problems = check_spec(spec, path=path)
-    if problems:
-        raise SpecError(problems)
-    return Task(name, n, failure, gates, seed, spec, f"s{k:03d}", agents[k], compensator, expected)
+    workflow = bind(spec, source=str(HERE / f"{name}.yaml"))
+    return Task(name, n, failure, gates, seed, workflow, f"s{k:03d}", agents[k], compensator, expected)

@@ -27,7 +27,7 @@ from generate import COVERAGES, FAILURES, Task, generate  # noqa: E402
 
 from orchestrator.attribution.methods import attribute  # noqa: E402
 from orchestrator.runner import start_run  # noqa: E402
-from orchestrator.store import Store  # noqa: E402
+from orchestrator.store import Store, open_store  # noqa: E402
 
 METHODS = (("trace", "step"), ("counterfactual", "step"), ("difference", "step"), ("shapley", "step"),
            ("shapley", "agent"))
@@ -51,11 +51,11 @@ def label(method: str, by: str) -> str:
 
 
 def evaluate(task: Task, store: Store, samples: int) -> list[Row]:
-    run = start_run(store, task.spec, {})
+    run = start_run(store, task.workflow, {})
     rows = []
     for method, by in METHODS:
         started = time.perf_counter()
-        result = attribute(store, run.run_id, method, by=by, spec=task.spec,
+        result = attribute(store, run.run_id, method, by=by, workflow=task.workflow,
                            samples=samples if method == "shapley" and task.n > 12 else None)
         seconds = time.perf_counter() - started
         if by == "agent":
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        store = Store(f"sqlite:///{tmp}/bench.db")
+        store = open_store(f"sqlite:///{tmp}/bench.db")
         for n in sizes:
             for failure in FAILURES:
                 for cov in COVERAGES:

@@ -24,16 +24,16 @@ from orchestrator.attribution.result import (
     require_evaluator,
 )
 from orchestrator.attribution.trace import agent_graph
-from orchestrator.model import WorkflowSpec
+from orchestrator.binding import BoundWorkflow
 from orchestrator.records import iso
 from orchestrator.store import Store
 
 
-def counterfactual(store: Store, run_id: str, *, spec: WorkflowSpec | None = None,
+def counterfactual(store: Store, run_id: str, *, workflow: BoundWorkflow | None = None,
                    engine: ReplayEngine | None = None, failure_value: float = 0.0) -> AttributionResult:
     """One stored replay per candidate step; credits are outcome differences. Stores nothing else."""
-    engine = engine or ReplayEngine(store, run_id, spec=spec, failure_value=failure_value)
-    require_evaluator(engine.spec)
+    engine = engine or ReplayEngine(store, run_id, workflow=workflow, failure_value=failure_value)
+    require_evaluator(engine.workflow)
     actual = engine.evaluate(Plan(), kind="counterfactual", label=None)
     candidates = []
     for sid in engine.relevant:

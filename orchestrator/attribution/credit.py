@@ -28,8 +28,8 @@ from orchestrator.attribution.result import (
     require_evaluator,
 )
 from orchestrator.attribution.trace import agent_graph
+from orchestrator.binding import BoundWorkflow
 from orchestrator.errors import InputError
-from orchestrator.model import WorkflowSpec
 from orchestrator.store import Store
 
 BY = ("step", "agent")
@@ -47,7 +47,7 @@ def _players(engine: ReplayEngine, by: str) -> tuple[list[str], dict[str, list[s
     return list(steps_of), steps_of
 
 
-def coalition_value(engine: ReplayEngine, steps_of: dict[str, list[str]], method: str) -> Callable[[frozenset], float]:
+def coalition_value(engine: ReplayEngine, steps_of: dict[str, list[str]]) -> Callable[[frozenset], float]:
     """v(S): members keep their behaviour, every other player's steps take their reference."""
     def value(coalition: frozenset) -> float:
         replaced = frozenset(sid for player, sids in steps_of.items() if player not in coalition for sid in sids)
@@ -105,27 +105,27 @@ def _base_params(engine: ReplayEngine, by: str, players: list[str]) -> dict[str,
 
 
 def shapley_attribution(store: Store, run_id: str, *, by: str = "step", samples: int | None = None,
-                        seed: int | None = 0, spec: WorkflowSpec | None = None, engine: ReplayEngine | None = None,
+                        seed: int | None = 0, workflow: BoundWorkflow | None = None, engine: ReplayEngine | None = None,
                         exact_limit: int = math_.EXACT_LIMIT) -> AttributionResult:
     """Shapley credit per step or agent; exact up to ``exact_limit`` players unless ``samples`` is given."""
-    engine = engine or ReplayEngine(store, run_id, spec=spec)
-    require_evaluator(engine.spec)
+    engine = engine or ReplayEngine(store, run_id, workflow=workflow)
+    require_evaluator(engine.workflow)
     players, steps_of = _players(engine, by)
     if samples is not None and samples < 1:
         raise InputError(f"--samples must be at least 1; got {samples}")
-    estimate = math_.shapley(players, coalition_value(engine, steps_of, "shapley"), samples=samples, seed=seed,
+    estimate = math_.shapley(players, coalition_value(engine, steps_of), samples=samples, seed=seed,
                              exact_limit=exact_limit)
     params = {**_base_params(engine, by, players), "exact": estimate.exact, "samples": estimate.samples,
               "seed": seed, "exact_limit": exact_limit}
     return _result(engine, run_id, "shapley", by, estimate, steps_of, params)
 
 
-def difference_attribution(store: Store, run_id: str, *, by: str = "step", spec: WorkflowSpec | None = None,
+def difference_attribution(store: Store, run_id: str, *, by: str = "step", workflow: BoundWorkflow | None = None,
                            engine: ReplayEngine | None = None) -> AttributionResult:
     """Difference rewards per step or agent: what the outcome loses when the player alone is replaced."""
-    engine = engine or ReplayEngine(store, run_id, spec=spec)
-    require_evaluator(engine.spec)
+    engine = engine or ReplayEngine(store, run_id, workflow=workflow)
+    require_evaluator(engine.workflow)
     players, steps_of = _players(engine, by)
-    estimate = math_.difference_rewards(players, coalition_value(engine, steps_of, "difference"))
+    estimate = math_.difference_rewards(players, coalition_value(engine, steps_of))
     params = {**_base_params(engine, by, players), "credit": "v(all) - v(all without the player)"}
     return _result(engine, run_id, "difference", by, estimate, steps_of, params)

@@ -13,10 +13,11 @@ from typing import Any
 from orchestrator.attribution.replay import MISSING, Evaluation, ReplayEngine
 from orchestrator.attribution.result import METHODS, AttributionResult, require_evaluator, save
 from orchestrator.attribution.trace import select_outcome, trace_run
+from orchestrator.binding import BoundWorkflow
 from orchestrator.errors import InputError
-from orchestrator.model import WorkflowSpec
 from orchestrator.records import AttributionView, RunView
 from orchestrator.store import Store
+from orchestrator.stored_workflow import load_run_workflow
 
 
 def ensure_explainable(store: Store, run: RunView) -> None:
@@ -32,7 +33,7 @@ def ensure_explainable(store: Store, run: RunView) -> None:
 
 
 def attribute(store: Store, run_id: str, method: str = "trace", *, by: str = "step", samples: int | None = None,
-              seed: int | None = 0, spec: WorkflowSpec | None = None, store_result: bool = True,
+              seed: int | None = 0, workflow: BoundWorkflow | None = None, store_result: bool = True,
               outcome_id: int | None = None) -> AttributionResult:
     """Compute one attribution record for a run's outcome and (by default) store it.
 
@@ -56,13 +57,12 @@ def attribute(store: Store, run_id: str, method: str = "trace", *, by: str = "st
     started = time.perf_counter()
     if method == "trace":
         ensure_explainable(store, run)
-        return trace_run(store, run_id, outcome_id=outcome_id, spec=spec, store_result=store_result)
-    if spec is None:
-        from orchestrator.runner import spec_for_run
-
-        spec = spec_for_run(store, run_id)[0]
-    require_evaluator(spec)
-    engine = ReplayEngine(store, run_id, spec=spec)
+        return trace_run(store, run_id, outcome_id=outcome_id, spec=workflow.spec if workflow else None,
+                         store_result=store_result)
+    if workflow is None:
+        workflow = load_run_workflow(store, run_id)[0]
+    require_evaluator(workflow)
+    engine = ReplayEngine(store, run_id, workflow=workflow)
     if method == "counterfactual":
         result = counterfactual(store, run_id, engine=engine)
     elif method == "shapley":
@@ -105,8 +105,8 @@ def stored_view(store: Store, result: AttributionResult) -> AttributionView:
 
 
 def fork_run(store: Store, run_id: str, from_step: str, output: Any = MISSING, *,
-             spec: WorkflowSpec | None = None) -> Evaluation:
+             workflow: BoundWorkflow | None = None) -> Evaluation:
     """Fork a new run (kind ``replay``) from ``from_step``; the original run is not modified."""
-    engine = ReplayEngine(store, run_id, spec=spec)
+    engine = ReplayEngine(store, run_id, workflow=workflow)
     return engine.fork(from_step, output)
 

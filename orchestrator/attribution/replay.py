@@ -23,22 +23,35 @@ step a plan needs is already known, its value is computed from the cache without
 
 from __future__ import annotations
 
-import inspect
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
-import anyio.to_thread
 
-from gates.base import normalize as normalize_verdict
 from orchestrator import graph, jsonio
+from orchestrator.attempt import critic_verdict
 from orchestrator.attribution.cache import InputKeys, StepCache, Value
+from orchestrator.binding import BoundStep, BoundWorkflow
+from orchestrator.context import StepContext
 from orchestrator.errors import InputError, NotFoundError
 from orchestrator.executor import Executor
-from orchestrator.model import GateResult, StepSpec, WorkflowSpec
-from orchestrator.store import Store
+from orchestrator.invoke import StepFunction, call_step
+from orchestrator.outcomes import record_score
+from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView
+from orchestrator.store import (
+    UNCHANGED,
+    GateRow,
+    NewAttribution,
+    NewOutcome,
+    NewReview,
+    NewStepRecord,
+    StepHistoryRow,
+    Store,
+)
+from orchestrator.stored_workflow import load_run_workflow
 
 MISSING: Any = object()
 
@@ -75,42 +88,100 @@ class Evaluation:
     """Step executions this evaluation paid for."""
 
 
-class _MarkingStore:
-    """The store as the replay executor sees it: records say how their output came to be."""
+class MarkingStore(Store):
+    """The store as the replay executor sees it: records say how their output came to be.
+
+    Every method delegates to the real store; writing a step record first applies the origin
+    the replay noted for that (run, step) (``reused``, ``cached``, ``baseline``...).
+    """
 
     def __init__(self, store: Store, marks: dict[tuple[str, str], str]) -> None:
-        self._store = store
-        self._marks = marks
+        self.store = store
+        self.marks = marks
+        self.url = store.url
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
+    def insert_step_record(self, record: NewStepRecord) -> int:
+        mark = self.marks.pop((record.run_id, record.step_id), None)
+        if mark is not None and record.status != "failed":
+            record.origin = mark
+        return self.store.insert_step_record(record)
 
-    def insert_step_record(self, run_id: str, workflow_id: int, **fields: Any) -> int:
-        mark = self._marks.pop((run_id, fields["step_id"]), None)
-        if mark is not None and fields.get("status") != "failed":
-            fields["origin"] = mark
-        return self._store.insert_step_record(run_id, workflow_id, **fields)
+    def register_workflow(self, name: str, version: str, definition: dict[str, Any], source: str | None,
+                          content_hash: str) -> int:
+        return self.store.register_workflow(name, version, definition, source, content_hash)
 
+    def workflow_definition(self, workflow_id: int) -> tuple[dict[str, Any], str | None]:
+        return self.store.workflow_definition(workflow_id)
 
-def _wants_ctx(fn: Any) -> bool:
-    try:
-        return "ctx" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
+    def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
+                   kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
+                   owner: str | None = None) -> str:
+        return self.store.create_run(workflow_id, workflow, inputs, status=status, kind=kind,
+                                     parent_run_id=parent_run_id, parent_step=parent_step, owner=owner)
+
+    def get_run(self, run_id: str) -> RunView:
+        return self.store.get_run(run_id)
+
+    def set_run_status(self, run_id: str, status: str, *, output: Any = None, error: str | None = None,
+                       expect: Iterable[str] | None = None, owner: str | None = UNCHANGED) -> bool:
+        return self.store.set_run_status(run_id, status, output=output, error=error, expect=expect, owner=owner)
+
+    def claim_queued_run(self, owner: str) -> str | None:
+        return self.store.claim_queued_run(owner)
+
+    def run_owner(self, run_id: str) -> str | None:
+        return self.store.run_owner(run_id)
+
+    def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
+                  limit: int = 1000) -> list[RunView]:
+        return self.store.list_runs(status=status, workflow=workflow, kind=kind, limit=limit)
+
+    def child_runs(self, run_id: str) -> list[RunView]:
+        return self.store.child_runs(run_id)
+
+    def step_records(self, run_id: str, *, latest_only: bool = False) -> list[StepRecordView]:
+        return self.store.step_records(run_id, latest_only=latest_only)
+
+    def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:
+        return self.store.step_history(workflow, since=since)
+
+    def decide(self, review: NewReview, *, new_records: Sequence[NewStepRecord] = (),
+               run_status: str = "running") -> int:
+        return self.store.decide(review, new_records=new_records, run_status=run_status)
+
+    def reviews(self, run_id: str) -> list[ReviewView]:
+        return self.store.reviews(run_id)
+
+    def add_outcome(self, outcome: NewOutcome) -> int:
+        return self.store.add_outcome(outcome)
+
+    def outcomes(self, run_id: str) -> list[OutcomeView]:
+        return self.store.outcomes(run_id)
+
+    def add_attribution(self, attribution: NewAttribution) -> int:
+        return self.store.add_attribution(attribution)
+
+    def attributions(self, run_id: str | None = None, *, workflow: str | None = None) -> list[AttributionView]:
+        return self.store.attributions(run_id, workflow=workflow)
+
+    def count_rows(self) -> dict[str, int]:
+        return self.store.count_rows()
+
+    def close(self) -> None:
+        """The replay does not own the store it wraps: closing is its owner's business."""
 
 
 class ReplayEngine:
     """Evaluates plans against one stored run; one engine per attribution so the cache is shared."""
 
-    def __init__(self, store: Store, run_id: str, *, spec: WorkflowSpec | None = None,
+    def __init__(self, store: Store, run_id: str, *, workflow: BoundWorkflow | None = None,
                  failure_value: float = 0.0, max_concurrency: int = 8) -> None:
-        from orchestrator.runner import spec_for_run
-
         self.store = store
         self.run = store.get_run(run_id)
         if self.run.status in ("running", "queued"):
             raise InputError(f"run {run_id} is {self.run.status}; replay a finished or paused run")
-        self.spec = spec if spec is not None else spec_for_run(store, run_id)[0]
+        self.workflow = workflow if workflow is not None else load_run_workflow(store, run_id)[0]
+        self.spec = self.workflow.spec
         self.failure_value = failure_value
         self.max_concurrency = max_concurrency
         self.order = graph.topological_order(self.spec)
@@ -136,6 +207,8 @@ class ReplayEngine:
         self._lock = threading.Lock()
         self._memo: dict[tuple[Any, ...], Evaluation] = {}
         self._scores: dict[str, float] = {}
+        self._unscored: set[str] = set()
+        """Outputs the evaluator raised on: scored as failures, never stored as outcomes."""
         self._plans: dict[str, Plan] = {}
         self._marks: dict[tuple[str, str], str] = {}
         self._executor: Executor | None = None
@@ -160,7 +233,7 @@ class ReplayEngine:
         """``edit`` (a reviewer replaced the output), ``baseline`` (declared) or ``resample``."""
         if step_id in self.edits:
             return "edit"
-        if self.steps[step_id]._baseline_fn is not None:
+        if self.workflow.step(step_id).baseline is not None:
             return "baseline"
         return "resample"
 
@@ -207,7 +280,7 @@ class ReplayEngine:
     def score(self, value: Value) -> float:
         """The evaluator's score of a final output, once per distinct output."""
         if value.digest not in self._scores:
-            fn = self.spec._outcome_fn
+            fn = self.workflow.outcome
             if fn is None:
                 raise InputError(f"workflow {self.spec.name!r} has no outcome evaluator; "
                                  "add `outcome: module:callable`")
@@ -216,6 +289,7 @@ class ReplayEngine:
             except Exception as exc:  # an evaluator bug scores like a failed replay
                 self.notes.append(f"evaluator raised {type(exc).__name__}: {exc}")
                 self._scores[value.digest] = self.failure_value
+                self._unscored.add(value.digest)
         return self._scores[value.digest]
 
     def evaluate(self, plan: Plan, *, kind: str = "counterfactual", label: str | None = None,
@@ -247,10 +321,13 @@ class ReplayEngine:
         self._plans.pop(run_id, None)
         if result.status != "succeeded":
             value: float | None = self.failure_value
-        elif self.spec._outcome_fn is None:
+        elif self.workflow.outcome is None:
             value = None  # a fork of a workflow without an evaluator has nothing to score
         else:
-            value = self.score(Value.of(result.output))
+            final = Value.of(result.output)
+            value = self.score(final)
+            if final.digest not in self._unscored:
+                record_score(self.store, self.workflow, run_id, value)
         return Evaluation(value, result.status, result.output, run_id, self.executions - before)
 
     def _copy_unchanged(self, run_id: str, plan: Plan) -> None:
@@ -275,37 +352,33 @@ class ReplayEngine:
             gated = self.gated.get(sid)
             gates = []
             if gated is not None and Value.of(gated.output).digest == self.original[sid].digest:
-                gates = [{"gate": g.gate, "passed": g.passed, "score": g.score, "reason": g.reason,
-                          "details": jsonio.dumps(g.details) if g.details else None, "severity": g.severity,
-                          "duration": g.duration} for g in gated.gates]
+                gates = [GateRow(gate=g.gate, passed=g.passed, score=g.score, reason=g.reason,
+                                 details=jsonio.dumps(g.details) if g.details else None, severity=g.severity,
+                                 duration=g.duration) for g in gated.gates]
             consumed = [[new_ids[d], d, 0.0] for d in step.step_dependencies()]
-            new_ids[sid] = self.store.insert_step_record(
-                run_id, self.run.workflow_id, step_id=sid, step_type=rec.step_type, agent=rec.agent, attempt=1,
-                status="succeeded", started_at=now, ended_at=now,
+            new_ids[sid] = self.store.insert_step_record(NewStepRecord(
+                run_id=run_id, workflow_id=self.run.workflow_id, step_id=sid, step_type=rec.step_type,
+                agent=rec.agent, attempt=1, status="succeeded", started_at=now, ended_at=now,
                 inputs=jsonio.dumps(inputs) if inputs is not None else None, output=jsonio.dumps(rec.output),
                 consumed=jsonio.dumps(consumed) if consumed else None,
-                injected=jsonio.dumps(rec.injected) if rec.injected else None, origin="reused", gates=gates)
+                injected=jsonio.dumps(rec.injected) if rec.injected else None, origin="reused", gates=gates))
 
     # -- the replay executor ------------------------------------------------------------------------
 
     def _get_executor(self) -> Executor:
         if self._executor is None:
-            steps = []
-            for step in self.spec.steps:
-                copy = step.model_copy(update={"on_gate_fail": "warn"})
-                copy._fn = self._wrap(step)
-                steps.append(copy)
-            spec = self.spec.model_copy(update={"steps": steps})
-            executor = Executor(_MarkingStore(self.store, self._marks), spec,  # type: ignore[arg-type]
-                                max_concurrency=self.max_concurrency, workflow_id=self.run.workflow_id)
-            executor.trace_incorrect = False  # replays are not outcomes to explain
-            self._executor = executor
+            # replays run in warn mode, and every step goes through the replay's own function
+            warned = self.workflow.in_warn_mode()
+            replaced = {sid: replace(step, function=StepFunction(self._wrap(step), takes_ctx=True, is_async=True))
+                        for sid, step in warned.steps.items()}
+            self._executor = Executor(MarkingStore(self.store, self._marks), warned.with_steps(replaced),
+                                      max_concurrency=self.max_concurrency, workflow_id=self.run.workflow_id)
         return self._executor
 
-    def _wrap(self, step: StepSpec) -> Any:
+    def _wrap(self, step: BoundStep) -> Any:
         sid = step.id
 
-        async def replay_step(ctx: Any, **kwargs: Any) -> Any:
+        async def replay_step(ctx: StepContext, **kwargs: Any) -> Any:
             # async, so a cached output returns on the event loop; real work still runs in a thread
             plan = self._plans[ctx.run_id]
             policy = self._policy(plan, sid)
@@ -317,32 +390,20 @@ class ReplayEngine:
             if policy == "recorded":
                 raise SideEffectReplayError(f"step {sid!r} has side effects and no recorded output to reuse; "
                                             "replays never act")
-            fn = step._baseline_fn if policy == "baseline" else step._fn
+            function = step.baseline if policy == "baseline" and step.baseline is not None else step.function
             with self._lock:
                 self.executions += 1
                 self.executions_by_step[sid] = self.executions_by_step.get(sid, 0) + 1
-            args = dict(kwargs)
-            if _wants_ctx(fn):
-                args["ctx"] = ctx
             origin = {"baseline": "baseline", "resample": "resampled"}.get(policy, "executed")
-            if inspect.iscoroutinefunction(fn):
-                result = await fn(**args)
-            else:
-                result = await anyio.to_thread.run_sync(lambda: fn(**args), abandon_on_cancel=True)
-                if inspect.isawaitable(result):
-                    result = await result
+            result = await call_step(function, kwargs, ctx)
             return self._remember(step, policy, key, result, ctx.run_id, origin)
 
         return replay_step
 
-    def _remember(self, step: StepSpec, policy: str, key: str | None, result: Any, run_id: str, origin: str) -> Any:
+    def _remember(self, step: BoundStep, policy: str, key: str | None, result: Any, run_id: str, origin: str) -> Any:
         plain = jsonio.to_plain(result)
-        if step.type == "critic":  # store what the executor will store, so digests agree
-            try:
-                verdict = normalize_verdict(result, "critic")
-            except TypeError:
-                verdict = GateResult(False, 0.0, "critic returned an unusable verdict")
-            plain = {**verdict.to_json(), "details": {**verdict.details, "verifies": list(step.verifies)}}
+        if step.spec.type == "critic":  # store what the executor will store, so digests agree
+            plain = critic_verdict(result, step.spec.verifies).to_json()
         if key is not None and policy != "fresh":
             self.cache.put(step.id, policy, key, Value.of(plain), "replay")
         self._marks[(run_id, step.id)] = origin

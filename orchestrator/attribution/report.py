@@ -23,7 +23,7 @@ from orchestrator.attribution.cache import digest, get_field
 from orchestrator.attribution.stats import MAX_RUNS
 from orchestrator.jsonio import loads
 from orchestrator.records import iso
-from orchestrator.store import Store
+from orchestrator.store import StepHistoryRow, Store
 
 
 class Distribution(BaseModel):
@@ -100,19 +100,19 @@ def _resolved_inputs(inputs: Any, outputs: dict[int, Any]) -> str:
     return digest(resolved)
 
 
-def nondeterminism(history: list[dict[str, Any]]) -> list[StepNondeterminism]:
+def nondeterminism(history: list[StepHistoryRow]) -> list[StepNondeterminism]:
     """Per step: among inputs seen in two or more runs, the share that produced different outputs."""
-    outputs = {row["record_id"]: loads(row["output"]) for row in history if row["output"] is not None}
+    outputs = {row.record_id: loads(row.output) for row in history if row.output is not None}
     first: dict[tuple[str, str], tuple[str, str]] = {}
     order: list[str] = []
     for row in history:
-        if row["output"] is None or row["status"] not in ("succeeded", "gate_failed"):
+        if row.output is None or row.status not in ("succeeded", "gate_failed"):
             continue
-        if row["step_id"] not in order:
-            order.append(row["step_id"])
-        slot = (row["run_id"], row["step_id"])
+        if row.step_id not in order:
+            order.append(row.step_id)
+        slot = (row.run_id, row.step_id)
         if slot not in first:
-            first[slot] = (_resolved_inputs(loads(row["inputs"]), outputs), digest(outputs[row["record_id"]]))
+            first[slot] = (_resolved_inputs(loads(row.inputs), outputs), digest(outputs[row.record_id]))
     groups: dict[tuple[str, str], set[str]] = {}
     sizes: Counter[tuple[str, str]] = Counter()
     for (_, sid), (inputs_key, output_key) in first.items():
@@ -132,7 +132,7 @@ def build_report(store: Store, workflow: str | None = None, *, now: float | None
     every = store.list_runs(workflow=workflow, kind=None, limit=MAX_RUNS)
     runs = sorted((r for r in every if r.kind == "run"), key=lambda r: r.created_at)
     names = sorted({r.workflow for r in runs})
-    history: list[dict[str, Any]] = []
+    history: list[StepHistoryRow] = []
     for name in names:
         rows = store.step_history(name)
         if len(names) > 1:
@@ -142,12 +142,12 @@ def build_report(store: Store, workflow: str | None = None, *, now: float | None
     attempts_per_run: Counter[str] = Counter()
     seen_steps: set[tuple[str, str]] = set()
     for row in history:
-        if row["status"] == "skipped":
+        if row.status == "skipped":
             continue
-        attempts_per_run[row["run_id"]] += 1
-        if (row["run_id"], row["step_id"]) not in seen_steps:
-            seen_steps.add((row["run_id"], row["step_id"]))
-            steps_per_run[row["run_id"]] += 1
+        attempts_per_run[row.run_id] += 1
+        if (row.run_id, row.step_id) not in seen_steps:
+            seen_steps.add((row.run_id, row.step_id))
+            steps_per_run[row.run_id] += 1
     latest_outcomes = {}
     for run in runs:
         found = store.outcomes(run.run_id)

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.binding import BoundWorkflow
 from orchestrator.errors import InputError
-from orchestrator.model import WorkflowSpec
 from orchestrator.records import iso
-from orchestrator.store import Store
+from orchestrator.store import NewAttribution, Store
 
 METHODS = ("trace", "counterfactual", "shapley", "difference")
 """The attribution methods; all but ``trace`` replay the workflow and need an outcome evaluator."""
@@ -112,26 +112,16 @@ def agent_totals(candidates: list[Candidate]) -> dict[str, float]:
 
 def save(store: Store, result: AttributionResult) -> int:
     """Store the result as an attribution record and remember its id on the result."""
-    store.run_pk(result.run_id)  # cache the key first: Store.add_attribution looks it up inside its transaction
-    result.attribution_id = store.add_attribution(
+    result.attribution_id = store.add_attribution(NewAttribution(
         result.run_id, method=result.method, params=result.params,
         step_credits=[c.to_json() for c in result.candidates],
         agent_credits={a: round(v, 6) for a, v in result.agent_credits.items()}, blamed_step=result.blamed_step,
-        confidence=result.confidence, evidence=result.evidence, cost=result.cost, outcome_id=result.outcome_id)
+        confidence=result.confidence, evidence=result.evidence, cost=result.cost, outcome_id=result.outcome_id))
     return result.attribution_id
 
 
-def require_evaluator(spec: WorkflowSpec) -> None:
+def require_evaluator(workflow: BoundWorkflow) -> None:
     """Replay methods score replays with the workflow's evaluator; say how to add one."""
-    if spec._outcome_fn is None:
-        raise InputError(f"workflow {spec.name!r} has no outcome evaluator; add `outcome: module:callable` "
+    if workflow.outcome is None:
+        raise InputError(f"workflow {workflow.name!r} has no outcome evaluator; add `outcome: module:callable` "
                          "(counterfactual, shapley and difference score replays with it; `trace` works without)")
-
-
-def candidate_steps(spec: WorkflowSpec, order: list[str]) -> list[str]:
-    """Steps that can influence the final output: the output step and its ancestors, in order."""
-    from orchestrator import graph
-
-    output = spec.output_step
-    relevant = graph.ancestors(spec, output) | {output}
-    return [sid for sid in order if sid in relevant]

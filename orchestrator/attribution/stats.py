@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from orchestrator.errors import InputError
 from orchestrator.records import AttributionView, OutcomeView, RunView, iso
-from orchestrator.store import Store
+from orchestrator.store import StepHistoryRow, Store
 
 PERIODS = ("day", "week")
 MAX_RUNS = 1_000_000
@@ -148,7 +148,7 @@ def _step_order(store: Store, runs: list[RunView]) -> list[tuple[str, str | None
     return [(s["id"], s.get("agent") or s["id"]) for s in definition.get("steps", [])]
 
 
-def build_stats(workflow: str, runs: list[RunView], history: list[dict[str, Any]],
+def build_stats(workflow: str, runs: list[RunView], history: list[StepHistoryRow],
                 outcomes: dict[str, list[OutcomeView]], attributions: list[AttributionView], *,
                 step_order: list[tuple[str, str | None]] = (), period: str = "week", since: float | None = None,
                 alert_drop: float = 5.0, min_runs: int = 1, now: float | None = None) -> StatsReport:
@@ -159,7 +159,7 @@ def build_stats(workflow: str, runs: list[RunView], history: list[dict[str, Any]
     """
     started: dict[str, float] = {}
     for row in history:
-        started[row["run_id"]] = min(started.get(row["run_id"], row["started_at"]), row["started_at"])
+        started[row.run_id] = min(started.get(row.run_id, row.started_at), row.started_at)
     if since is not None:
         runs = [r for r in runs if started.get(r.run_id, r.created_at) >= since]
     run_ids = {r.run_id for r in runs}
@@ -167,12 +167,12 @@ def build_stats(workflow: str, runs: list[RunView], history: list[dict[str, Any]
     # one observation per (run, step): did the first gated attempt pass?
     seen: dict[tuple[str, str], dict[str, Any]] = {}
     for row in history:
-        if row["run_id"] not in run_ids:
+        if row.run_id not in run_ids:
             continue
-        obs = seen.setdefault((row["run_id"], row["step_id"]), {"agent": row["agent"], "passed": None,
-                                                                  "started_at": row["started_at"]})
-        if obs["passed"] is None and row["gates_passed"] is not None:
-            obs["passed"] = bool(row["gates_passed"])
+        obs = seen.setdefault((row.run_id, row.step_id), {"agent": row.agent, "passed": None,
+                                                                  "started_at": row.started_at})
+        if obs["passed"] is None and row.gates_passed is not None:
+            obs["passed"] = bool(row.gates_passed)
     # incorrect outcomes and whom their attribution blamed
     by_run: dict[str, list[AttributionView]] = {}
     for view in attributions:

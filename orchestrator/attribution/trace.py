@@ -222,10 +222,8 @@ def backward_trace(spec: WorkflowSpec, run: RunView, records: list[StepRecordVie
 
 def workflow_structure(store: Store, run: RunView) -> WorkflowSpec:
     """The stored workflow definition as a spec, without importing any of its callables."""
-    definition, source = store.workflow_definition(run.workflow_id)
-    spec = WorkflowSpec.model_validate(definition)
-    spec._source = source
-    return spec
+    definition, _ = store.workflow_definition(run.workflow_id)
+    return WorkflowSpec.model_validate(definition)
 
 
 def select_outcome(outcomes: list[OutcomeView], outcome_id: int | None = None) -> OutcomeView | None:

@@ -10,6 +10,7 @@ from orchestrator.attribution.methods import attribute
 from orchestrator.attribution.report import build_report
 from orchestrator.attribution.stats import compute_stats, parse_since
 from orchestrator.errors import InputError
+from orchestrator.store import GateRow, NewAttribution, NewOutcome, NewStepRecord
 from tests.attribution.conftest import FIX
 
 DAY = 86400.0
@@ -17,9 +18,8 @@ MONDAY = datetime(2026, 11, 2, 12, tzinfo=UTC).timestamp()  # ISO week 2026-W45
 STEPS = ["retrieve", "summarize", "recommend"]
 
 
-def _gate(ok: bool) -> dict:
-    return {"gate": "min_items", "passed": ok, "score": 1.0 if ok else 0.0, "reason": "", "details": None,
-            "severity": "block", "duration": 0.0}
+def _gate(ok: bool) -> GateRow:
+    return GateRow(gate="min_items", passed=ok, score=1.0 if ok else 0.0, reason="", details=None)
 
 
 def add_run(store, wid: int, t: float, *, retrieve_ok: bool, incorrect: bool = False,
@@ -28,14 +28,16 @@ def add_run(store, wid: int, t: float, *, retrieve_ok: bool, incorrect: bool = F
     run_id = store.create_run(wid, "procure", {}, status="succeeded")
     for i, sid in enumerate(STEPS):
         gates = {"retrieve": [_gate(retrieve_ok)], "summarize": [_gate(True)]}.get(sid, [])
-        store.insert_step_record(run_id, wid, step_id=sid, step_type="reasoning", agent=f"{sid}er", attempt=1,
-                                 status="succeeded", started_at=t + i, ended_at=t + i + 0.5, inputs=None,
-                                 output="1", gates=gates)
+        store.insert_step_record(NewStepRecord(run_id=run_id, workflow_id=wid, step_id=sid, step_type="reasoning",
+                                               agent=f"{sid}er", attempt=1, status="succeeded", started_at=t + i,
+                                               ended_at=t + i + 0.5, output="1", gates=gates))
     if incorrect:
-        oid = store.add_outcome(run_id, value=0.0, correct=False, source="human", termination="goal_achieved")
+        oid = store.add_outcome(NewOutcome(run_id, value=0.0, correct=False, source="human",
+                                           termination="goal_achieved"))
         if attributed:
-            store.add_attribution(run_id, method="trace", params={}, step_credits=[], agent_credits={},
-                                  blamed_step=blamed, confidence=0.9, evidence={}, outcome_id=oid)
+            store.add_attribution(NewAttribution(run_id, method="trace", params={}, step_credits=[],
+                                                 agent_credits={}, blamed_step=blamed, confidence=0.9, evidence={},
+                                                 outcome_id=oid))
     return run_id
 
 
@@ -43,7 +45,7 @@ def add_run(store, wid: int, t: float, *, retrieve_ok: bool, incorrect: bool = F
 def two_weeks(store):
     """Week 45: retrieve passes 96% of 50 runs. Week 46: 89% of 100 runs, and 10 incorrect outcomes."""
     wid = store.register_workflow("procure", "1", {"name": "procure", "steps": [
-        {"id": sid, "agent": f"{sid}er"} for sid in STEPS]}, None)
+        {"id": sid, "agent": f"{sid}er"} for sid in STEPS]}, None, "procure-v1")
     for i in range(50):
         add_run(store, wid, MONDAY + i * 60, retrieve_ok=i >= 2)
     blame = ["retrieve"] * 6 + ["summarize"] * 3 + [None]

@@ -4,8 +4,7 @@ import itertools
 
 import pytest
 
-from gates import BUILTIN_GATES, FunctionGate, GateConfigError, GateResult, MaxWords, build_gate, evaluate
-from orchestrator.model import GateSpec
+from gates import BUILTIN_GATES, FunctionGate, GateConfigError, GateResult, MaxWords, evaluate
 
 _counter = itertools.count()
 
@@ -22,11 +21,17 @@ def test_importing_gates_registers_every_builtin():
                                   "evidence", "similarity", "max_words", "one_of"}
 
 
-def test_build_gate_returns_a_gate_object_given_from_python_unchanged():
-    spec = GateSpec(gate="max_words")
+def test_a_gate_object_given_from_python_is_bound_unchanged():
+    from orchestrator.pyapi import Workflow
+
+    wf = Workflow("g")
     gate = MaxWords(limit=5)
-    spec._obj = gate
-    assert build_gate(spec, step_id="s", base_dir=None) is gate
+
+    @wf.step(gates=[gate])
+    def s() -> str:
+        return "a few words"
+
+    assert wf.bind().step("s").gates[0].check is gate
 
 
 def test_build_gate_accepts_the_bare_name_short_form(build, ctx):

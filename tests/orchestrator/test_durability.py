@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.store import Store
+from orchestrator.store import open_store
 from tests.conftest import FIXTURES, REPO
 
 
@@ -25,7 +25,7 @@ def test_sigkill_mid_run_then_resume_finishes_without_repeating_completed_steps(
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(FIXTURES / "chain.yaml"),
                              "--db", db_url], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 30
-    store = Store(db_url)
+    store = open_store(db_url)
     # Wait until three steps have committed their records, then kill the process mid-step.
     while time.time() < deadline:
         runs = store.list_runs()
@@ -80,7 +80,7 @@ def test_resume_refuses_a_run_that_a_live_process_is_executing(tmp_path, db_url,
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(FIXTURES / "chain.yaml"),
                              "--db", db_url], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        store = Store(db_url)
+        store = open_store(db_url)
         deadline = time.time() + 30
         while time.time() < deadline and not (store.list_runs() and store.step_records(store.list_runs()[0].run_id)):
             time.sleep(0.05)

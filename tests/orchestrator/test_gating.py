@@ -18,7 +18,7 @@ from orchestrator import review
 from orchestrator.errors import ReviewError
 from orchestrator.runner import start_run
 from orchestrator.spec import load_workflow
-from orchestrator.store import Store
+from orchestrator.store import NewReview, open_store
 from tests.conftest import FIXTURES, REPO, calls
 
 
@@ -189,17 +189,17 @@ class TestDecisions:
         second = subprocess.run([sys.executable, "-m", "orchestrator", "approve", run_id, "--db", db_url],
                                 env=env, capture_output=True, text=True, timeout=60)
         assert second.returncode == 0, second.stderr
-        assert Store(db_url).get_run(run_id).status == "succeeded"
+        assert open_store(db_url).get_run(run_id).status == "succeeded"
 
     def test_two_racing_decisions_exactly_one_wins(self, db_url):
         spec = load_workflow(FIXTURES / "gated.yaml")
-        setup = Store(db_url)
+        setup = open_store(db_url)
         run_id = start_run(setup, spec, {}).run_id
         barrier = threading.Barrier(2)
         results: list[str] = []
 
         def decide(fn) -> None:
-            s = Store(db_url)  # each reviewer has its own connection, as separate processes would
+            s = open_store(db_url)  # each reviewer has its own connection, as separate processes would
             barrier.wait()
             try:
                 fn(s, run_id, comment="race")
@@ -219,12 +219,12 @@ class TestDecisions:
         spec = load_workflow(FIXTURES / "gated.yaml")
         run_id = start_run(store, spec, {}).run_id
         rec = review.paused_record(store, run_id, None)
-        store.decide(run_id, rec.id, rec.step_id, decision="approve", reviewer="a", comment=None,
-                     output_before=rec.output)
+        store.decide(NewReview(run_id, rec.id, rec.step_id, decision="approve", reviewer="a", comment=None,
+                               output_before=rec.output))
         store.set_run_status(run_id, "paused")
         with pytest.raises(ReviewError, match="already decided by another reviewer"):
-            store.decide(run_id, rec.id, rec.step_id, decision="reject", reviewer="b", comment=None,
-                         output_before=rec.output)
+            store.decide(NewReview(run_id, rec.id, rec.step_id, decision="reject", reviewer="b", comment=None,
+                                   output_before=rec.output))
 
     def test_review_timeout_applies_the_default_decision(self, cli, store):
         result = cli("run", str(FIXTURES / "gated_review_timeout.yaml"), "--json")

@@ -15,7 +15,7 @@ from orchestrator import review
 from orchestrator.errors import ReviewError
 from orchestrator.runner import continue_run, start_run
 from orchestrator.spec import load_workflow
-from orchestrator.store import Store
+from orchestrator.store import open_store
 from tests.conftest import FIXTURES
 
 PG_URL = os.environ.get("ORCHESTRATOR_TEST_PG_URL")
@@ -24,14 +24,14 @@ pytestmark = pytest.mark.skipif(not PG_URL, reason="ORCHESTRATOR_TEST_PG_URL is 
 
 @pytest.fixture(scope="module")
 def pg_url() -> str:
-    store = Store(PG_URL)
+    store = open_store(PG_URL)
     SQLModel.metadata.drop_all(store.engine)  # a clean schema for this module
     store.close()
     return PG_URL
 
 
 def test_a_run_succeeds_on_postgres(pg_url):
-    store = Store(pg_url)
+    store = open_store(pg_url)
     result = start_run(store, load_workflow(FIXTURES / "ok.yaml"), {"x": "2"})
     assert result.status == "succeeded" and result.output == 10
     records = store.step_records(result.run_id)
@@ -41,12 +41,12 @@ def test_a_run_succeeds_on_postgres(pg_url):
 
 def test_pause_race_and_resume_on_postgres(pg_url):
     spec = load_workflow(FIXTURES / "gated.yaml")
-    run_id = start_run(Store(pg_url), spec, {}).run_id
+    run_id = start_run(open_store(pg_url), spec, {}).run_id
     barrier = threading.Barrier(2)
     outcomes: list[str] = []
 
     def decide(fn) -> None:
-        s = Store(pg_url)
+        s = open_store(pg_url)
         barrier.wait()
         try:
             fn(s, run_id, comment="race")
@@ -60,7 +60,7 @@ def test_pause_race_and_resume_on_postgres(pg_url):
     for t in threads:
         t.join()
     assert sorted(outcomes) == ["lost", "won"]
-    store = Store(pg_url)
+    store = open_store(pg_url)
     assert len(store.reviews(run_id)) == 1
     result = continue_run(store, run_id)
     assert result.status == "succeeded"

@@ -9,8 +9,9 @@ from tests.conftest import FIXTURES
 def test_python_and_yaml_definitions_give_equal_specs():
     from_yaml = load_workflow(FIXTURES / "ok.yaml")
     from_python = load_workflow(FIXTURES / "py_ok.py")
-    assert from_python.definition() == from_yaml.definition()
-    assert from_python == from_yaml
+    assert from_python.definition == from_yaml.definition
+    assert from_python.content_hash == from_yaml.content_hash
+    assert from_python.spec == from_yaml.spec
 
 
 def test_python_and_yaml_definitions_give_equal_results(cli):
@@ -27,7 +28,7 @@ def test_python_and_yaml_definitions_give_equal_results(cli):
 
 
 def test_inputs_are_inferred_from_parameter_names():
-    spec = load_workflow(FIXTURES / "py_inferred.py")
+    spec = load_workflow(FIXTURES / "py_inferred.py").spec
     assert spec.step("greet").inputs == {"name": "$inputs.name"}
     assert spec.step("length").inputs == {"greet": "greet", "shout": "shout"}
     assert spec.step("greet").type == "retrieval"

@@ -4,24 +4,25 @@ from __future__ import annotations
 
 from orchestrator.runner import start_run
 from orchestrator.spec import load_workflow
-from orchestrator.store import Store
+from orchestrator.store import NewAttribution, NewOutcome, open_store
 from tests.conftest import FIXTURES
 
 
 def test_a_fresh_store_can_add_outcomes_and_attributions_to_an_existing_run(db_url):
-    run_id = start_run(Store(db_url), load_workflow(FIXTURES / "ok.yaml"), {}).run_id
-    fresh = Store(db_url)  # nothing cached: the run's key is looked up inside the write
-    outcome_id = fresh.add_outcome(run_id, value=0.0, correct=False, source="human", termination="goal_achieved")
-    fresh2 = Store(db_url)
-    fresh2.add_attribution(run_id, method="trace", params={}, step_credits=[], agent_credits={}, blamed_step=None,
-                           confidence=None, evidence={}, outcome_id=outcome_id)
-    assert [o.id for o in Store(db_url).outcomes(run_id)] == [outcome_id]
-    assert Store(db_url).attributions(run_id)[0].outcome_id == outcome_id
+    run_id = start_run(open_store(db_url), load_workflow(FIXTURES / "ok.yaml"), {}).run_id
+    fresh = open_store(db_url)  # nothing cached: the run's key is looked up inside the write
+    outcome_id = fresh.add_outcome(NewOutcome(run_id, value=0.0, correct=False, source="human",
+                                              termination="goal_achieved"))
+    fresh2 = open_store(db_url)
+    fresh2.add_attribution(NewAttribution(run_id, method="trace", params={}, step_credits=[], agent_credits={},
+                                          blamed_step=None, confidence=None, evidence={}, outcome_id=outcome_id))
+    assert [o.id for o in open_store(db_url).outcomes(run_id)] == [outcome_id]
+    assert open_store(db_url).attributions(run_id)[0].outcome_id == outcome_id
 
 
 def test_bytes_are_small_for_small_steps(db_url):
     """Step inputs taken from other steps are stored as links, not copies."""
-    store = Store(db_url)
+    store = open_store(db_url)
     run_id = start_run(store, load_workflow(FIXTURES / "ok.yaml"), {}).run_id
     total = store.latest_records(run_id)["total"]
     assert set(total.inputs) == {"a", "b"}
@@ -31,11 +32,11 @@ def test_bytes_are_small_for_small_steps(db_url):
 def test_sqlite_synchronous_level_is_chosen_in_the_url(tmp_path):
     import sqlite3  # noqa: F401
 
-    store = Store(f"sqlite:///{tmp_path / 'full.db'}?synchronous=full")
+    store = open_store(f"sqlite:///{tmp_path / 'full.db'}?synchronous=full")
     assert store.synchronous == "full"
     with store.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
-    normal = Store(f"sqlite:///{tmp_path / 'normal.db'}")
+    normal = open_store(f"sqlite:///{tmp_path / 'normal.db'}")
     with normal.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
 

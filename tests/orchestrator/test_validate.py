@@ -6,7 +6,7 @@ import pytest
 
 from orchestrator.errors import SpecError
 from orchestrator.spec import load_workflow
-from orchestrator.store import Store
+from orchestrator.store import open_store
 from tests.conftest import FIXTURES
 
 BAD_FILES = [
@@ -46,7 +46,7 @@ def test_run_on_a_bad_file_fails_the_same_way_and_stores_nothing(cli, db_url, na
     result = cli("run", str(FIXTURES / name))
     assert result.exit_code == 2
     assert "Traceback" not in result.stderr
-    counts = Store(db_url).count_rows()
+    counts = open_store(db_url).count_rows()
     assert counts["runs"] == 0 and counts["step_records"] == 0
 
 

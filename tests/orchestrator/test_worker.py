@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from orchestrator.store import Store
+from orchestrator.store import open_store
 from tests.conftest import FIXTURES, REPO, calls
 
 PG_URL = os.environ.get("ORCHESTRATOR_TEST_PG_URL")
@@ -48,7 +48,7 @@ def _two_workers_share_the_queue(url: str, tmp_path) -> None:
     for w in workers:
         w.wait(timeout=120)
         assert w.returncode == 0, w.stderr.read()
-    store = Store(url)
+    store = open_store(url)
     assert [store.get_run(r).status for r in ids] == ["succeeded"] * 6
     assert [store.get_run(r).output for r in ids] == [2 * i for i in range(6)]
     assert calls(log).count("start") == 6  # every run's first step executed exactly once
@@ -61,7 +61,7 @@ def test_two_workers_share_a_sqlite_queue(tmp_path, db_url):
 
 @pytest.mark.skipif(not PG_URL, reason="ORCHESTRATOR_TEST_PG_URL is not set; no PostgreSQL to test")
 def test_two_workers_share_a_postgres_queue(tmp_path):
-    store = Store(PG_URL)
+    store = open_store(PG_URL)
     for run in store.list_runs(status="queued"):
         store.set_run_status(run.run_id, "failed", error="left over from an earlier test session")
     _two_workers_share_the_queue(PG_URL, tmp_path)

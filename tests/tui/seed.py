@@ -54,9 +54,9 @@ def frozen(start: float = EPOCH, step: float = 0.0, first_id: int = 1) -> Iterat
     """
     clock = SteppingClock(start, step)
     ids = (f"r{n:04d}" for n in itertools.count(first_id))
-    with mock.patch("orchestrator.store.time", clock), mock.patch("orchestrator.executor.time", clock), \
+    with mock.patch("orchestrator.store.sql.time", clock), mock.patch("orchestrator.attempt.time", clock), \
             mock.patch("orchestrator.review.time", clock), \
-            mock.patch("orchestrator.store.new_run_id", lambda: next(ids)):
+            mock.patch("orchestrator.store.sql.new_run_id", lambda: next(ids)):
         yield
 
 

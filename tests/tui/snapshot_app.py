@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from orchestrator.store import Store  # noqa: E402
+from orchestrator.store import open_store  # noqa: E402
 from tests.tui.seed import NOW, seed_demo  # noqa: E402
 from tests.tui.seed_history import seed_history  # noqa: E402
 from tui.app import ReviewApp, make_app  # noqa: E402
@@ -28,7 +28,7 @@ from tui.app import ReviewApp, make_app  # noqa: E402
 def build(*, history: bool = False) -> ReviewApp:
     folder = tempfile.mkdtemp(prefix="tui-snapshot-")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    store = Store(f"sqlite:///{folder}/review.db")
+    store = open_store(f"sqlite:///{folder}/review.db")
     seed_demo(store)
     if history:
         seed_history(store, first_id=5)

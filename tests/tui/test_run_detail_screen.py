@@ -7,7 +7,7 @@ import pytest
 
 from orchestrator import review
 from orchestrator.labels import LabelResult
-from orchestrator.store import Store
+from orchestrator.store import Store, open_store
 from tests.tui.seed import FIXTURES, Seeded, start
 from tests.tui.waiting import settle, wait_for
 from tui.app import ReviewApp, make_app
@@ -77,7 +77,7 @@ class TestShowing:
         """A rejection made elsewhere (its own store connection) shows up without a key press."""
         async with app.run_test(size=SIZE) as pilot:
             screen = await open_run(pilot, seeded.paused_twice)
-            with Store(db_url) as other:
+            with open_store(db_url) as other:
                 review.reject(other, seeded.paused_twice, reviewer="bob")
             await wait_for(pilot, lambda: screen.detail.run.status == "rejected")
             assert screen.detail.waiting == []

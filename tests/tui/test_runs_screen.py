@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from orchestrator.store import Store
+from orchestrator.store import Store, open_store
 from tests.tui.seed import DEMO, Seeded, start
 from tests.tui.waiting import settle, wait_for
 from tui.app import ReviewApp
@@ -64,7 +64,7 @@ class TestListing:
         """A run paused by another process (its own store connection) appears without a key press."""
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(pilot, lambda: len(shown_runs(app)) == 4)
-            other = Store(db_url)
+            other = open_store(db_url)
             try:
                 run_id = await anyio.to_thread.run_sync(start, other, DEMO, {"quality": 0.2})
             finally:
@@ -137,7 +137,7 @@ class TestDecisions:
         async with app.run_test(size=SIZE) as pilot:
             from tui.screens.label import LabelChoice
 
-            app._label(seeded.paused_twice, LabelChoice(correct=True, reason=""))
+            app.label_run(seeded.paused_twice, LabelChoice(correct=True, reason=""))
             await wait_for(pilot, lambda: notes)
             await settle(pilot)
         assert "only a finished run can be labelled" in notes[-1]

@@ -124,8 +124,9 @@ def test_every_step_has_a_gate(path: Path) -> None:
 def test_yaml_loads_binds_and_builds_its_gates(path: Path) -> None:
     spec_module = pytest.importorskip("orchestrator.spec")
     pytest.importorskip("gates")
-    spec = spec_module.load_workflow(path)
-    assert all(s._fn is not None for s in spec.steps)
+    workflow = spec_module.load_workflow(path)
+    assert all(callable(step.function.fn) for step in workflow.steps.values())
+    assert [len(step.gates) for step in workflow.steps.values()] == [len(s.gates) for s in workflow.spec.steps]
 
 
 def test_all_example_workflows_are_present() -> None:

@@ -162,7 +162,7 @@ class RunDetailScreen(Screen):
 
     # -- actions ---------------------------------------------------------------------------------
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:  # noqa: ARG002 (Textual hook)
         """Decisions show dimmed unless a step waits for review; labels unless the run is finished."""
         if self.detail is None or action not in ("decide", "edit", "label"):
             return True

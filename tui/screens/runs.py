@@ -149,7 +149,7 @@ class RunsScreen(Screen):
 
         self.app.push_screen(RunDetailScreen(str(event.row_key.value)))
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:  # noqa: ARG002 (Textual hook)
         """Decisions show dimmed unless the highlighted run is paused; labels unless it is finished."""
         if action in ("decide", "edit", "label"):
             row = self.highlighted

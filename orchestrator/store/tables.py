@@ -1,4 +1,4 @@
-"""The database schema, declared with SQLModel. Only store.py reads or writes these tables.
+"""The database schema, declared with SQLModel. Only the SQL stores read or write these tables.
 
 Timestamps are epoch seconds (REAL), JSON is TEXT: both work unchanged on SQLite and
 PostgreSQL, and a small step costs well under 300 bytes. Records are append-only: a review
@@ -7,7 +7,7 @@ adds a record or a row, it never rewrites what a step produced.
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Index, Text, UniqueConstraint
+from sqlalchemy import Column, Index, Table, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -146,3 +146,13 @@ class AttributionRow(SQLModel, table=True):
     cost: int = 0
     """Step executions spent (replays), so accuracy can be weighed against price."""
     created_at: float
+
+
+metadata = SQLModel.metadata
+"""The schema every SQL store creates."""
+
+TABLES: dict[str, Table] = {
+    row.__tablename__: row.__table__  # type: ignore[misc]
+    for row in (WorkflowRow, RunRow, StepRecordRow, GateResultRow, ReviewRow, OutcomeRow, AttributionRow)
+}
+"""The tables by name, in dependency order (what ``count_rows`` reports)."""

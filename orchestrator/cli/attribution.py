@@ -1,7 +1,6 @@
 """CLI commands over outcomes and attribution: label, trace, attribute, replay, stats, report.
 
-Registered on the main app by importing this module (cli.py does so at the end). Each command is
-a thin face over a function of :mod:`orchestrator.labels` or :mod:`orchestrator.attribution`,
+Each command is a thin face over a function of :mod:`orchestrator.labels` or :mod:`orchestrator.attribution`,
 the same functions the TUI calls.
 """
 
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from orchestrator.cli import DbOption, JsonOption, ReviewerOption, app, guarded, open_store, out, read_json_file
+from orchestrator.cli.common import DbOption, JsonOption, ReviewerOption, guarded, open_store, out, read_json_file
 
 if TYPE_CHECKING:
     from orchestrator.records import AttributionView
@@ -74,7 +73,7 @@ def print_attribution(view: AttributionView) -> None:
         out.print(f"  cost: {doc['cost']} step executions", highlight=False)
 
 
-@app.command()
+
 @guarded
 def label(run_id: Annotated[str, typer.Argument(help="Run id.")],
           correct: Annotated[bool | None, typer.Option("--correct/--incorrect",
@@ -109,7 +108,7 @@ def label(run_id: Annotated[str, typer.Argument(help="Run id.")],
               f"`orchestrator attribute {result.run_id} --method counterfactual`", highlight=False)
 
 
-@app.command()
+
 @guarded
 def trace(run_id: Annotated[str, typer.Argument(help="Run id.")],
           recompute: Annotated[bool, typer.Option("--recompute", help="Trace again even if a trace is "
@@ -126,7 +125,7 @@ def trace(run_id: Annotated[str, typer.Argument(help="Run id.")],
     print_attribution(view)
 
 
-@app.command()
+
 @guarded
 def attribute(run_id: Annotated[str, typer.Argument(help="Run id.")],
               method: Annotated[str, typer.Option("--method", "-m", help="trace | counterfactual | shapley | "
@@ -150,7 +149,7 @@ def attribute(run_id: Annotated[str, typer.Argument(help="Run id.")],
     print_attribution(view)
 
 
-@app.command()
+
 @guarded
 def replay(run_id: Annotated[str, typer.Argument(help="Run id.")],
            from_step: Annotated[str, typer.Option("--from", help="The step to fork from.")],
@@ -164,8 +163,8 @@ def replay(run_id: Annotated[str, typer.Argument(help="Run id.")],
     """
     from orchestrator.attribution.methods import fork_run
     from orchestrator.attribution.replay import MISSING
-    from orchestrator.cli import report_result
-    from orchestrator.executor import RunResult
+    from orchestrator.cli.running import report_result
+    from orchestrator.runstate import RunResult
 
     value: Any = MISSING
     if output is not None:
@@ -178,7 +177,7 @@ def replay(run_id: Annotated[str, typer.Argument(help="Run id.")],
     report_result(store, RunResult(evaluation.run_id or "", evaluation.status, output=evaluation.output), as_json)
 
 
-@app.command()
+
 @guarded
 def stats(workflow: WorkflowOption = None,
           since: Annotated[str | None, typer.Option("--since", help="2026-11-01, an ISO datetime, or 14d / 2w")] = None,
@@ -223,7 +222,7 @@ def _dist(d: dict[str, Any]) -> str:
     return f"n={d['count']} min={d['min']:g} p50={d['p50']:g} p90={d['p90']:g} max={d['max']:g} mean={d['mean']:g}"
 
 
-@app.command()
+
 @guarded
 def report(workflow: WorkflowOption = None, as_json: JsonOption = False, db: DbOption = None) -> None:
     """The reporting checklist over stored runs: lengths, outcomes, non-determinism, composition, granularity."""

@@ -1,0 +1,259 @@
+"""One step, attempt by attempt: resolve inputs, call, check gates, commit the record.
+
+:class:`StepRunner` runs a step through its retry policy (tenacity, with the exceptions the
+policy names) and its ``on_gate_fail`` policy, and returns a :class:`StepOutcome` value. Each
+attempt is committed as its own record before the outcome is returned, so a step's consumers
+never start before its record exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_none
+
+from gates.base import evaluate as evaluate_gate
+from gates.base import normalize as normalize_verdict
+from orchestrator import jsonio
+from orchestrator.binding import BoundStep
+from orchestrator.context import StepContext
+from orchestrator.events import EventHook, StepFinished, StepStarted
+from orchestrator.invoke import call_step
+from orchestrator.model import GateResult, field_value, parse_reference
+from orchestrator.runstate import Done, StepOutcome, UpstreamView
+from orchestrator.store import GateRow, NewStepRecord, Store
+
+_JSON_SCALARS = frozenset({str, int, bool, type(None)})
+"""Types whose JSON round trip gives back an equal value of the same type (not float: NaN)."""
+
+
+def idempotency_key(run_id: str, step_id: str) -> str:
+    """Stable for a (run, step) across retries and resumes."""
+    return hashlib.sha256(f"{run_id}/{step_id}".encode()).hexdigest()[:24]
+
+
+class AttemptFailed(Exception):
+    """An attempt raised; carries the original so tenacity can decide whether to retry."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
+class GateRetry(Exception):
+    """Blocking gates failed under ``on_gate_fail: retry``: try again with the feedback."""
+
+
+@dataclass
+class AttemptState:
+    """What one attempt leaves for the next: the verdicts to learn from, the last outcome."""
+
+    feedback: list[GateResult]
+    last: StepOutcome | None = None
+
+
+@dataclass
+class RunContext:
+    """What every attempt of one execution shares."""
+
+    store: Store
+    run_id: str
+    workflow: str
+    workflow_id: int
+    inputs: dict[str, Any]
+    done: dict[str, Done]
+    on_event: EventHook | None = None
+
+    def record(self, step: BoundStep, attempt: int, started: float, **fields: Any) -> int:
+        spec = step.spec
+        return self.store.insert_step_record(NewStepRecord(
+            run_id=self.run_id, workflow_id=self.workflow_id, step_id=spec.id, step_type=spec.type,
+            agent=spec.agent_name, attempt=attempt, started_at=started, **fields))
+
+
+class StepRunner:
+    """Runs one step of one execution through its retry and gate policies."""
+
+    def __init__(self, run: RunContext, step: BoundStep) -> None:
+        self.run = run
+        self.step = step
+
+    async def run_step(self, first_attempt: int, feedback: list[GateResult]) -> StepOutcome:
+        policy = self.step.spec.retry
+        state = AttemptState(list(feedback))
+        if policy.attempts == 1:  # what tenacity does with one attempt, without building it per step
+            try:
+                return await self.attempt(first_attempt, state, is_last=True)
+            except (AttemptFailed, GateRetry):
+                assert state.last is not None
+                return state.last
+        wait = wait_exponential(multiplier=policy.backoff, max=policy.max_backoff) if policy.backoff else wait_none()
+        retrying = AsyncRetrying(stop=stop_after_attempt(policy.attempts), wait=wait,
+                                 retry=retry_if_exception(self.should_retry), reraise=True)
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    number = attempt.retry_state.attempt_number
+                    return await self.attempt(first_attempt + number - 1, state, is_last=number >= policy.attempts)
+        except (AttemptFailed, GateRetry):
+            pass
+        assert state.last is not None
+        return state.last
+
+    def should_retry(self, exc: BaseException) -> bool:
+        if isinstance(exc, GateRetry):
+            return True
+        return isinstance(exc, AttemptFailed) and self.step.retries(exc.original)
+
+    async def attempt(self, attempt: int, state: AttemptState, *, is_last: bool) -> StepOutcome:
+        run, step = self.run, self.step
+        started = time.time()
+        try:
+            kwargs, stored_inputs, consumed = resolve_inputs(step, run.inputs, run.done, started)
+        except KeyError as exc:
+            message = str(exc.args[0]) if exc.args else str(exc)
+            rid = run.record(step, attempt, started, status="failed", ended_at=time.time(),
+                             error_type="InputError", error_message=message)
+            return StepOutcome(step.id, "failed", rid, error=f"InputError: {message}")
+        ctx = StepContext(run_id=run.run_id, step_id=step.id, workflow=run.workflow, agent=step.spec.agent_name,
+                          step_type=step.spec.type, attempt=attempt,
+                          idempotency_key=idempotency_key(run.run_id, step.id), next_needs=list(step.next_needs),
+                          gate_feedback=list(state.feedback), inputs=kwargs, upstream=UpstreamView(run.done),
+                          workflow_inputs=run.inputs)
+        if run.on_event is not None:
+            run.on_event(StepStarted(run_id=run.run_id, step_id=step.id, attempt=attempt, started_at=started))
+        common: dict[str, Any] = {"inputs": stored_inputs, "consumed": consumed, "injected": step.injected_json}
+        try:
+            output = await self.call(kwargs, ctx)
+        except Exception as exc:
+            state.last = self.failed(attempt, started, exc, common)
+            raise AttemptFailed(exc) from exc
+        return await self.settle(attempt, started, output, ctx, state, common, is_last=is_last)
+
+    async def call(self, kwargs: dict[str, Any], ctx: StepContext) -> Any:
+        timeout = self.step.spec.timeout
+        if timeout is None:
+            return await call_step(self.step.function, kwargs, ctx)
+        with anyio.fail_after(timeout):
+            return await call_step(self.step.function, kwargs, ctx)
+
+    def failed(self, attempt: int, started: float, exc: Exception, common: dict[str, Any]) -> StepOutcome:
+        """Record an attempt that raised (a timeout included)."""
+        ended = time.time()
+        timeout = self.step.spec.timeout
+        if isinstance(exc, TimeoutError) and timeout is not None and ended - started >= timeout * 0.99:
+            error_type, message = "TimeoutError", f"step {self.step.id!r} timed out after {timeout:g} s"
+        else:
+            error_type, message = type(exc).__name__, str(exc)
+        rid = self.run.record(self.step, attempt, started, status="failed", ended_at=ended, error_type=error_type,
+                              error_message=message, **common)
+        self.emit_finished(attempt, "failed", ended - started, f"{error_type}: {message}")
+        return StepOutcome(self.step.id, "failed", rid, error=f"{error_type}: {message}")
+
+    def emit_finished(self, attempt: int, status: Any, duration: float, error: str | None,
+                      gates: int = 0, failed_gates: int = 0) -> None:
+        if self.run.on_event is not None:
+            self.run.on_event(StepFinished(run_id=self.run.run_id, step_id=self.step.id, status=status,
+                                           attempt=attempt, duration=duration, error=error, gates=gates,
+                                           failed_gates=failed_gates))
+
+    async def settle(self, attempt: int, started: float, output: Any, ctx: StepContext, state: AttemptState,
+                     common: dict[str, Any], *, is_last: bool) -> StepOutcome:
+        """Check the output's gates and commit the attempt under the step's gate policy."""
+        step = self.step
+        verdicts: list[tuple[str, GateResult, float, str]] = []
+        if step.spec.type == "critic":
+            verdict = critic_verdict(output, step.spec.verifies)
+            output = verdict.to_json()
+            verdicts.append(("critic", verdict, 0.0, "block"))
+        try:
+            output_json = jsonio.dumps(output)
+        except jsonio.NotSerializableError as exc:
+            ended = time.time()
+            message = f"step {step.id!r} returned a value that cannot be stored as JSON: {exc}"
+            rid = self.run.record(step, attempt, started, status="failed", ended_at=ended,
+                                  error_type="NotSerializableError", error_message=message, **common)
+            self.emit_finished(attempt, "failed", ended - started, message)
+            return StepOutcome(step.id, "failed", rid, error=message)
+        # JSON scalars come back from JSON as themselves; anything else is converted (models -> dicts)
+        plain_output = output if type(output) in _JSON_SCALARS else jsonio.loads(output_json)
+        for gate in step.gates:
+            evaluation = await anyio.to_thread.run_sync(evaluate_gate, gate.check, gate.label, plain_output, ctx) \
+                if gate.slow else evaluate_gate(gate.check, gate.label, plain_output, ctx)
+            verdicts.append((gate.label, evaluation.result, evaluation.duration, gate.severity))
+        blocking = [v for _, v, _, sev in verdicts if not v.passed and sev == "block"]
+        status, message = gate_policy(step.on_gate_fail, blocking, is_last=is_last)
+        ended = time.time()
+        rid = self.run.record(step, attempt, started, status=status, ended_at=ended, output=output_json,
+                              error_type="GateFailed" if message else None, error_message=message,
+                              gates=[gate_row(name, v, dur, sev) for name, v, dur, sev in verdicts], **common)
+        self.emit_finished(attempt, status, ended - started, message, len(verdicts), len(blocking))
+        if status == "failed" and step.on_gate_fail == "retry":
+            state.feedback = blocking
+            state.last = StepOutcome(step.id, "failed", rid, error=message)
+            raise GateRetry()
+        if status == "failed":
+            return StepOutcome(step.id, "failed", rid, error=f"gate failed: {message}")
+        return StepOutcome(step.id, status, rid, output=plain_output, ended_at=ended, error=message)
+
+
+def gate_policy(on_gate_fail: str, blocking: list[GateResult], *, is_last: bool) -> tuple[str, str | None]:
+    """The record status and message for an attempt whose blocking gates gave these verdicts."""
+    if not blocking or on_gate_fail == "warn":
+        return "succeeded", None
+    reasons = "; ".join(v.reason for v in blocking)
+    if on_gate_fail == "fail":
+        return "failed", reasons
+    if on_gate_fail == "retry" and not is_last:
+        return "failed", f"retrying: {reasons}"
+    return "gate_failed", reasons
+
+
+def critic_verdict(output: Any, verifies: list[str]) -> GateResult:
+    """A critic's return value as its verdict, naming the steps it verified."""
+    try:
+        verdict = normalize_verdict(output, "critic")
+    except TypeError as exc:
+        verdict = GateResult(False, 0.0, f"critic returned an unusable verdict: {exc}")
+    return GateResult(verdict.passed, verdict.score, verdict.reason, {**verdict.details, "verifies": list(verifies)})
+
+
+def gate_row(name: str, verdict: GateResult, duration: float, severity: str) -> GateRow:
+    return GateRow(gate=name, passed=verdict.passed, score=verdict.score, reason=verdict.reason,
+                   details=jsonio.dumps(verdict.details) if verdict.details else None, severity=severity,
+                   duration=duration)
+
+
+def resolve_inputs(step: BoundStep, inputs: dict[str, Any], done: Mapping[str, Done],
+                   started: float) -> tuple[dict[str, Any], str | None, str | None]:
+    """The attempt's keyword arguments, the inputs as stored (links to records), and causal links."""
+    kwargs: dict[str, Any] = {}
+    stored: dict[str, Any] = {}
+    for param, ref in step.spec.inputs.items():
+        parsed = parse_reference(ref)
+        if parsed is None:
+            kwargs[param] = stored[param] = ref
+        elif parsed[0] == "input":
+            kwargs[param] = stored[param] = inputs.get(parsed[1])
+        else:
+            source = done[parsed[1]]
+            value = source.output
+            if parsed[2]:
+                try:
+                    value = field_value(value, parsed[2])
+                except KeyError:
+                    raise KeyError(f"input {param!r} of step {step.id!r}: the upstream output has no field "
+                                   f"{parsed[2]!r}") from None
+                stored[param] = {"$record": source.record_id, "field": parsed[2]}
+            else:
+                stored[param] = {"$record": source.record_id}
+            kwargs[param] = value
+    consumed = [[done[dep].record_id, dep, round(max(0.0, started - done[dep].ended_at), 6)]
+                for dep in step.dependencies]
+    return kwargs, jsonio.dumps(stored) if stored else None, jsonio.dumps(consumed) if consumed else None

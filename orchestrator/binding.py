@@ -1,0 +1,300 @@
+"""Binding: a spec plus where it came from becomes a :class:`BoundWorkflow` that can run.
+
+The spec (:mod:`orchestrator.model`) is plain data. Binding resolves, once, everything a run
+needs that data cannot hold: each step's callable and baseline, its gate objects, the outcome
+evaluator, the exception types a retry policy names, the topological order, who consumes whose
+output and what they need. The result is immutable; the executor, replays and reviews all take
+it. Problems are collected with the dotted key that caused them, so the loader can name the
+file and line of each one.
+
+References resolve in this order: an object handed over by the Python API (``objects``, keyed by
+the reference string the spec holds), then a module next to the workflow file, then the import
+path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Any
+
+from gates.base import GateConfigError
+from gates.factory import build_gate
+from orchestrator import graph, jsonio
+from orchestrator.context import NextNeed
+from orchestrator.errors import ResolveError, SpecError, SpecProblem
+from orchestrator.invoke import StepFunction
+from orchestrator.model import GateSpec, OnGateFail, StepSpec, WorkflowSpec
+from orchestrator.resolve import resolve_callable
+
+Locate = Callable[[str], int | None]
+"""Maps a dotted key (``steps.x.inputs.p``) to the line that defines it, when known."""
+
+
+def gate_object_key(step_id: str, index: int) -> str:
+    """The ``objects`` key of a gate object given directly from Python (it has no reference)."""
+    return f"gate:{step_id}:{index}"
+
+
+@dataclass(frozen=True, slots=True)
+class BoundGate:
+    """One gate of a step, ready to check outputs."""
+
+    label: str
+    severity: str
+    check: Any
+    """The gate object (``check(output, ctx)``) or a plain callable."""
+    slow: bool
+    """Run in a worker thread (embedding models and the like)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BoundStep:
+    """A step with everything needed to run it, resolved once."""
+
+    spec: StepSpec
+    function: StepFunction
+    baseline: StepFunction | None
+    gates: tuple[BoundGate, ...]
+    dependencies: tuple[str, ...]
+    """Upstream steps: inputs, ``verifies`` and ``after``."""
+    consumers: tuple[str, ...]
+    """Downstream steps that consume this step's output."""
+    next_needs: tuple[NextNeed, ...]
+    """What the consumers need from this step (next-step context injection)."""
+    injected_json: str | None
+    """``next_needs`` as the JSON text stored on each record (encoded once)."""
+    retry_on: tuple[type[BaseException] | str, ...]
+    """Exception types (or builtin names, matched along the MRO) a retry applies to; empty: any."""
+    on_gate_fail: OnGateFail
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    def retries(self, exc: BaseException) -> bool:
+        """Whether the retry policy covers this exception."""
+        if not self.retry_on:
+            return True
+        names = {k.__name__ for k in type(exc).__mro__}
+        return any(isinstance(exc, kind) if isinstance(kind, type) else kind in names for kind in self.retry_on)
+
+
+@dataclass(frozen=True, slots=True)
+class BoundWorkflow:
+    """A workflow ready to run: the spec, its source, and every step bound."""
+
+    spec: WorkflowSpec
+    source: str | None
+    """The file it was loaded from; None for a workflow built in Python and never saved."""
+    steps: Mapping[str, BoundStep]
+    order: tuple[str, ...]
+    """Topological order, ties broken by declaration order."""
+    outcome: Callable[..., Any] | None
+    definition: Mapping[str, Any]
+    """The serialisable spec, as stored with each run."""
+    content_hash: str
+    """Identifies this version of the workflow in the store."""
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def base_dir(self) -> str | None:
+        return os.path.dirname(self.source) if self.source else None
+
+    @property
+    def output_step(self) -> str:
+        return self.spec.output_step
+
+    def step(self, step_id: str) -> BoundStep:
+        return self.steps[step_id]
+
+    def descendants(self, step_ids: Iterable[str]) -> set[str]:
+        """All steps downstream of any of ``step_ids`` (not including them)."""
+        out: set[str] = set()
+        stack = list(step_ids)
+        while stack:
+            for user in self.steps[stack.pop()].consumers:
+                if user not in out:
+                    out.add(user)
+                    stack.append(user)
+        return out
+
+    def ancestors(self, step_id: str) -> set[str]:
+        """All steps upstream of ``step_id`` (not including it)."""
+        out: set[str] = set()
+        stack = [step_id]
+        while stack:
+            for dep in self.steps[stack.pop()].dependencies:
+                if dep not in out:
+                    out.add(dep)
+                    stack.append(dep)
+        return out
+
+    def with_steps(self, changes: Mapping[str, BoundStep]) -> BoundWorkflow:
+        """A copy with some bound steps replaced (replays swap functions and gate policies)."""
+        return replace(self, steps=MappingProxyType({**self.steps, **changes}))
+
+    def in_warn_mode(self) -> BoundWorkflow:
+        """A copy whose failing gates only warn: replays have nobody to review a pause."""
+        return self.with_steps({sid: replace(s, on_gate_fail="warn") for sid, s in self.steps.items()})
+
+
+class _Problems:
+    def __init__(self, path: str, locate: Locate | None) -> None:
+        self.path = path
+        self.locate = locate
+        self.rows: list[SpecProblem] = []
+
+    def add(self, key: str, message: str) -> None:
+        self.rows.append(SpecProblem(self.path, key, message, self.locate(key) if self.locate else None))
+
+
+def workflow_hash(definition: Mapping[str, Any]) -> str:
+    return hashlib.sha256(jsonio.dumps(definition).encode()).hexdigest()[:16]
+
+
+def bind(spec: WorkflowSpec, *, source: str | None = None, objects: Mapping[str, Any] | None = None,
+         path: str | None = None, locate: Locate | None = None) -> BoundWorkflow:
+    """Check the graph and resolve every reference; SpecError lists every problem found.
+
+    Args:
+        spec: the workflow data.
+        source: the file it came from; modules resolve next to it first.
+        objects: objects given from Python, keyed by the reference the spec holds for them.
+        path: how messages name the workflow (default: ``source``).
+        locate: maps a dotted key to its line in the file, for messages.
+    """
+    problems = _Problems(path or source or f"<workflow {spec.name}>", locate)
+    if not spec.steps:
+        problems.add("steps", "a workflow needs at least one step")
+        raise SpecError(problems.rows)
+    for key, message in graph.check_references(spec):
+        problems.add(key, message)
+    for cycle in graph.find_cycles(spec):
+        problems.add(f"steps.{cycle[0]}", "cycle: " + " -> ".join([*cycle, cycle[0]]) + "; a workflow must be acyclic")
+    resolver = _Resolver(os.path.dirname(source) if source else None, objects or {})
+    consumers = graph.consumers(spec)
+    steps = {s.id: _bind_step(s, spec, consumers, resolver, problems) for s in spec.steps}
+    outcome = None
+    if spec.outcome:
+        try:
+            outcome = resolver.callable(spec.outcome)
+        except ResolveError as exc:
+            problems.add("outcome", f"outcome evaluator: {exc}")
+    if problems.rows:
+        raise SpecError(problems.rows)
+    definition = spec.definition()
+    return BoundWorkflow(spec=spec, source=source, steps=MappingProxyType(steps),  # type: ignore[arg-type]
+                         order=tuple(graph.topological_order(spec)), outcome=outcome, definition=definition,
+                         content_hash=workflow_hash(definition))
+
+
+class _Resolver:
+    def __init__(self, base_dir: str | None, objects: Mapping[str, Any]) -> None:
+        self.base_dir = base_dir
+        self.objects = objects
+
+    def callable(self, ref: str) -> Any:
+        if ref in self.objects:
+            return self.objects[ref]
+        return resolve_callable(ref, self.base_dir)
+
+
+def _bind_step(step: StepSpec, spec: WorkflowSpec, consumers: dict[str, list[str]], resolver: _Resolver,
+               problems: _Problems) -> BoundStep | None:
+    function = _bind_function(step, resolver, problems)
+    baseline = None
+    if step.baseline:
+        try:
+            baseline = StepFunction.of(resolver.callable(step.baseline))
+        except ResolveError as exc:
+            problems.add(f"steps.{step.id}.baseline", f"step {step.id!r} baseline: {exc}")
+    gates = tuple(g for i, gate in enumerate(step.gates)
+                  if (g := _bind_gate(step.id, i, gate, resolver, problems)) is not None)
+    retry_on = _bind_retry_exceptions(step, resolver, problems)
+    users = consumers.get(step.id, [])
+    by_id = {s.id: s for s in spec.steps}
+    needs = tuple(NextNeed(step_id=u, agent=by_id[u].agent_name, needs=by_id[u].needs,
+                           description=by_id[u].description)
+                  for u in users if by_id[u].needs or by_id[u].description)
+    if function is None:
+        return None
+    return BoundStep(spec=step, function=function, baseline=baseline, gates=gates,
+                     dependencies=tuple(step.step_dependencies()), consumers=tuple(users), next_needs=needs,
+                     injected_json=jsonio.dumps([n.to_json() for n in needs]) if needs else None,
+                     retry_on=retry_on, on_gate_fail=step.on_gate_fail)
+
+
+def _bind_function(step: StepSpec, resolver: _Resolver, problems: _Problems) -> StepFunction | None:
+    if not step.run:
+        problems.add(f"steps.{step.id}.run", f"step {step.id!r} has no 'run: module:function'")
+        return None
+    try:
+        fn = resolver.callable(step.run)
+    except ResolveError as exc:
+        problems.add(f"steps.{step.id}.run", f"step {step.id!r}: {exc}")
+        return None
+    message = signature_mismatch(step, fn)
+    if message:
+        problems.add(f"steps.{step.id}.inputs", message)
+    return StepFunction.of(fn)
+
+
+def _bind_gate(step_id: str, index: int, gate: GateSpec, resolver: _Resolver, problems: _Problems) -> BoundGate | None:
+    obj = resolver.objects.get(gate_object_key(step_id, index))
+    if obj is None:
+        try:
+            obj = build_gate(gate, step_id=step_id, base_dir=resolver.base_dir)
+        except GateConfigError as exc:
+            problems.add(f"steps.{step_id}.gates[{index}]", str(exc))
+            return None
+    return BoundGate(label=gate.label, severity=gate.severity, check=obj, slow=bool(getattr(obj, "slow", False)))
+
+
+def _bind_retry_exceptions(step: StepSpec, resolver: _Resolver,
+                           problems: _Problems) -> tuple[type[BaseException] | str, ...]:
+    kinds: list[type[BaseException] | str] = []
+    for name in step.retry.exceptions:
+        if ":" not in name:
+            kinds.append(name)
+            continue
+        try:
+            kind = resolver.callable(name)
+        except ResolveError as exc:
+            problems.add(f"steps.{step.id}.retry.exceptions", f"step {step.id!r} retry exception: {exc}")
+            continue
+        if not (isinstance(kind, type) and issubclass(kind, BaseException)):
+            problems.add(f"steps.{step.id}.retry.exceptions",
+                         f"step {step.id!r} retry exception {name!r} is not an exception class")
+            continue
+        kinds.append(kind)
+    return tuple(kinds)
+
+
+def signature_mismatch(step: StepSpec, fn: Any) -> str | None:
+    """Say how the step's inputs fail to fit the callable's parameters, or None when they fit."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    params = sig.parameters
+    has_var_kw = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    names = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    shown = f"{step.run or getattr(fn, '__qualname__', fn)}({', '.join(names)})"
+    unknown = [k for k in step.inputs if k not in names and not has_var_kw]
+    if unknown:
+        return (f"step {step.id!r}: input {unknown[0]!r} does not match any parameter of {shown}; "
+                f"rename the input or the parameter")
+    missing = [n for n, p in params.items()
+               if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty
+               and n != "ctx" and n not in step.inputs]
+    if missing:
+        return f"step {step.id!r}: parameter {missing[0]!r} of {shown} is not given by any input; add it under 'inputs'"
+    return None

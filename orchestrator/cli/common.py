@@ -1,0 +1,97 @@
+"""What every command shares: consoles, options, the error guard, opening the store.
+
+Exit codes: 0 succeeded, 1 failed or rejected, 2 invalid input, 3 paused for review.
+Bad input gets one line on stderr and changes nothing stored; never a traceback.
+Heavy imports (the store, Textual) happen inside commands so ``--help`` and ``validate`` stay fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+if TYPE_CHECKING:
+    from orchestrator.store import Store
+
+EXIT_CODES = {"succeeded": 0, "failed": 1, "rejected": 1, "paused": 3, "running": 3, "queued": 3}
+"""A run's status as the process exit code (2, invalid input, comes from errors)."""
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+DbOption = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: $ORCHESTRATOR_DB, "
+                                                   "else sqlite:///.orchestrator/orchestrator.db)")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the JSON document instead of tables.")]
+StepOption = Annotated[str | None, typer.Option("--step", help="The paused step (needed when several wait).")]
+CommentOption = Annotated[str | None, typer.Option("--comment", help="Why; stored with the decision.")]
+ReviewerOption = Annotated[str | None, typer.Option("--reviewer", help="Who decides (default: the OS user).")]
+ConcurrencyOption = Annotated[int, typer.Option("--max-concurrency", min=1, help="Steps run at once.")]
+
+STATUS_STYLE = {"succeeded": "green", "failed": "red", "gate_failed": "yellow", "paused": "yellow",
+                "running": "cyan", "skipped": "dim", "rejected": "red", "queued": "dim", "pending": "dim"}
+
+
+def fail(message: str, code: int = 2) -> None:
+    """One line on stderr, then exit with ``code``."""
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn OrchestratorErrors into one line and their exit code; never show a traceback for bad input."""
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from orchestrator.errors import OrchestratorError, SpecError
+
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except SpecError as exc:
+            for problem in exc.problems:
+                err.print(f"[bold red]error:[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        except OrchestratorError as exc:
+            fail(str(exc), exc.exit_code)
+        except KeyboardInterrupt:
+            fail("interrupted; the run stays resumable with `orchestrator resume RUN`", 130)
+        except Exception as exc:
+            if os.environ.get("ORCHESTRATOR_DEBUG"):
+                raise
+            db_error = type(exc).__module__.startswith("sqlalchemy")
+            what = "database error" if db_error else "internal error"
+            fail(f"{what}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+                 "(set ORCHESTRATOR_DEBUG=1 for the traceback)", 1)
+    return wrapper
+
+
+def read_json_file(path: Path, option: str) -> Any:
+    """A JSON file named by an option; InputError (exit 2) naming the option, line and column."""
+    from orchestrator.errors import InputError
+
+    try:
+        return json.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(f"{option} {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{option} {path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+
+
+def open_store(db: str | None) -> Store:
+    from orchestrator.store import open_store as open_url
+
+    return open_url(db)
+
+
+
+
+def exit_code(status: str) -> int:
+    return EXIT_CODES.get(status, 1)

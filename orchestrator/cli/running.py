@@ -1,0 +1,232 @@
+"""Commands that execute workflows: validate, schema, run, resume, worker."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from orchestrator.cli.common import (
+    STATUS_STYLE,
+    ConcurrencyOption,
+    DbOption,
+    JsonOption,
+    err,
+    exit_code,
+    guarded,
+    open_store,
+    out,
+    read_json_file,
+)
+
+if TYPE_CHECKING:
+    from orchestrator.events import Event
+    from orchestrator.runstate import RunResult
+    from orchestrator.store import Store
+
+
+@guarded
+def validate(file: Annotated[Path, typer.Argument(help="Workflow file (.yaml or .py).")]) -> None:
+    """Load and check a workflow; every problem is listed with file, line and step."""
+    from orchestrator.spec import load_workflow
+
+    workflow = load_workflow(file)
+    spec = workflow.spec
+    out.print(f"[green]ok[/] {escape(str(file))}: workflow {spec.name!r} version {spec.version}, "
+              f"{len(spec.steps)} steps, output {spec.output_step!r}", highlight=False, soft_wrap=True)
+    out.print("order: " + " -> ".join(workflow.order), highlight=False, soft_wrap=True)
+
+
+@guarded
+def schema(output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file.")] = None) -> None:
+    """Print the JSON Schema of the workflow YAML format (for editor completion)."""
+    from orchestrator.jsonschema import workflow_json_schema
+
+    text = json.dumps(workflow_json_schema(), indent=2)
+    if output:
+        output.write_text(text + "\n")
+    else:
+        print(text)
+
+
+# -- run / resume -----------------------------------------------------------------------------
+
+class Progress:
+    """Live per-step progress on a terminal; one line per finished step otherwise."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.live: Any = None
+        self.run_id: str | None = None
+
+    def __enter__(self) -> Progress:
+        if self.enabled and err.is_terminal:
+            from rich.live import Live
+
+            self.live = Live(self._table(), console=err, refresh_per_second=8, transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.update(self._table())
+            self.live.__exit__(None, None, None)
+
+    def _table(self) -> Any:
+        from rich.table import Table
+
+        table = Table(title=f"run {self.run_id}" if self.run_id else None, expand=False)
+        for col in ("step", "status", "attempt", "duration", "note"):
+            table.add_column(col)
+        now = time.time()
+        for sid, row in self.rows.items():
+            duration = row.get("duration")
+            if duration is None and row["status"] == "running":
+                duration = now - row["started"]
+            style = STATUS_STYLE.get(row["status"], "")
+            table.add_row(sid, f"[{style}]{row['status']}[/]", str(row.get("attempt", "")),
+                          f"{duration:.2f}s" if duration is not None else "", escape(row.get("note") or "")[:70])
+        return table
+
+    def __call__(self, event: Event) -> None:
+        from orchestrator.events import RunStarted, StepFinished, StepStarted
+
+        if isinstance(event, RunStarted):
+            self.run_id = event.run_id
+            for sid in event.steps:
+                self.rows.setdefault(sid, {"status": "pending"})
+            if self.enabled and self.live is None:
+                err.print(f"run {self.run_id} ({event.workflow})", highlight=False)
+        elif isinstance(event, StepStarted):
+            self.rows[event.step_id] = {"status": "running", "attempt": event.attempt, "started": event.started_at}
+        elif isinstance(event, StepFinished):
+            row = self.rows.setdefault(event.step_id, {})
+            row.update(status=event.status, attempt=event.attempt, duration=event.duration, note=event.error)
+            if self.enabled and self.live is None:
+                note = f"  {event.error}" if event.error else ""
+                err.print(f"  {event.step_id:<24} {event.status:<12} attempt {event.attempt} "
+                          f"{event.duration:.3f}s{escape(note)}", highlight=False, soft_wrap=True)
+        if self.live is not None:
+            self.live.update(self._table())
+
+
+def report_result(store: Store, result: RunResult, as_json: bool) -> None:
+    """Print a finished (or paused) run and exit with its code."""
+    from orchestrator.documents import run_document
+
+    if as_json:
+        print(json.dumps(run_document(store, result.run_id), indent=2, default=str))
+    else:
+        style = STATUS_STYLE.get(result.status, "")
+        out.print(f"run [bold]{result.run_id}[/] [{style}]{result.status}[/]", highlight=False)
+        if result.status == "paused":
+            for rec in store.step_records(result.run_id, latest_only=True):
+                if rec.step_id in result.paused_steps:
+                    reasons = "; ".join(g.reason for g in rec.failed_gates) or rec.error_message or ""
+                    out.print(f"  paused at [yellow]{rec.step_id}[/]: {escape(reasons)}", highlight=False,
+                              soft_wrap=True)
+            out.print(f"  review with `orchestrator review` or `orchestrator approve|edit|retry|reject "
+                      f"{result.run_id}`", highlight=False)
+        elif result.status == "failed":
+            out.print(f"  {escape(result.error or '')}", highlight=False, soft_wrap=True)
+        elif result.status == "succeeded":
+            text = json.dumps(result.output, default=str)
+            out.print(f"  output: {escape(text[:400])}{'...' if len(text) > 400 else ''}", highlight=False,
+                      soft_wrap=True)
+            for o in store.outcomes(result.run_id):
+                out.print(f"  outcome ({o.source}): {o.value:.3f} {'correct' if o.correct else 'incorrect'}",
+                          highlight=False)
+    raise typer.Exit(exit_code(result.status))
+
+
+@guarded
+def run(
+    file: Annotated[Path, typer.Argument(help="Workflow file (.yaml or .py).")],
+    input: Annotated[list[str] | None, typer.Option("--input", "-i", help="key=value, converted to the "
+                                                     "declared type; repeatable.")] = None,
+    input_file: Annotated[Path | None, typer.Option("--input-file", help="JSON object of inputs.")] = None,
+    as_json: JsonOption = False,
+    max_concurrency: ConcurrencyOption = 8,
+    queue: Annotated[bool, typer.Option("--queue", help="Only enqueue the run; `orchestrator worker` "
+                                                     "executes it.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Run a workflow to its end or to its first pause for review."""
+    from orchestrator.errors import InputError
+    from orchestrator.inputs import parse_pairs, resolve_inputs
+    from orchestrator.runner import start_run, wait_for_review_timeouts
+    from orchestrator.spec import load_workflow
+
+    workflow = load_workflow(file)
+    given: dict[str, Any] = {}
+    if input_file is not None:
+        loaded = read_json_file(input_file, "--input-file")
+        if not isinstance(loaded, dict):
+            raise InputError(f"--input-file {input_file} must hold a JSON object of inputs")
+        given.update(loaded)
+    given.update(parse_pairs(input or []))
+    resolve_inputs(workflow.spec, given)  # fail on bad inputs before anything is stored
+    store = open_store(db)
+    if queue:
+        from orchestrator.runner import enqueue_run
+
+        run_id = enqueue_run(store, workflow, given)
+        if as_json:
+            print(json.dumps(store.get_run(run_id).summary_json(), indent=2))
+        else:
+            out.print(f"run [bold]{run_id}[/] queued", highlight=False)
+        return
+    progress = Progress(enabled=not as_json)
+    with progress:
+        result = start_run(store, workflow, given, max_concurrency=max_concurrency, on_event=progress)
+        result = wait_for_review_timeouts(store, result, max_concurrency=max_concurrency, on_event=progress)
+    report_result(store, result, as_json)
+
+
+@guarded
+def resume(run_id: Annotated[str, typer.Argument(help="Run id.")], as_json: JsonOption = False,
+           max_concurrency: ConcurrencyOption = 8, db: DbOption = None) -> None:
+    """Continue a paused, interrupted or failed run; completed steps are not run again."""
+    from orchestrator.review import apply_review_timeouts
+    from orchestrator.runner import continue_run
+    from orchestrator.runstate import RunResult
+    from orchestrator.stored_workflow import load_run_workflow
+
+    store = open_store(db)
+    run_view = store.get_run(run_id)
+    if run_view.status == "paused":
+        apply_review_timeouts(store, run_id, load_run_workflow(store, run_id)[0].spec)
+    status = store.get_run(run_id).status
+    if status in ("rejected", "succeeded"):
+        report_result(store, RunResult(run_id, status, output=run_view.output), as_json)  # type: ignore[arg-type]
+    progress = Progress(enabled=not as_json)
+    with progress:
+        result = continue_run(store, run_id, max_concurrency=max_concurrency, on_event=progress)
+    report_result(store, result, as_json)
+
+
+@guarded
+def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queue is empty.")] = False,
+           poll: Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between queue checks.")] = 1.0,
+           max_runs: Annotated[int | None, typer.Option("--max-runs", min=1, help="Exit after this many runs.")]
+           = None,
+           max_concurrency: ConcurrencyOption = 8, db: DbOption = None) -> None:
+    """Claim and execute queued runs from a shared database (run several for more throughput)."""
+    from orchestrator.runner import work
+
+    store = open_store(db)
+
+    def report(result: RunResult) -> None:
+        style = STATUS_STYLE.get(result.status, "")
+        out.print(f"run {result.run_id} [{style}]{result.status}[/]", highlight=False)
+
+    count = work(store, once=once, poll=poll, max_runs=max_runs, max_concurrency=max_concurrency,
+                 on_result=report)
+    err.print(f"worker done: {count} run(s) executed", highlight=False)
+
+

@@ -1,0 +1,80 @@
+"""What the executor and the code that finishes a run report while they work: a closed set.
+
+Listeners (the CLI's live progress, the TUI, tracing) receive one of these dataclasses and
+match on its type; adding a field to an event never breaks a listener that ignores it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from orchestrator.model import RunStatus, StepStatus
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted:
+    run_id: str
+    workflow: str
+    steps: tuple[str, ...]
+    """Every step, in topological order."""
+    resumed: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepStarted:
+    run_id: str
+    step_id: str
+    attempt: int
+    started_at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepFinished:
+    run_id: str
+    step_id: str
+    status: StepStatus
+    attempt: int
+    duration: float
+    error: str | None = None
+    gates: int = 0
+    failed_gates: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished:
+    run_id: str
+    status: RunStatus
+    paused_steps: tuple[str, ...] = ()
+    failed_steps: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutcomeScored:
+    run_id: str
+    value: float
+    correct: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutcomeFailed:
+    """The evaluator raised; the finished run is kept."""
+
+    run_id: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttributionFailed:
+    """The automatic backward trace of an incorrect outcome raised; the run is kept."""
+
+    run_id: str
+    error: str
+
+
+Event = RunStarted | StepStarted | StepFinished | RunFinished | OutcomeScored | OutcomeFailed | AttributionFailed
+"""Every event there is."""
+
+EventHook = Callable[[Event], None]
+"""A listener: called synchronously on the executor's event loop, so keep it quick."""

@@ -1,0 +1,134 @@
+"""Run bookkeeping: what a run's stored records say about it, and how a run's end is written.
+
+The executor starts from a :class:`PriorState` (which steps are done, waiting for review, or
+to be retried with gate feedback), keeps completed outputs in :class:`Done` entries, and ends
+with :func:`finish_run`, which stores the run's status and says what it came to as a
+:class:`RunResult`. Nothing here schedules or executes a step.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.model import GateResult, RunStatus
+from orchestrator.records import ReviewView, StepRecordView
+from orchestrator.store import Store
+
+
+@dataclass
+class RunResult:
+    """What a run came to."""
+
+    run_id: str
+    status: RunStatus
+    output: Any = None
+    paused_steps: list[str] = field(default_factory=list)
+    failed_steps: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class StepOutcome:
+    """One step's result, sent back to the scheduler as a value (never an exception)."""
+
+    step_id: str
+    status: str  # succeeded | failed | gate_failed
+    record_id: int
+    output: Any = None
+    ended_at: float = 0.0
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class Done:
+    """A completed step's output, as its consumers read it."""
+
+    record_id: int
+    output: Any
+    ended_at: float
+    seq: int = 0
+    """Completion order within this execution: the done map only grows, one entry per step."""
+
+
+class UpstreamView(Mapping[str, Any]):
+    """``ctx.upstream``: the outputs of the steps completed when the attempt started.
+
+    A snapshot without the copy: the done map only grows and numbers its entries, so
+    "completed before this attempt" is ``seq < limit``, and a 1000-step run does not copy up to
+    1000 outputs into every context. Lookups are safe from worker threads.
+    """
+
+    __slots__ = ("done", "limit")
+
+    def __init__(self, done: dict[str, Done]) -> None:
+        self.done = done
+        self.limit = len(done)
+
+    def __getitem__(self, key: str) -> Any:
+        entry = self.done.get(key)
+        if entry is None or entry.seq >= self.limit:
+            raise KeyError(key)
+        return entry.output
+
+    def __contains__(self, key: object) -> bool:
+        entry = self.done.get(key) if isinstance(key, str) else None
+        return entry is not None and entry.seq < self.limit
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(itertools.islice(self.done, self.limit)))  # one C-level copy of the keys
+
+    def __len__(self) -> int:
+        return self.limit
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+@dataclass
+class PriorState:
+    """Where a run stands according to its records, before an execution continues it."""
+
+    done: dict[str, Done] = field(default_factory=dict)
+    waiting: set[str] = field(default_factory=set)
+    """Steps whose gate failed and that no decision has released."""
+    retry_feedback: dict[str, list[GateResult]] = field(default_factory=dict)
+    """Steps a reviewer sent back for another attempt, with the verdicts to learn from."""
+    next_attempt: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_records(cls, records: Sequence[StepRecordView], reviews: Sequence[ReviewView]) -> PriorState:
+        """Read the latest record of each step; a retry decision releases its step for a new attempt."""
+        latest = {rec.step_id: rec for rec in records}
+        decided = {r.record_id: r for r in reviews}
+        state = cls()
+        for sid, rec in latest.items():
+            state.next_attempt[sid] = rec.attempt + 1
+            if rec.status == "succeeded":
+                state.done[sid] = Done(rec.id, rec.output, rec.ended_at, len(state.done))
+            elif rec.status == "gate_failed":
+                review = decided.get(rec.id)
+                if review is not None and review.decision == "retry":
+                    state.retry_feedback[sid] = [GateResult(g.passed, g.score, g.reason, g.details)
+                                                 for g in rec.failed_gates]
+                else:
+                    state.waiting.add(sid)  # approve/edit add a newer record; anything else keeps it waiting
+        return state
+
+
+def finish_run(store: Store, run_id: str, *, output_step: str, order: Sequence[str], done: Mapping[str, Done],
+               waiting: set[str], failed: list[str], errors: list[str]) -> RunResult:
+    """Store how an execution ended (failed, paused or succeeded) and release the run's owner."""
+    if failed:
+        result = RunResult(run_id, "failed", failed_steps=failed, error="; ".join(errors))
+        store.set_run_status(run_id, "failed", error=result.error, owner=None)
+    elif waiting:
+        result = RunResult(run_id, "paused", paused_steps=[s for s in order if s in waiting])
+        store.set_run_status(run_id, "paused", owner=None)
+    else:
+        output = done[output_step].output
+        result = RunResult(run_id, "succeeded", output=output)
+        store.set_run_status(run_id, "succeeded", output=output, owner=None)
+    return result

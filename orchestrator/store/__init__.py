@@ -1,0 +1,60 @@
+"""The store: one interface (:class:`Store`), implementations chosen from the URL.
+
+==========================  ===================================================================
+``sqlite:///path/to/db``    :class:`~orchestrator.store.sqlite.SqliteStore`, the embedded default
+                            (``?synchronous=full`` for an fsync per commit)
+``postgresql://...``        :class:`~orchestrator.store.sql.SqlStore` on psycopg 3; several
+                            workers on several hosts may share it
+``memory://``               :class:`~orchestrator.store.memory.MemoryStore`: tests and throwaway
+                            runs; nothing outlives the process
+==========================  ===================================================================
+"""
+
+from __future__ import annotations
+
+import os
+
+from orchestrator.store.base import (
+    UNCHANGED,
+    GateRow,
+    NewAttribution,
+    NewOutcome,
+    NewReview,
+    NewStepRecord,
+    StepHistoryRow,
+    Store,
+)
+
+__all__ = ["Store", "open_store", "default_url", "normalize_url", "GateRow", "NewStepRecord", "NewReview",
+           "NewOutcome", "NewAttribution", "StepHistoryRow", "UNCHANGED", "DEFAULT_DB_DIR"]
+
+DEFAULT_DB_DIR = ".orchestrator"
+
+
+def default_url() -> str:
+    """``ORCHESTRATOR_DB`` if set, else a SQLite file under ``./.orchestrator/``."""
+    return os.environ.get("ORCHESTRATOR_DB") or f"sqlite:///{DEFAULT_DB_DIR}/orchestrator.db"
+
+
+def normalize_url(url: str) -> str:
+    """Accept plain ``postgresql://`` URLs and select the psycopg 3 driver for them."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def open_store(url: str | None = None) -> Store:
+    """The store for ``url`` (default: :func:`default_url`), its schema created if needed."""
+    url = normalize_url(url or default_url())
+    if url.startswith("memory://"):
+        from orchestrator.store.memory import MemoryStore
+
+        return MemoryStore(url)
+    if url.startswith("sqlite"):
+        from orchestrator.store.sqlite import SqliteStore
+
+        return SqliteStore(url)
+    from orchestrator.store.sql import SqlStore
+
+    return SqlStore(url)

@@ -1,0 +1,249 @@
+"""The store interface: everything above the store reads and writes through :class:`Store`.
+
+Three implementations share one contract (``tests/store/`` runs the same suite on each):
+:class:`~orchestrator.store.sqlite.SqliteStore` (the embedded default, with a raw DBAPI fast
+path for the hot writes), :class:`~orchestrator.store.sql.SqlStore` (any SQLAlchemy URL;
+PostgreSQL is the multi-worker backend) and :class:`~orchestrator.store.memory.MemoryStore`
+(``memory://``: tests and throwaway runs, nothing survives the process).
+
+What is written arrives as typed rows (:class:`NewStepRecord`, :class:`GateRow`, ...), what is
+read comes back as the views of :mod:`orchestrator.records`. JSON columns of a step record
+arrive already encoded: the executor encodes each output once and keeps the text.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView
+
+UNCHANGED: Any = object()
+"""Sentinel for :meth:`Store.set_run_status`: leave the owner column as it is."""
+
+
+@dataclass(slots=True)
+class GateRow:
+    """One gate (or critic) verdict to store with a step record."""
+
+    gate: str
+    passed: bool
+    score: float | None
+    reason: str
+    details: str | None
+    """JSON text of the verdict's details, or None when there are none."""
+    severity: str = "block"
+    duration: float = 0.0
+
+
+@dataclass(slots=True)
+class NewStepRecord:
+    """One attempt of one step, as the executor, a review or a replay writes it."""
+
+    run_id: str
+    workflow_id: int
+    step_id: str
+    step_type: str
+    agent: str
+    attempt: int
+    status: str
+    started_at: float
+    ended_at: float
+    inputs: str | None = None
+    """JSON text; values taken from another step are ``{"$record": id}`` links."""
+    output: str | None = None
+    """JSON text of the output."""
+    error_type: str | None = None
+    error_message: str | None = None
+    consumed: str | None = None
+    """JSON text of the causal links ``[[record_id, step_id, delay_seconds], ...]``."""
+    injected: str | None = None
+    """JSON text of the next-step context the attempt was told."""
+    origin: str = "executed"
+    gates: Sequence[GateRow] = field(default_factory=tuple)
+
+
+@dataclass(slots=True)
+class NewReview:
+    """A human decision on a paused step record."""
+
+    run_id: str
+    record_id: int
+    step_id: str
+    decision: str
+    reviewer: str
+    comment: str | None
+    output_before: Any
+    output_after: Any = None
+    forced: bool = False
+
+
+@dataclass(slots=True)
+class NewOutcome:
+    """A final-output signal for a run."""
+
+    run_id: str
+    value: float
+    correct: bool | None
+    source: str
+    termination: str
+    reason: str | None = None
+    reviewer: str | None = None
+
+
+@dataclass(slots=True)
+class NewAttribution:
+    """How an outcome was distributed over steps and agents."""
+
+    run_id: str
+    method: str
+    params: dict[str, Any]
+    step_credits: list[dict[str, Any]]
+    agent_credits: dict[str, float]
+    blamed_step: str | None
+    confidence: float | None
+    evidence: dict[str, Any]
+    cost: int = 0
+    outcome_id: int | None = None
+
+
+@dataclass(slots=True)
+class StepHistoryRow:
+    """The latest record of one step in one run, as ``stats`` aggregates it."""
+
+    record_id: int
+    run_id: str
+    step_id: str
+    agent: str
+    status: str
+    started_at: float
+    attempt: int
+    gates_passed: bool | None
+    inputs: str | None
+    output: str | None
+
+
+class Store(ABC):
+    """Runs, step records, gate results, reviews, outcomes and attribution records.
+
+    Every method is synchronous and safe to call from several threads of one process; the
+    executor calls it from its event loop (a commit costs tens of microseconds on SQLite).
+    """
+
+    url: str
+    """The URL the store was opened with (credentials included; show :attr:`display_url`)."""
+
+    @property
+    def display_url(self) -> str:
+        """The URL without credentials, for messages."""
+        return self.url.split("@")[-1] if "@" in self.url else self.url
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections; the store is unusable afterwards."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- workflows and runs -----------------------------------------------------------------
+
+    @abstractmethod
+    def register_workflow(self, name: str, version: str, definition: dict[str, Any], source: str | None,
+                          content_hash: str) -> int:
+        """Store a workflow version once per (name, content hash) and return its id."""
+
+    @abstractmethod
+    def workflow_definition(self, workflow_id: int) -> tuple[dict[str, Any], str | None]:
+        """The stored definition and the source file it was loaded from."""
+
+    @abstractmethod
+    def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
+                   kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
+                   owner: str | None = None) -> str:
+        """Create a run and return its id."""
+
+    @abstractmethod
+    def get_run(self, run_id: str) -> RunView:
+        """One run; NotFoundError naming the run when it does not exist."""
+
+    @abstractmethod
+    def set_run_status(self, run_id: str, status: str, *, output: Any = None, error: str | None = None,
+                       expect: Iterable[str] | None = None, owner: str | None = UNCHANGED) -> bool:
+        """Move a run to ``status``; with ``expect``, only from one of those states (False if not)."""
+
+    @abstractmethod
+    def claim_queued_run(self, owner: str) -> str | None:
+        """Atomically take the oldest queued run for ``owner``; None when the queue is empty."""
+
+    @abstractmethod
+    def run_owner(self, run_id: str) -> str | None:
+        """The ``host:pid`` token of the process executing the run, if any."""
+
+    @abstractmethod
+    def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
+                  limit: int = 1000) -> list[RunView]:
+        """Runs, newest first."""
+
+    @abstractmethod
+    def child_runs(self, run_id: str) -> list[RunView]:
+        """Replays and forks of a run, oldest first."""
+
+    # -- step records ------------------------------------------------------------------------
+
+    @abstractmethod
+    def insert_step_record(self, record: NewStepRecord) -> int:
+        """Commit one attempt and its gate verdicts in one transaction; returns the record id."""
+
+    @abstractmethod
+    def step_records(self, run_id: str, *, latest_only: bool = False) -> list[StepRecordView]:
+        """Records of a run in insertion order with their gates; optionally the latest per step."""
+
+    def latest_records(self, run_id: str) -> dict[str, StepRecordView]:
+        """The latest record of each step of a run."""
+        return {v.step_id: v for v in self.step_records(run_id, latest_only=True)}
+
+    @abstractmethod
+    def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:
+        """Every record of original runs of a workflow, oldest first: the raw data of ``stats``."""
+
+    # -- reviews ------------------------------------------------------------------------------
+
+    @abstractmethod
+    def decide(self, review: NewReview, *, new_records: Sequence[NewStepRecord] = (),
+               run_status: str = "running") -> int:
+        """Store a review, its new records, and move the run out of ``paused``, in one transaction.
+
+        Exactly one decision per paused record is ever stored: a second one, or one for a run
+        that is no longer paused, raises ReviewError and stores nothing.
+        """
+
+    @abstractmethod
+    def reviews(self, run_id: str) -> list[ReviewView]:
+        """Decisions on a run, oldest first."""
+
+    # -- outcomes and attribution -------------------------------------------------------------
+
+    @abstractmethod
+    def add_outcome(self, outcome: NewOutcome) -> int:
+        """Store a final-output signal; returns its id."""
+
+    @abstractmethod
+    def outcomes(self, run_id: str) -> list[OutcomeView]:
+        """Outcomes of a run, oldest first."""
+
+    @abstractmethod
+    def add_attribution(self, attribution: NewAttribution) -> int:
+        """Store an attribution record; returns its id."""
+
+    @abstractmethod
+    def attributions(self, run_id: str | None = None, *, workflow: str | None = None) -> list[AttributionView]:
+        """Attribution records of a run or of a workflow's runs, oldest first."""
+
+    @abstractmethod
+    def count_rows(self) -> dict[str, int]:
+        """Row counts per table: how tests prove that bad input stored nothing."""

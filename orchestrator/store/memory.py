@@ -1,0 +1,447 @@
+"""The in-memory store (``memory://``): tests and throwaway runs; nothing outlives the process.
+
+Same contract as :class:`~orchestrator.store.sql.SqlStore` (``tests/store/`` runs one suite on
+both): integer ids increasing per table, JSON kept as text exactly as the SQL stores keep it
+(encoded with :mod:`orchestrator.jsonio` on write, decoded on read, so a view is always a fresh
+copy and a caller mutating it cannot change the store), and ``decide`` checks everything before
+it writes anything. One re-entrant lock makes every method atomic with respect to the others.
+
+SQLAlchemy is never imported here: a process on ``memory://`` does not pay for it.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator import jsonio
+from orchestrator.errors import NotFoundError, ReviewError
+from orchestrator.records import AttributionView, GateView, OutcomeView, ReviewView, RunView, StepRecordView
+from orchestrator.store.base import (
+    UNCHANGED,
+    NewAttribution,
+    NewOutcome,
+    NewReview,
+    NewStepRecord,
+    StepHistoryRow,
+    Store,
+)
+
+TABLE_NAMES = ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions")
+"""The keys of ``orchestrator.store.tables.TABLES``, in the same order (what ``count_rows`` reports)."""
+
+
+def _float(value: Any) -> float | None:
+    """A REAL column: numbers come back as floats, as from SQLite and PostgreSQL."""
+    return None if value is None else float(value)
+
+
+@dataclass(slots=True)
+class _Workflow:
+    id: int
+    name: str
+    version: str
+    content_hash: str
+    definition: str
+    source: str | None
+    created_at: float
+
+
+@dataclass(slots=True)
+class _Run:
+    id: int
+    run_id: str
+    workflow_id: int
+    workflow: str
+    status: str
+    kind: str
+    inputs: str
+    parent_run_id: str | None
+    parent_step: str | None
+    owner: str | None
+    heartbeat_at: float | None
+    created_at: float
+    updated_at: float
+    output: str | None = None
+    error: str | None = None
+    records: list[int] = field(default_factory=list)
+    """Ids of the run's step records, in insertion order."""
+
+
+@dataclass(slots=True)
+class _Gate:
+    id: int
+    record_id: int
+    run_pk: int
+    step_id: str
+    gate: str
+    passed: bool
+    score: float | None
+    reason: str
+    details: str | None
+    severity: str
+    duration: float
+
+
+@dataclass(slots=True)
+class _Record:
+    id: int
+    run_pk: int
+    workflow_id: int
+    step_id: str
+    step_type: str
+    agent: str
+    attempt: int
+    status: str
+    origin: str
+    started_at: float
+    ended_at: float
+    inputs: str | None
+    output: str | None
+    error_type: str | None
+    error_message: str | None
+    consumed: str | None
+    injected: str | None
+    gates: list[_Gate] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Review:
+    id: int
+    run_pk: int
+    record_id: int
+    step_id: str
+    decision: str
+    reviewer: str
+    comment: str | None
+    output_before: str | None
+    output_after: str | None
+    forced: bool
+    created_at: float
+
+
+@dataclass(slots=True)
+class _Outcome:
+    id: int
+    run_pk: int
+    value: float
+    correct: bool | None
+    source: str
+    termination: str
+    reason: str | None
+    reviewer: str | None
+    created_at: float
+
+
+@dataclass(slots=True)
+class _Attribution:
+    id: int
+    run_pk: int
+    outcome_id: int | None
+    method: str
+    params: str
+    step_credits: str
+    agent_credits: str
+    blamed_step: str | None
+    confidence: float | None
+    evidence: str
+    cost: int
+    created_at: float
+
+
+class MemoryStore(Store):
+    """Every table a dict keyed by its integer id; the process's memory is the database."""
+
+    def __init__(self, url: str = "memory://") -> None:
+        self.url = url
+        self.lock = threading.RLock()
+        self.last_ids: dict[str, int] = dict.fromkeys(TABLE_NAMES, 0)
+        self.workflows: dict[int, _Workflow] = {}
+        self.workflow_keys: dict[tuple[str, str], int] = {}
+        self.runs: dict[int, _Run] = {}
+        self.run_pks: dict[str, int] = {}
+        self.records: dict[int, _Record] = {}
+        self.gate_count = 0
+        self.reviews_by_id: dict[int, _Review] = {}
+        self.reviewed_records: set[int] = set()
+        self.outcomes_by_id: dict[int, _Outcome] = {}
+        self.attributions_by_id: dict[int, _Attribution] = {}
+
+    def next_id(self, table: str) -> int:
+        """The next primary key of a table (caller holds the lock); ids are never reused."""
+        self.last_ids[table] += 1
+        return self.last_ids[table]
+
+    def run_row(self, run_id: str) -> _Run:
+        """A run by its id (caller holds the lock); NotFoundError as the SQL stores word it."""
+        pk = self.run_pks.get(run_id)
+        if pk is None:
+            raise NotFoundError(f"no run {run_id!r} in {self.display_url}; list runs with `orchestrator runs`")
+        return self.runs[pk]
+
+    # -- workflows and runs -----------------------------------------------------------------
+
+    def register_workflow(self, name: str, version: str, definition: dict[str, Any], source: str | None,
+                          content_hash: str) -> int:
+        text = jsonio.dumps(definition)
+        with self.lock:
+            found = self.workflow_keys.get((name, content_hash))
+            if found is not None:
+                if source and source != self.workflows[found].source:
+                    self.workflows[found].source = source
+                return found
+            pk = self.next_id("workflows")
+            self.workflows[pk] = _Workflow(id=pk, name=name, version=str(version), content_hash=content_hash,
+                                           definition=text, source=source, created_at=time.time())
+            self.workflow_keys[(name, content_hash)] = pk
+            return pk
+
+    def workflow_definition(self, workflow_id: int) -> tuple[dict[str, Any], str | None]:
+        with self.lock:
+            row = self.workflows.get(workflow_id)
+            if row is None:
+                raise NotFoundError(f"workflow definition {workflow_id} is not stored")
+            text, source = row.definition, row.source
+        return jsonio.loads(text), source
+
+    def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
+                   kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
+                   owner: str | None = None) -> str:
+        text = jsonio.dumps(inputs)
+        now = time.time()
+        with self.lock:
+            if workflow_id not in self.workflows:  # the SQL stores' foreign key refuses it too
+                raise NotFoundError(f"workflow definition {workflow_id} is not stored")
+            run_id = "r" + secrets.token_hex(5)
+            while run_id in self.run_pks:  # the SQL stores' unique constraint would refuse a repeat
+                run_id = "r" + secrets.token_hex(5)
+            pk = self.next_id("runs")
+            self.runs[pk] = _Run(id=pk, run_id=run_id, workflow_id=int(workflow_id), workflow=workflow,
+                                 status=status, kind=kind, inputs=text, parent_run_id=parent_run_id,
+                                 parent_step=parent_step, owner=owner, heartbeat_at=now, created_at=now,
+                                 updated_at=now)
+            self.run_pks[run_id] = pk
+        return run_id
+
+    def get_run(self, run_id: str) -> RunView:
+        with self.lock:
+            return run_view(self.run_row(run_id))
+
+    def set_run_status(self, run_id: str, status: str, *, output: Any = None, error: str | None = None,
+                       expect: Iterable[str] | None = None, owner: str | None = UNCHANGED) -> bool:
+        text = None if output is None else jsonio.dumps(output)
+        allowed = None if expect is None else set(expect)
+        with self.lock:
+            run = self.run_row(run_id)
+            if allowed is not None and run.status not in allowed:
+                return False
+            run.status = status
+            run.updated_at = time.time()
+            if text is not None:
+                run.output = text
+            if error is not None:
+                run.error = error
+            if owner is not UNCHANGED:
+                run.owner = owner
+            return True
+
+    def claim_queued_run(self, owner: str) -> str | None:
+        with self.lock:
+            for run in self.runs.values():  # dicts keep insertion order: oldest first
+                if run.status == "queued":
+                    now = time.time()
+                    run.status, run.owner, run.heartbeat_at, run.updated_at = "running", owner, now, now
+                    return run.run_id
+            return None
+
+    def run_owner(self, run_id: str) -> str | None:
+        with self.lock:
+            pk = self.run_pks.get(run_id)
+            return None if pk is None else self.runs[pk].owner
+
+    def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
+                  limit: int = 1000) -> list[RunView]:
+        out: list[RunView] = []
+        with self.lock:
+            for run in reversed(self.runs.values()):
+                if len(out) >= limit:
+                    break
+                if (status and run.status != status) or (workflow and run.workflow != workflow) \
+                        or (kind and run.kind != kind):
+                    continue
+                out.append(run_view(run))
+        return out
+
+    def child_runs(self, run_id: str) -> list[RunView]:
+        with self.lock:
+            return [run_view(r) for r in self.runs.values() if r.parent_run_id == run_id]
+
+    # -- step records ------------------------------------------------------------------------
+
+    def insert_step_record(self, record: NewStepRecord) -> int:
+        with self.lock:
+            return self.write_record(record, self.run_row(record.run_id))
+
+    def write_record(self, record: NewStepRecord, run: _Run) -> int:
+        """Store a record and its gates (caller holds the lock and has checked everything)."""
+        pk = self.next_id("step_records")
+        row = _Record(id=pk, run_pk=run.id, workflow_id=int(record.workflow_id), step_id=record.step_id,
+                      step_type=record.step_type, agent=record.agent, attempt=int(record.attempt),
+                      status=record.status, origin=record.origin, started_at=float(record.started_at),
+                      ended_at=float(record.ended_at), inputs=record.inputs, output=record.output,
+                      error_type=record.error_type, error_message=record.error_message, consumed=record.consumed,
+                      injected=record.injected)
+        for g in record.gates:
+            row.gates.append(_Gate(id=self.next_id("gate_results"), record_id=pk, run_pk=run.id,
+                                   step_id=record.step_id, gate=g.gate, passed=bool(g.passed),
+                                   score=_float(g.score), reason=g.reason, details=g.details, severity=g.severity,
+                                   duration=float(g.duration)))
+        self.gate_count += len(row.gates)
+        self.records[pk] = row
+        run.records.append(pk)
+        return pk
+
+    def step_records(self, run_id: str, *, latest_only: bool = False) -> list[StepRecordView]:
+        with self.lock:
+            run = self.run_row(run_id)
+            rows = [self.records[pk] for pk in run.records]
+            views = [record_view(r, run_id) for r in rows]
+        if latest_only:
+            return list({v.step_id: v for v in views}.values())
+        return views
+
+    def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:
+        out: list[StepHistoryRow] = []
+        with self.lock:
+            for r in self.records.values():  # record ids increase: oldest first
+                run = self.runs[r.run_pk]
+                if run.workflow != workflow or run.kind != "run" or (since is not None and r.started_at < since):
+                    continue
+                out.append(StepHistoryRow(
+                    record_id=r.id, run_id=run.run_id, step_id=r.step_id, agent=r.agent, status=r.status,
+                    started_at=r.started_at, attempt=r.attempt,
+                    gates_passed=all(g.passed for g in r.gates) if r.gates else None,
+                    inputs=r.inputs, output=r.output))
+        return out
+
+    # -- reviews ------------------------------------------------------------------------------
+
+    def decide(self, review: NewReview, *, new_records: Sequence[NewStepRecord] = (),
+               run_status: str = "running") -> int:
+        """Every check comes before the first write, so a refused decision stores nothing."""
+        before = jsonio.dumps(review.output_before)
+        after = None if review.output_after is None else jsonio.dumps(review.output_after)
+        with self.lock:
+            run = self.run_row(review.run_id)
+            if review.record_id in self.reviewed_records:
+                raise ReviewError(f"step {review.step_id!r} of run {review.run_id} was already decided by another "
+                                  f"reviewer; see `orchestrator show {review.run_id}`")
+            if review.record_id not in self.records:
+                raise ReviewError(f"step record {review.record_id} ({review.step_id!r}) is not stored in run "
+                                  f"{review.run_id}; see `orchestrator show {review.run_id}`")
+            if run.status != "paused":
+                raise ReviewError(f"run {review.run_id} is no longer paused (another decision is being applied); "
+                                  f"see `orchestrator show {review.run_id}`")
+            now = time.time()
+            pk = self.next_id("reviews")
+            self.reviews_by_id[pk] = _Review(id=pk, run_pk=run.id, record_id=review.record_id,
+                                             step_id=review.step_id, decision=review.decision,
+                                             reviewer=review.reviewer, comment=review.comment, output_before=before,
+                                             output_after=after, forced=bool(review.forced), created_at=now)
+            self.reviewed_records.add(review.record_id)
+            for record in new_records:  # like the SQL stores: a decision's records belong to its run
+                self.write_record(record, run)
+            run.status, run.updated_at = run_status, now
+            return pk
+
+    def reviews(self, run_id: str) -> list[ReviewView]:
+        with self.lock:
+            run = self.run_row(run_id)
+            rows = [r for r in self.reviews_by_id.values() if r.run_pk == run.id]
+        return [ReviewView(id=r.id, run_id=run_id, record_id=r.record_id, step_id=r.step_id, decision=r.decision,
+                           reviewer=r.reviewer, comment=r.comment, output_before=jsonio.loads(r.output_before),
+                           output_after=jsonio.loads(r.output_after), forced=r.forced, created_at=r.created_at)
+                for r in rows]
+
+    # -- outcomes and attribution -------------------------------------------------------------
+
+    def add_outcome(self, outcome: NewOutcome) -> int:
+        with self.lock:
+            run = self.run_row(outcome.run_id)
+            pk = self.next_id("outcomes")
+            self.outcomes_by_id[pk] = _Outcome(
+                id=pk, run_pk=run.id, value=float(outcome.value),
+                correct=None if outcome.correct is None else bool(outcome.correct), source=outcome.source,
+                termination=outcome.termination, reason=outcome.reason, reviewer=outcome.reviewer,
+                created_at=time.time())
+            return pk
+
+    def outcomes(self, run_id: str) -> list[OutcomeView]:
+        with self.lock:
+            run = self.run_row(run_id)
+            return [OutcomeView(id=o.id, run_id=run_id, value=o.value, correct=o.correct, source=o.source,
+                                termination=o.termination, reason=o.reason, reviewer=o.reviewer,
+                                created_at=o.created_at)
+                    for o in self.outcomes_by_id.values() if o.run_pk == run.id]
+
+    def add_attribution(self, attribution: NewAttribution) -> int:
+        a = attribution
+        params, steps, agents, evidence = (jsonio.dumps(a.params), jsonio.dumps(a.step_credits),
+                                           jsonio.dumps(a.agent_credits), jsonio.dumps(a.evidence))
+        with self.lock:
+            run = self.run_row(a.run_id)
+            if a.outcome_id is not None and a.outcome_id not in self.outcomes_by_id:  # a foreign key in SQL
+                raise NotFoundError(f"outcome {a.outcome_id} is not stored")
+            pk = self.next_id("attributions")
+            self.attributions_by_id[pk] = _Attribution(
+                id=pk, run_pk=run.id, outcome_id=a.outcome_id, method=a.method, params=params, step_credits=steps,
+                agent_credits=agents, blamed_step=a.blamed_step, confidence=_float(a.confidence), evidence=evidence,
+                cost=int(a.cost), created_at=time.time())
+            return pk
+
+    def attributions(self, run_id: str | None = None, *, workflow: str | None = None) -> list[AttributionView]:
+        with self.lock:
+            run_pk = None if run_id is None else self.run_row(run_id).id
+            rows = [(a, self.runs[a.run_pk].run_id) for a in self.attributions_by_id.values()
+                    if (run_pk is None or a.run_pk == run_pk)
+                    and (workflow is None or self.runs[a.run_pk].workflow == workflow)]
+        return [AttributionView(id=a.id, run_id=rid, outcome_id=a.outcome_id, method=a.method,
+                                params=jsonio.loads(a.params), step_credits=jsonio.loads(a.step_credits),
+                                agent_credits=jsonio.loads(a.agent_credits), blamed_step=a.blamed_step,
+                                confidence=a.confidence, evidence=jsonio.loads(a.evidence), cost=a.cost,
+                                created_at=a.created_at) for a, rid in rows]
+
+    def count_rows(self) -> dict[str, int]:
+        with self.lock:
+            counts = (len(self.workflows), len(self.runs), len(self.records), self.gate_count,
+                      len(self.reviews_by_id), len(self.outcomes_by_id), len(self.attributions_by_id))
+        return dict(zip(TABLE_NAMES, counts, strict=True))
+
+    def close(self) -> None:
+        """Nothing to release: the data lives as long as this object."""
+
+
+def run_view(run: _Run) -> RunView:
+    return RunView(id=run.id, run_id=run.run_id, workflow=run.workflow, workflow_id=run.workflow_id,
+                   status=run.status, kind=run.kind, inputs=jsonio.loads(run.inputs) or {},
+                   output=jsonio.loads(run.output), error=run.error, parent_run_id=run.parent_run_id,
+                   parent_step=run.parent_step, created_at=run.created_at, updated_at=run.updated_at)
+
+
+def gate_view(g: _Gate) -> GateView:
+    return GateView(gate=g.gate, passed=g.passed, score=g.score, reason=g.reason,
+                    details=jsonio.loads(g.details) or {}, severity=g.severity, duration=g.duration,
+                    record_id=g.record_id)
+
+
+def record_view(r: _Record, run_id: str) -> StepRecordView:
+    consumed = [{"record_id": c[0], "step_id": c[1], "delay": c[2]} for c in (jsonio.loads(r.consumed) or [])]
+    return StepRecordView(id=r.id, run_id=run_id, step_id=r.step_id, step_type=r.step_type, agent=r.agent,
+                          attempt=r.attempt, status=r.status, origin=r.origin, started_at=r.started_at,
+                          ended_at=r.ended_at, inputs=jsonio.loads(r.inputs), output=jsonio.loads(r.output),
+                          error_type=r.error_type, error_message=r.error_message, consumed=consumed,
+                          injected=jsonio.loads(r.injected) or [], gates=[gate_view(g) for g in r.gates])

@@ -1,0 +1,390 @@
+"""The SQLAlchemy store: any SQLAlchemy URL, PostgreSQL (psycopg 3) the multi-worker backend.
+
+SQLAlchemy Core on one held connection, guarded by a lock so threads (the TUI's workers) may
+share one store; one transaction per written record. Hot statements are built once and run
+with parameters: building ``insert().values(...)`` per call costs more than the INSERT itself.
+:class:`~orchestrator.store.sqlite.SqliteStore` keeps this reading code and replaces the
+hottest writes with a DBAPI fast path.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import and_, bindparam, create_engine, func, insert, select, update
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from orchestrator import jsonio
+from orchestrator.errors import InputError, NotFoundError, ReviewError
+from orchestrator.records import AttributionView, GateView, OutcomeView, ReviewView, RunView, StepRecordView
+from orchestrator.store.base import (
+    UNCHANGED,
+    GateRow,
+    NewAttribution,
+    NewOutcome,
+    NewReview,
+    NewStepRecord,
+    StepHistoryRow,
+    Store,
+)
+from orchestrator.store.tables import TABLES
+
+workflows_t = TABLES["workflows"]
+runs_t = TABLES["runs"]
+steps_t = TABLES["step_records"]
+gates_t = TABLES["gate_results"]
+reviews_t = TABLES["reviews"]
+outcomes_t = TABLES["outcomes"]
+attributions_t = TABLES["attributions"]
+
+STEP_COLUMNS = ("run_pk", "workflow_id", "step_id", "step_type", "agent", "attempt", "status", "origin",
+                "started_at", "ended_at", "inputs", "output", "error_type", "error_message", "consumed",
+                "injected")
+GATE_COLUMNS = ("record_id", "run_pk", "step_id", "gate", "passed", "score", "reason", "details", "severity",
+                "duration")
+RUN_COLUMNS = ("run_id", "workflow_id", "workflow", "status", "kind", "inputs", "parent_run_id", "parent_step",
+               "owner", "heartbeat_at", "created_at", "updated_at")
+RUN_KEYS = tuple(c.key for c in runs_t.columns)
+
+_insert_steps = insert(steps_t)
+_insert_gates = insert(gates_t)
+_insert_runs = insert(runs_t)
+update_run_by_pk = update(runs_t).where(runs_t.c.id == bindparam("pk_"))
+_find_workflow = select(workflows_t.c.id, workflows_t.c.source).where(
+    and_(workflows_t.c.name == bindparam("name_"), workflows_t.c.content_hash == bindparam("hash_")))
+
+
+def new_run_id() -> str:
+    return "r" + secrets.token_hex(5)
+
+
+def step_values(record: NewStepRecord, run_pk: int) -> tuple[Any, ...]:
+    """A record's column values in ``STEP_COLUMNS`` order."""
+    return (run_pk, record.workflow_id, record.step_id, record.step_type, record.agent, record.attempt,
+            record.status, record.origin, record.started_at, record.ended_at, record.inputs, record.output,
+            record.error_type, record.error_message, record.consumed, record.injected)
+
+
+def gate_values(gate: GateRow, record_id: int, run_pk: int, step_id: str) -> tuple[Any, ...]:
+    """A verdict's column values in ``GATE_COLUMNS`` order."""
+    return (record_id, run_pk, step_id, gate.gate, gate.passed, gate.score, gate.reason, gate.details,
+            gate.severity, gate.duration)
+
+
+def run_update_values(status: str, output: Any, error: str | None, owner: Any) -> dict[str, Any]:
+    values: dict[str, Any] = {"status": status, "updated_at": time.time()}
+    if output is not None:
+        values["output"] = jsonio.dumps(output)
+    if error is not None:
+        values["error"] = error
+    if owner is not UNCHANGED:
+        values["owner"] = owner
+    return values
+
+
+class NotPausedError(Exception):
+    """Aborts a decision transaction because the run left ``paused``."""
+
+
+class SqlStore(Store):
+    """A store on any SQLAlchemy URL; the schema is created on first use."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        try:
+            self.engine: Engine = self.create_engine()
+            self.create_schema()
+            self.conn: Connection = self.engine.connect()
+        except (SQLAlchemyError, ImportError, OSError) as exc:
+            detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise InputError(f"cannot open the database {self.display_url}: {detail}; "
+                             "check --db or ORCHESTRATOR_DB") from None
+        self.lock = threading.RLock()
+        self.run_pks: dict[str, int] = {}
+
+    def create_engine(self) -> Engine:
+        """The engine for this URL; dialect stores override it to add their settings."""
+        return create_engine(self.url, pool_pre_ping=True)
+
+    def create_schema(self) -> None:
+        from orchestrator.store.tables import metadata
+
+        metadata.create_all(self.engine)
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+            self.engine.dispose()
+
+    def read(self, *statements: Any) -> Any:
+        """Run read statements in one short transaction, ended even when a statement fails.
+
+        Ending it in ``finally`` matters on PostgreSQL: a failed statement leaves the held
+        connection's transaction aborted, and every later statement would fail with it.
+        Returns the rows of one statement, or a tuple of row lists for several.
+        """
+        with self.lock:
+            try:
+                results = tuple(list(self.conn.execute(s).all()) for s in statements)
+            finally:
+                self.conn.rollback()
+        return results[0] if len(statements) == 1 else results
+
+    # -- workflows and runs -----------------------------------------------------------------
+
+    def register_workflow(self, name: str, version: str, definition: dict[str, Any], source: str | None,
+                          content_hash: str) -> int:
+        with self.lock, self.conn.begin():
+            row = self.conn.execute(_find_workflow, {"name_": name, "hash_": content_hash}).first()
+            if row is not None:
+                found, stored_source = row
+                if source and source != stored_source:  # writing the same value again would change nothing
+                    self.conn.execute(update(workflows_t).where(workflows_t.c.id == found).values(source=source))
+                return int(found)
+            return int(self.conn.execute(insert(workflows_t).values(
+                name=name, version=str(version), content_hash=content_hash, definition=jsonio.dumps(definition),
+                source=source, created_at=time.time())).inserted_primary_key[0])
+
+    def workflow_definition(self, workflow_id: int) -> tuple[dict[str, Any], str | None]:
+        rows = self.read(select(workflows_t.c.definition, workflows_t.c.source)
+                         .where(workflows_t.c.id == workflow_id))
+        if not rows:
+            raise NotFoundError(f"workflow definition {workflow_id} is not stored")
+        return jsonio.loads(rows[0].definition), rows[0].source
+
+    def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
+                   kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
+                   owner: str | None = None) -> str:
+        run_id = new_run_id()
+        now = time.time()
+        values = (run_id, workflow_id, workflow, status, kind, jsonio.dumps(inputs), parent_run_id, parent_step,
+                  owner, now, now, now)
+        self.run_pks[run_id] = self.insert_run(values)
+        return run_id
+
+    def insert_run(self, values: tuple[Any, ...]) -> int:
+        """Insert a run row (values in ``RUN_COLUMNS`` order); returns its primary key."""
+        with self.lock, self.conn.begin():
+            return int(self.conn.execute(_insert_runs, dict(zip(RUN_COLUMNS, values, strict=True)))
+                       .inserted_primary_key[0])
+
+    def run_pk(self, run_id: str) -> int:
+        """The integer key of a run (cached: run ids never change)."""
+        pk = self.run_pks.get(run_id)
+        if pk is None:
+            rows = self.read(select(runs_t.c.id).where(runs_t.c.run_id == run_id))
+            if not rows:
+                raise NotFoundError(f"no run {run_id!r} in {self.display_url}; list runs with `orchestrator runs`")
+            pk = self.run_pks[run_id] = int(rows[0].id)
+        return pk
+
+    def set_run_status(self, run_id: str, status: str, *, output: Any = None, error: str | None = None,
+                       expect: Iterable[str] | None = None, owner: str | None = UNCHANGED) -> bool:
+        values = run_update_values(status, output, error, owner)
+        pk = self.run_pk(run_id)
+        if expect is None:
+            return self.update_run(pk, values)
+        cond = and_(runs_t.c.id == pk, runs_t.c.status.in_(list(expect)))
+        with self.lock, self.conn.begin():
+            return self.conn.execute(update(runs_t).where(cond).values(**values)).rowcount == 1
+
+    def update_run(self, pk: int, values: dict[str, Any]) -> bool:
+        """Unconditional update of one run's columns."""
+        with self.lock, self.conn.begin():
+            return self.conn.execute(update_run_by_pk, {"pk_": pk, **values}).rowcount == 1
+
+    def get_run(self, run_id: str) -> RunView:
+        rows = self.read(select(runs_t).where(runs_t.c.run_id == run_id))
+        if not rows:
+            raise NotFoundError(f"no run {run_id!r} in {self.display_url}; list runs with `orchestrator runs`")
+        return run_view(rows[0])
+
+    def claim_queued_run(self, owner: str) -> str | None:
+        """Optimistic claiming: a conditional UPDATE per candidate, so exactly one racing worker wins."""
+        while True:
+            candidates = self.read(select(runs_t.c.id, runs_t.c.run_id).where(runs_t.c.status == "queued")
+                                   .order_by(runs_t.c.id).limit(8))
+            if not candidates:
+                return None
+            for pk, run_id in candidates:
+                now = time.time()
+                with self.lock, self.conn.begin():
+                    claimed = self.conn.execute(update(runs_t).where(
+                        and_(runs_t.c.id == pk, runs_t.c.status == "queued")).values(
+                        status="running", owner=owner, heartbeat_at=now, updated_at=now)).rowcount
+                if claimed == 1:
+                    return str(run_id)
+
+    def run_owner(self, run_id: str) -> str | None:
+        rows = self.read(select(runs_t.c.owner).where(runs_t.c.run_id == run_id))
+        return rows[0].owner if rows else None
+
+    def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
+                  limit: int = 1000) -> list[RunView]:
+        query = select(runs_t).order_by(runs_t.c.id.desc()).limit(limit)
+        if status:
+            query = query.where(runs_t.c.status == status)
+        if workflow:
+            query = query.where(runs_t.c.workflow == workflow)
+        if kind:
+            query = query.where(runs_t.c.kind == kind)
+        return [run_view(r) for r in self.read(query)]
+
+    def child_runs(self, run_id: str) -> list[RunView]:
+        return [run_view(r) for r in self.read(select(runs_t).where(runs_t.c.parent_run_id == run_id)
+                                               .order_by(runs_t.c.id))]
+
+    # -- step records ------------------------------------------------------------------------
+
+    def insert_step_record(self, record: NewStepRecord) -> int:
+        run_pk = self.run_pk(record.run_id)
+        with self.lock, self.conn.begin():
+            return self.write_record(record, run_pk)
+
+    def write_record(self, record: NewStepRecord, run_pk: int) -> int:
+        """Insert a record and its gates inside the caller's transaction."""
+        record_id = int(self.conn.execute(_insert_steps, dict(zip(STEP_COLUMNS, step_values(record, run_pk),
+                                                                  strict=True))).inserted_primary_key[0])
+        if record.gates:
+            self.conn.execute(_insert_gates, [dict(zip(GATE_COLUMNS, gate_values(g, record_id, run_pk,
+                                                                                  record.step_id), strict=True))
+                                              for g in record.gates])
+        return record_id
+
+    def step_records(self, run_id: str, *, latest_only: bool = False) -> list[StepRecordView]:
+        run_pk = self.run_pk(run_id)
+        rows, gate_rows = self.read(select(steps_t).where(steps_t.c.run_pk == run_pk).order_by(steps_t.c.id),
+                                    select(gates_t).where(gates_t.c.run_pk == run_pk).order_by(gates_t.c.id))
+        gates: dict[int, list[GateView]] = {}
+        for g in gate_rows:
+            gates.setdefault(g.record_id, []).append(gate_view(g))
+        views = [record_view(r, run_id, gates.get(r.id, [])) for r in rows]
+        if latest_only:
+            return list({v.step_id: v for v in views}.values())
+        return views
+
+    def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:
+        query = (select(steps_t.c.id, steps_t.c.step_id, steps_t.c.agent, steps_t.c.status, steps_t.c.started_at,
+                        steps_t.c.attempt, runs_t.c.run_id, steps_t.c.inputs, steps_t.c.output)
+                 .join(runs_t, runs_t.c.id == steps_t.c.run_pk)
+                 .where(and_(runs_t.c.workflow == workflow, runs_t.c.kind == "run"))
+                 .order_by(steps_t.c.id))
+        if since is not None:
+            query = query.where(steps_t.c.started_at >= since)
+        rows, gate_rows = self.read(
+            query, select(gates_t.c.record_id, gates_t.c.passed).join(runs_t, runs_t.c.id == gates_t.c.run_pk)
+            .where(runs_t.c.workflow == workflow))
+        gate_pass: dict[int, bool] = {}
+        for g in gate_rows:
+            gate_pass[g.record_id] = gate_pass.get(g.record_id, True) and bool(g.passed)
+        return [StepHistoryRow(record_id=r.id, run_id=r.run_id, step_id=r.step_id, agent=r.agent, status=r.status,
+                               started_at=r.started_at, attempt=r.attempt, gates_passed=gate_pass.get(r.id),
+                               inputs=r.inputs, output=r.output) for r in rows]
+
+    # -- reviews ------------------------------------------------------------------------------
+
+    def decide(self, review: NewReview, *, new_records: Sequence[NewStepRecord] = (),
+               run_status: str = "running") -> int:
+        """The unique constraint on ``reviews.record_id`` makes the database the referee."""
+        run_pk = self.run_pk(review.run_id)
+        now = time.time()
+        try:
+            with self.lock, self.conn.begin():
+                review_id = self.conn.execute(insert(reviews_t).values(
+                    run_pk=run_pk, record_id=review.record_id, step_id=review.step_id, decision=review.decision,
+                    reviewer=review.reviewer, comment=review.comment, output_before=jsonio.dumps(review.output_before),
+                    output_after=None if review.output_after is None else jsonio.dumps(review.output_after),
+                    forced=review.forced, created_at=now)).inserted_primary_key[0]
+                for record in new_records:
+                    self.write_record(record, run_pk)
+                moved = self.conn.execute(update(runs_t).where(
+                    and_(runs_t.c.id == run_pk, runs_t.c.status == "paused")).values(
+                    status=run_status, updated_at=now)).rowcount
+                if moved != 1:
+                    raise NotPausedError()
+        except NotPausedError:
+            raise ReviewError(f"run {review.run_id} is no longer paused (another decision is being applied); "
+                              f"see `orchestrator show {review.run_id}`") from None
+        except IntegrityError:
+            raise ReviewError(f"step {review.step_id!r} of run {review.run_id} was already decided by another "
+                              f"reviewer; see `orchestrator show {review.run_id}`") from None
+        return int(review_id)
+
+    def reviews(self, run_id: str) -> list[ReviewView]:
+        run_pk = self.run_pk(run_id)
+        rows = self.read(select(reviews_t).where(reviews_t.c.run_pk == run_pk).order_by(reviews_t.c.id))
+        return [ReviewView(id=r.id, run_id=run_id, record_id=r.record_id, step_id=r.step_id,
+                           decision=r.decision, reviewer=r.reviewer, comment=r.comment,
+                           output_before=jsonio.loads(r.output_before), output_after=jsonio.loads(r.output_after),
+                           forced=bool(r.forced), created_at=r.created_at) for r in rows]
+
+    # -- outcomes and attribution -------------------------------------------------------------
+
+    def add_outcome(self, outcome: NewOutcome) -> int:
+        run_pk = self.run_pk(outcome.run_id)
+        with self.lock, self.conn.begin():
+            return int(self.conn.execute(insert(outcomes_t).values(
+                run_pk=run_pk, value=outcome.value, correct=outcome.correct, source=outcome.source,
+                termination=outcome.termination, reason=outcome.reason, reviewer=outcome.reviewer,
+                created_at=time.time())).inserted_primary_key[0])
+
+    def outcomes(self, run_id: str) -> list[OutcomeView]:
+        run_pk = self.run_pk(run_id)
+        rows = self.read(select(outcomes_t).where(outcomes_t.c.run_pk == run_pk).order_by(outcomes_t.c.id))
+        return [OutcomeView(id=r.id, run_id=run_id, value=r.value, correct=r.correct, source=r.source,
+                            termination=r.termination, reason=r.reason, reviewer=r.reviewer,
+                            created_at=r.created_at) for r in rows]
+
+    def add_attribution(self, attribution: NewAttribution) -> int:
+        a = attribution
+        run_pk = self.run_pk(a.run_id)
+        with self.lock, self.conn.begin():
+            return int(self.conn.execute(insert(attributions_t).values(
+                run_pk=run_pk, outcome_id=a.outcome_id, method=a.method, params=jsonio.dumps(a.params),
+                step_credits=jsonio.dumps(a.step_credits), agent_credits=jsonio.dumps(a.agent_credits),
+                blamed_step=a.blamed_step, confidence=a.confidence, evidence=jsonio.dumps(a.evidence), cost=a.cost,
+                created_at=time.time())).inserted_primary_key[0])
+
+    def attributions(self, run_id: str | None = None, *, workflow: str | None = None) -> list[AttributionView]:
+        query = select(attributions_t, runs_t.c.run_id).join(runs_t, runs_t.c.id == attributions_t.c.run_pk) \
+            .order_by(attributions_t.c.id)
+        if run_id is not None:
+            query = query.where(attributions_t.c.run_pk == self.run_pk(run_id))
+        if workflow is not None:
+            query = query.where(runs_t.c.workflow == workflow)
+        return [AttributionView(id=r.id, run_id=r.run_id, outcome_id=r.outcome_id, method=r.method,
+                                params=jsonio.loads(r.params), step_credits=jsonio.loads(r.step_credits),
+                                agent_credits=jsonio.loads(r.agent_credits), blamed_step=r.blamed_step,
+                                confidence=r.confidence, evidence=jsonio.loads(r.evidence), cost=r.cost,
+                                created_at=r.created_at) for r in self.read(query)]
+
+    def count_rows(self) -> dict[str, int]:
+        counts = self.read(*(select(func.count()).select_from(t) for t in TABLES.values()))
+        return {name: int(rows[0][0] or 0) for name, rows in zip(TABLES, counts, strict=True)}
+
+
+def run_view(row: Any) -> RunView:
+    return RunView(id=row.id, run_id=row.run_id, workflow=row.workflow, workflow_id=row.workflow_id,
+                   status=row.status, kind=row.kind, inputs=jsonio.loads(row.inputs) or {},
+                   output=jsonio.loads(row.output), error=row.error, parent_run_id=row.parent_run_id,
+                   parent_step=row.parent_step, created_at=row.created_at, updated_at=row.updated_at)
+
+
+def gate_view(g: Any) -> GateView:
+    return GateView(gate=g.gate, passed=bool(g.passed), score=g.score, reason=g.reason,
+                    details=jsonio.loads(g.details) or {}, severity=g.severity, duration=g.duration,
+                    record_id=g.record_id)
+
+
+def record_view(r: Any, run_id: str, gates: list[GateView]) -> StepRecordView:
+    consumed = [{"record_id": c[0], "step_id": c[1], "delay": c[2]} for c in (jsonio.loads(r.consumed) or [])]
+    return StepRecordView(id=r.id, run_id=run_id, step_id=r.step_id, step_type=r.step_type, agent=r.agent,
+                          attempt=r.attempt, status=r.status, origin=r.origin, started_at=r.started_at,
+                          ended_at=r.ended_at, inputs=jsonio.loads(r.inputs), output=jsonio.loads(r.output),
+                          error_type=r.error_type, error_message=r.error_message, consumed=consumed,
+                          injected=jsonio.loads(r.injected) or [], gates=gates)

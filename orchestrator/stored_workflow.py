@@ -1,0 +1,37 @@
+"""The workflow a stored run was started with, bound again: the one loader for resume, review and replay.
+
+A run stores its workflow definition and source path, so any process can pick it up: a Python
+source file is imported again (its functions are the objects the definition refers to), and a
+YAML definition is re-bound next to its source file. When the file changed since the run
+started, the run continues under the definition it was started with.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.binding import BoundWorkflow, bind
+from orchestrator.errors import SpecError, StoreMismatchError
+from orchestrator.model import WorkflowSpec
+from orchestrator.spec import load_python
+from orchestrator.store import Store
+
+
+def load_run_workflow(store: Store, run_id: str) -> tuple[BoundWorkflow, int]:
+    """The bound workflow of a stored run and its stored workflow id."""
+    run = store.get_run(run_id)
+    definition, source = store.workflow_definition(run.workflow_id)
+    stored = WorkflowSpec.model_validate(definition)
+    objects = {}
+    if source and Path(source).suffix == ".py" and Path(source).exists():
+        current, objects = load_python(Path(source))
+        if current.definition() == definition:
+            stored = current
+    try:
+        return bind(stored, source=source, objects=objects, path=source or f"<stored workflow {run.workflow}>"), \
+            run.workflow_id
+    except SpecError as exc:
+        if source and Path(source).suffix == ".py":
+            raise StoreMismatchError(f"run {run_id} was started with a different version of {run.workflow!r} "
+                                     f"that no longer loads: {exc.problems[0]}") from None
+        raise

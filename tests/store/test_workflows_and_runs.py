@@ -1,0 +1,274 @@
+"""The store contract for workflows and runs (runs on every backend, see conftest)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import pytest
+
+from orchestrator.errors import NotFoundError
+from orchestrator.store import NewAttribution, NewOutcome, Store
+from tests.store.rows import DEFINITION, add_run, add_workflow, paused_run, review, step
+
+# -- workflows -------------------------------------------------------------------------------
+
+
+def test_registering_the_same_workflow_version_twice_returns_one_id(store: Store):
+    first = add_workflow(store)
+    assert add_workflow(store) == first
+    assert store.count_rows()["workflows"] == 1
+
+
+def test_a_new_hash_or_a_new_name_is_a_new_workflow_version_with_a_larger_id(store: Store):
+    first = add_workflow(store, "wf", "h1")
+    second = add_workflow(store, "wf", "h2")
+    third = add_workflow(store, "other", "h1")
+    assert first < second < third
+    assert store.count_rows()["workflows"] == 3
+
+
+def test_registering_again_from_a_new_source_file_updates_the_source(store: Store):
+    wf = add_workflow(store, source="old.yaml")
+    assert add_workflow(store, source="new.yaml") == wf
+    assert store.workflow_definition(wf) == (DEFINITION, "new.yaml")
+
+
+def test_registering_again_without_a_source_keeps_the_stored_source(store: Store):
+    wf = add_workflow(store, source="old.yaml")
+    assert add_workflow(store, source=None) == wf
+    assert add_workflow(store, source="") == wf
+    assert store.workflow_definition(wf)[1] == "old.yaml"
+
+
+def test_a_workflow_definition_round_trips_as_json(store: Store):
+    wf = store.register_workflow("wf", "2", {"steps": ("a", "b"), "n": 1.5, "none": None}, None, "h")
+    assert store.workflow_definition(wf) == ({"steps": ["a", "b"], "n": 1.5, "none": None}, None)
+
+
+def test_an_unknown_workflow_definition_is_not_found(store: Store):
+    with pytest.raises(NotFoundError, match="workflow definition 999 is not stored"):
+        store.workflow_definition(999)
+
+
+# -- runs --------------------------------------------------------------------------------------
+
+
+def test_a_created_run_reads_back_with_every_field(store: Store):
+    wf = add_workflow(store)
+    before = time.time()
+    run_id = store.create_run(wf, "wf", {"text": "hi", "pair": (1, 2)}, status="queued", kind="replay",
+                              parent_run_id="rparent", parent_step="b", owner="host:1")
+    after = time.time()
+    run = store.get_run(run_id)
+    assert run.run_id == run_id and isinstance(run.id, int)
+    assert (run.workflow, run.workflow_id, run.status, run.kind) == ("wf", wf, "queued", "replay")
+    assert run.inputs == {"text": "hi", "pair": [1, 2]}
+    assert (run.output, run.error) == (None, None)
+    assert (run.parent_run_id, run.parent_step) == ("rparent", "b")
+    assert before <= run.created_at == run.updated_at <= after
+    assert store.run_owner(run_id) == "host:1"
+
+
+def test_a_run_is_created_running_of_kind_run_without_owner_by_default(store: Store):
+    run = store.get_run(add_run(store, add_workflow(store)))
+    assert (run.status, run.kind, run.parent_run_id, run.parent_step) == ("running", "run", None, None)
+    assert store.run_owner(run.run_id) is None
+
+
+def test_run_ids_are_distinct_and_row_ids_increase(store: Store):
+    wf = add_workflow(store)
+    runs = [store.get_run(add_run(store, wf)) for _ in range(5)]
+    assert len({r.run_id for r in runs}) == 5
+    assert [r.id for r in runs] == sorted(r.id for r in runs) and len({r.id for r in runs}) == 5
+
+
+UNKNOWN_RUN_CALLS = {
+    "get_run": lambda s: s.get_run("rnope"),
+    "set_run_status": lambda s: s.set_run_status("rnope", "failed"),
+    "set_run_status expecting": lambda s: s.set_run_status("rnope", "failed", expect=["running"]),
+    "step_records": lambda s: s.step_records("rnope"),
+    "latest_records": lambda s: s.latest_records("rnope"),
+    "insert_step_record": lambda s: s.insert_step_record(step("rnope", 1, "a")),
+    "decide": lambda s: s.decide(review("rnope", 1)),
+    "reviews": lambda s: s.reviews("rnope"),
+    "add_outcome": lambda s: s.add_outcome(NewOutcome("rnope", 1.0, True, "test", "final")),
+    "outcomes": lambda s: s.outcomes("rnope"),
+    "add_attribution": lambda s: s.add_attribution(NewAttribution("rnope", "m", {}, [], {}, None, None, {})),
+    "attributions": lambda s: s.attributions("rnope"),
+}
+
+
+@pytest.mark.parametrize("call", UNKNOWN_RUN_CALLS.values(), ids=UNKNOWN_RUN_CALLS.keys())
+def test_an_unknown_run_is_not_found_naming_the_run_and_stores_nothing(store: Store, call):
+    add_run(store, add_workflow(store))
+    before = store.count_rows()
+    with pytest.raises(NotFoundError) as caught:
+        call(store)
+    message = str(caught.value)
+    assert message.startswith("no run 'rnope' in ") and "orchestrator runs" in message
+    assert store.count_rows() == before
+
+
+def test_an_unknown_run_has_no_owner_and_no_children(store: Store):
+    assert store.run_owner("rnope") is None
+    assert store.child_runs("rnope") == []
+
+
+def test_list_runs_is_newest_first_and_only_original_runs_by_default(store: Store):
+    wf = add_workflow(store)
+    first, second = add_run(store, wf), add_run(store, wf)
+    replay = add_run(store, wf, kind="replay", parent_run_id=first)
+    third = add_run(store, wf)
+    assert [r.run_id for r in store.list_runs()] == [third, second, first]
+    assert [r.run_id for r in store.list_runs(kind=None)] == [third, replay, second, first]
+    assert [r.run_id for r in store.list_runs(kind="replay")] == [replay]
+
+
+def test_list_runs_filters_by_status_and_workflow(store: Store):
+    wf, other = add_workflow(store), add_workflow(store, "other", "h9")
+    a = add_run(store, wf)
+    b = add_run(store, other, "other")
+    c = add_run(store, wf, status="queued")
+    assert [r.run_id for r in store.list_runs(workflow="wf")] == [c, a]
+    assert [r.run_id for r in store.list_runs(status="queued")] == [c]
+    assert [r.run_id for r in store.list_runs(status="running", workflow="other")] == [b]
+    assert store.list_runs(status="failed") == []
+    assert [r.run_id for r in store.list_runs(status="", workflow="")] == [c, b, a]  # empty means no filter
+
+
+def test_list_runs_limit_keeps_the_newest_matching_runs(store: Store):
+    wf = add_workflow(store)
+    runs = [add_run(store, wf, status="queued" if i % 2 else "running") for i in range(7)]
+    assert [r.run_id for r in store.list_runs(limit=3)] == runs[::-1][:3]
+    assert [r.run_id for r in store.list_runs(status="queued", limit=2)] == [runs[5], runs[3]]
+    assert store.list_runs(limit=0) == []
+
+
+def test_child_runs_are_the_replays_and_forks_of_a_run_oldest_first(store: Store):
+    wf = add_workflow(store)
+    parent = add_run(store, wf)
+    fork = add_run(store, wf, kind="run", parent_run_id=parent, parent_step="b")
+    add_run(store, wf)
+    replay = add_run(store, wf, kind="replay", parent_run_id=parent)
+    children = store.child_runs(parent)
+    assert [r.run_id for r in children] == [fork, replay]
+    assert children[0].parent_step == "b"
+
+
+def test_set_run_status_moves_the_run_and_stores_output_and_error(store: Store):
+    run_id = add_run(store, add_workflow(store))
+    created = store.get_run(run_id)
+    assert store.set_run_status(run_id, "succeeded", output={"total": 10, "items": (1, 2)}) is True
+    run = store.get_run(run_id)
+    assert (run.status, run.output, run.error) == ("succeeded", {"total": 10, "items": [1, 2]}, None)
+    assert run.updated_at >= created.updated_at and run.created_at == created.created_at
+    assert store.set_run_status(run_id, "failed", error="ValueError: boom") is True
+    run = store.get_run(run_id)
+    assert (run.status, run.error) == ("failed", "ValueError: boom")
+    assert run.output == {"total": 10, "items": [1, 2]}  # no output given: the stored one stays
+
+
+def test_set_run_status_leaves_the_owner_unless_one_is_given(store: Store):
+    run_id = add_run(store, add_workflow(store), owner="host:1")
+    store.set_run_status(run_id, "paused")
+    assert store.run_owner(run_id) == "host:1"
+    store.set_run_status(run_id, "running", owner="host:2")
+    assert store.run_owner(run_id) == "host:2"
+    store.set_run_status(run_id, "paused", owner=None)
+    assert store.run_owner(run_id) is None
+
+
+def test_set_run_status_with_expect_moves_only_from_an_expected_state(store: Store):
+    run_id = add_run(store, add_workflow(store), owner="host:1")
+    assert store.set_run_status(run_id, "paused", expect=("running", "queued")) is True
+    assert store.get_run(run_id).status == "paused"
+    assert store.set_run_status(run_id, "failed", output=1, error="late", expect=["running"], owner="x") is False
+    run = store.get_run(run_id)
+    assert (run.status, run.output, run.error) == ("paused", None, None)
+    assert store.run_owner(run_id) == "host:1"
+    assert store.set_run_status(run_id, "running", expect=iter(["paused"])) is True  # any iterable
+    assert store.set_run_status(run_id, "failed", expect=[]) is False
+
+
+def test_claim_queued_run_takes_the_oldest_queued_run_for_the_owner(store: Store):
+    wf = add_workflow(store)
+    add_run(store, wf)  # running: not claimable
+    first = add_run(store, wf, status="queued")
+    second = add_run(store, wf, status="queued")
+    assert store.claim_queued_run("host:1") == first
+    run = store.get_run(first)
+    assert run.status == "running" and store.run_owner(first) == "host:1"
+    assert store.get_run(second).status == "queued"
+    assert store.claim_queued_run("host:2") == second
+    assert store.run_owner(second) == "host:2"
+
+
+def test_claim_queued_run_is_none_when_nothing_is_queued(store: Store):
+    assert store.claim_queued_run("host:1") is None
+    wf = add_workflow(store)
+    add_run(store, wf)
+    add_run(store, wf, status="paused")
+    assert store.claim_queued_run("host:1") is None
+
+
+def test_a_claimed_run_is_never_claimed_again(store: Store):
+    wf = add_workflow(store)
+    runs = [add_run(store, wf, status="queued") for _ in range(4)]
+    claimed = [store.claim_queued_run(f"host:{i}") for i in range(6)]
+    assert claimed == [*runs, None, None]
+
+
+def test_a_requeued_run_can_be_claimed_again(store: Store):
+    run_id = add_run(store, add_workflow(store), status="queued")
+    assert store.claim_queued_run("host:1") == run_id
+    assert store.set_run_status(run_id, "queued", expect=["running"], owner=None)
+    assert store.claim_queued_run("host:2") == run_id
+
+
+def test_a_returned_run_view_is_a_copy(store: Store):
+    run_id = add_run(store, add_workflow(store))
+    store.set_run_status(run_id, "succeeded", output={"items": [1]})
+    run = store.get_run(run_id)
+    run.inputs["x"] = "changed"
+    run.output["items"].append(2)
+    run.status = "failed"
+    again = store.get_run(run_id)
+    assert (again.inputs, again.output, again.status) == ({"x": 1}, {"items": [1]}, "succeeded")
+
+
+def test_inputs_given_to_create_run_are_copied(store: Store):
+    wf = add_workflow(store)
+    inputs = {"items": [1]}
+    run_id = store.create_run(wf, "wf", inputs)
+    inputs["items"].append(2)
+    assert store.get_run(run_id).inputs == {"items": [1]}
+
+
+# -- row counts ------------------------------------------------------------------------------
+
+TABLES = ["workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions"]
+
+
+def test_a_new_store_counts_zero_rows_in_every_table(store: Store):
+    counts = store.count_rows()
+    assert list(counts) == TABLES
+    assert set(counts.values()) == {0}
+
+
+def test_count_rows_counts_what_was_written(store: Store):
+    run_id, wf, paused = paused_run(store)
+    store.decide(review(run_id, paused), new_records=[step(run_id, wf, "b", attempt=2, origin="approved")])
+    outcome = store.add_outcome(NewOutcome(run_id, 1.0, True, "test", "final"))
+    store.add_attribution(NewAttribution(run_id, "m", {}, [], {}, None, None, {}, outcome_id=outcome))
+    assert store.count_rows() == {"workflows": 1, "runs": 1, "step_records": 3, "gate_results": 1, "reviews": 1,
+                                  "outcomes": 1, "attributions": 1}
+
+
+def test_a_read_the_database_refuses_leaves_the_store_usable(store: Store):
+    run_id = add_run(store, add_workflow(store))
+    with contextlib.suppress(Exception):  # whichever error it is, the store must survive it
+        store.list_runs(limit=-1)  # PostgreSQL refuses a negative LIMIT; SQLite and memory do not fail
+    assert store.get_run(run_id).status == "running"
+    assert store.set_run_status(run_id, "failed") is True
+    assert store.count_rows()["runs"] == 1
