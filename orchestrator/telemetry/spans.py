@@ -1,0 +1,275 @@
+"""The tracing API the executor calls, and its no-op implementation (see the package docstring)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Self
+
+from orchestrator.errors import OrchestratorError
+
+INSTALL_HINT = "pip install 'orchestrator[otel]'"
+DEFAULT_SERVICE_NAME = "orchestrator"
+TRACES_PATH = "/v1/traces"
+
+AttributeValue = str | bool | int | float | Sequence[str] | Sequence[bool] | Sequence[int] | Sequence[float]
+"""What an OpenTelemetry attribute may hold; anything else is converted by :func:`attribute_value`."""
+
+_TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+class TelemetryError(OrchestratorError):
+    """Telemetry was asked for but cannot work (the ``otel`` extra is missing, or a bad endpoint).
+
+    Raised when the tracer is created, before the run starts, so a user who asked for traces
+    learns at once that none will be sent instead of finding an empty backend later.
+    """
+
+
+# --- configuration -----------------------------------------------------------------------------
+
+
+def _env(name: str) -> str | None:
+    """An environment variable, with an empty value meaning unset (as the OTel spec says)."""
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def resolve_endpoint(endpoint: str | None = None) -> str | None:
+    """The full OTLP/HTTP traces URL to export to, or None when telemetry is off.
+
+    An explicit ``endpoint`` wins (the CLI's ``--otel URL``). Like ``OTEL_EXPORTER_OTLP_ENDPOINT``
+    it is a base URL to which ``/v1/traces`` is added, unless it already ends with ``/v1/traces``
+    (so both ``http://localhost:4318`` and ``http://localhost:6006/v1/traces`` work).
+    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is used as is; ``OTEL_EXPORTER_OTLP_ENDPOINT`` gets
+    ``/v1/traces`` added. With no explicit endpoint, ``OTEL_SDK_DISABLED=true`` turns telemetry off.
+    """
+    if endpoint is not None and endpoint.strip():
+        url = endpoint.strip()
+        _check_url(url, "--otel")
+        return url if url.rstrip("/").endswith(TRACES_PATH) else url.rstrip("/") + TRACES_PATH
+    if (_env("OTEL_SDK_DISABLED") or "").lower() == "true":
+        return None
+    if traces := _env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        _check_url(traces, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        return traces
+    if base := _env("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        _check_url(base, "OTEL_EXPORTER_OTLP_ENDPOINT")
+        return base.rstrip("/") + TRACES_PATH
+    return None
+
+
+def _check_url(url: str, source: str) -> None:
+    """Reject what the HTTP exporter would only fail on later, in a background thread, in a log line."""
+    if not url.startswith(("http://", "https://")):
+        raise TelemetryError(f"{source}: {url!r} is not an http(s) URL; OTLP over HTTP needs one such as "
+                             "http://localhost:4318")
+
+
+def check_protocol() -> None:
+    """Only OTLP over HTTP/protobuf is supported; a gRPC setting would silently send nothing."""
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        value = _env(name)
+        if value is not None:
+            if value != "http/protobuf":
+                raise TelemetryError(f"{name}={value!r} is not supported: the orchestrator exports traces over "
+                                     "OTLP http/protobuf (port 4318 on most collectors); unset it or set "
+                                     "'http/protobuf'")
+            return  # the signal-specific setting wins over the general one
+
+
+def service_name() -> str:
+    """``OTEL_SERVICE_NAME`` when set, otherwise ``orchestrator``."""
+    return _env("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME
+
+
+def attribute_value(value: object) -> AttributeValue | None:
+    """``value`` as something OpenTelemetry accepts as an attribute; None means "leave it out".
+
+    The SDK drops (and warns about) values of other types; converting here keeps a dict or an
+    enum from vanishing silently and keeps telemetry from ever raising into the executor.
+    """
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        items = [v for v in value if v is not None]
+        if all(isinstance(v, str) for v in items):
+            return [str(v) for v in items]
+        if all(isinstance(v, bool) for v in items):
+            return [bool(v) for v in items]
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+            return [int(v) for v in items]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in items):
+            return [float(v) for v in items]
+        return [str(v) for v in items]
+    return str(value)
+
+
+def attributes(prefix: str, values: Mapping[str, object]) -> dict[str, AttributeValue]:
+    """``values`` with each key prefixed (``step_id`` -> ``orchestrator.step_id``), Nones left out."""
+    out: dict[str, AttributeValue] = {}
+    for key, value in values.items():
+        converted = attribute_value(value)
+        if converted is not None:
+            out[key if "." in key else prefix + key] = converted
+    return out
+
+
+def valid_trace_id(trace_id: str | None) -> str | None:
+    """A stored trace id normalised to 32 lowercase hex digits, or None if it is not one."""
+    if trace_id is None:
+        return None
+    tid = trace_id.strip().lower()
+    return tid if _TRACE_ID.match(tid) and tid != "0" * 32 else None
+
+
+# --- the API; these base classes are the no-op implementation -------------------------------------
+
+
+class _Span:
+    """What every span object shares: it is a context manager and can be ended explicitly."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.end()
+
+    def end(self) -> None:
+        """End the span (idempotent); the ``with`` block does this for you."""
+
+    @property
+    def recording(self) -> bool:
+        """True when this span is sent somewhere; lets a caller skip costly attribute computation."""
+        return False
+
+
+class ToolSpan(_Span):
+    """One tool execution inside a step (``execute_tool {name}``)."""
+
+    def set_result(self, **attributes: object) -> None:
+        """Attach details of the call's outcome (``orchestrator.*`` attributes)."""
+
+    def set_error(self, error: BaseException | str, *, error_type: str | None = None) -> None:
+        """Mark the tool call as failed. ``error_type`` is a low-cardinality class of the failure
+        (``error.type``); it defaults to the exception's class name."""
+
+
+class LLMSpan(_Span):
+    """One model call inside a step (``chat {model}``), in GenAI semantic-convention terms."""
+
+    def record(self, input_tokens: int | None = None, output_tokens: int | None = None,
+               finish_reason: str | Sequence[str] | None = None, response_model: str | None = None, *,
+               response_id: str | None = None) -> None:
+        """Record the response: token usage, why generation stopped, which model actually answered.
+
+        Token counts feed cost and latency dashboards in GenAI-aware backends; ``response_model``
+        matters when a provider resolves an alias (``gpt-4o`` -> ``gpt-4o-2024-08-06``).
+        """
+
+    def set_error(self, error: BaseException | str, *, error_type: str | None = None) -> None:
+        """Mark the call as failed (rate limit, timeout, refusal...)."""
+
+
+class StepSpan(_Span):
+    """One attempt of one step (``step {step_id}``); retries are sibling spans under the run."""
+
+    def set_status(self, status: str, error: BaseException | str | None = None, *,
+                   error_type: str | None = None) -> None:
+        """Record the attempt's step status (``orchestrator.status``).
+
+        Only ``failed`` is an OpenTelemetry error: ``gate_failed`` means "waiting for a human",
+        which is the orchestrator working as designed, not a fault to alert on.
+        """
+
+    def gate(self, name: str, passed: bool, score: float | None = None, reason: str | None = None,
+             severity: str | None = None) -> None:
+        """Add a ``gate`` event: which quality gate ran on the output and its verdict."""
+
+    def event(self, name: str, **attributes: object) -> None:
+        """Add any other event to the attempt (``orchestrator.*`` attributes)."""
+
+    def llm_call(self, *, provider: str, model: str, operation: str = "chat", temperature: float | None = None,
+                 max_tokens: int | None = None) -> LLMSpan:
+        """Start a child span for one model call; ``provider`` is e.g. ``openai``, ``anthropic``."""
+        return LLMSpan()
+
+    def tool_call(self, name: str, *, call_id: str | None = None) -> ToolSpan:
+        """Start a child span for one tool execution."""
+        return ToolSpan()
+
+
+class RunSpan(_Span):
+    """One execution of a run (``run {workflow}``): the start, or one resume, of a run."""
+
+    @property
+    def trace_id(self) -> str | None:
+        """The trace id as 32 hex digits, for the caller to store on the run so a resume continues
+        the same trace. None when telemetry is off and no trace id was passed in; a passed-in one
+        is handed back unchanged, so writing this value back never erases a stored id."""
+        return None
+
+    def step_attempt(self, step_id: str, *, agent: str | None = None, attempt: int = 1,
+                     step_type: str | None = None) -> StepSpan:
+        """Start a child span for one attempt of a step."""
+        return StepSpan()
+
+    def event(self, name: str, **attributes: object) -> None:
+        """Add an event such as ``paused`` or ``review`` (attributes become ``orchestrator.*``)."""
+
+    def set_status(self, status: str, error: str | None = None) -> None:
+        """Record how this execution ended (``orchestrator.status``); ``failed`` is an error."""
+
+
+class _NoopRunSpan(RunSpan):
+    """A disabled run span that still hands back the trace id it was given (see ``trace_id``)."""
+
+    def __init__(self, trace_id: str | None) -> None:
+        self._trace_id = trace_id
+
+    @property
+    def trace_id(self) -> str | None:
+        return self._trace_id
+
+
+class RunTracer:
+    """Makes run spans. This base class does nothing; :func:`get_tracer` picks the implementation."""
+
+    enabled: bool = False
+    """Whether spans are exported; the executor never needs to check, but the CLI may say so."""
+
+    endpoint: str | None = None
+    """The OTLP/HTTP traces URL spans go to, when enabled."""
+
+    def run(self, run_id: str, workflow: str, *, trace_id: str | None = None, resumed: bool = False) -> RunSpan:
+        """Start the span of one execution of a run.
+
+        Pass the trace id stored on the run (``RunSpan.trace_id`` of an earlier execution) to put
+        this execution in the same trace: a run paused for review and resumed later shows up as
+        one trace with one ``run`` span per execution.
+        """
+        return _NoopRunSpan(trace_id)
+
+    def decision_event(self, run_id: str, trace_id: str | None, decision: str, step_id: str | None,
+                       reviewer: str | None, **attributes: object) -> str | None:
+        """Record a review decision taken outside an execution (e.g. ``orchestrator review``).
+
+        Emits a short ``review {decision}`` span in the run's trace carrying a ``review`` event, so
+        the human's decision sits between the execution that paused and the one that resumed.
+        Returns the trace id used (a new one if the run had none), or None when disabled.
+        """
+        return trace_id
+
+    def force_flush(self, timeout_millis: int = 5000) -> bool:
+        """Export finished spans now; True on success. Call before a long idle or a fork."""
+        return True
+
+    def shutdown(self) -> None:
+        """Flush and stop exporting. A CLI process calls this before exit so no span is lost."""
+
+
+class NoopRunTracer(RunTracer):
+    """The tracer when telemetry is disabled: every span it makes does nothing."""
