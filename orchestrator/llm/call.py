@@ -1,0 +1,161 @@
+"""The LLM step: render, call, run tools, validate, re-ask, record.
+
+:func:`run_llm` is what the executor calls for an ``llm`` step (and what judge gates and
+critics build on). One call is one *attempt* of the step; gate retries are the executor's
+business and come back here with ``gate_feedback``. Whatever happens after the model first
+answers is captured in an :class:`~orchestrator.llm.records.LLMRecord`, including when the
+output never validates (:class:`~orchestrator.llm.errors.LLMStepError` carries it), because
+a failed attempt is exactly the one a reviewer needs to inspect.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from orchestrator.llm.cache import ResponseCache, cache_key
+from orchestrator.llm.config import LLMConfig
+from orchestrator.llm.errors import LLMStepError
+from orchestrator.llm.pricing import cost
+from orchestrator.llm.prompt import FeedbackLike, NeedLike, render_prompt
+from orchestrator.llm.providers.base import ChatProvider, ChatRequest, ChatResponse
+from orchestrator.llm.records import LLMRecord, ModelTurn, ToolTurn, Turn, Usage
+from orchestrator.llm.structured import schema_of, validate
+from orchestrator.llm.tools import ToolSpec, describe_tools, run_tool_call, tool_message_content
+
+
+class LLMOutcome(BaseModel):
+    """A successful attempt: the output (validated JSON value, or the answer text) and its record."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    output: Any
+    record: LLMRecord
+
+
+def reask_message(errors: Sequence[str]) -> str:
+    """The follow-up user message after an answer failed the output schema."""
+    listed = "\n".join(f"- {e}" for e in errors)
+    return (f"Your answer did not match the required output schema:\n{listed}\n"
+            "Answer again with only the corrected JSON.")
+
+
+def _check(output_schema: Any | None, text: str) -> tuple[Any, list[str]]:
+    return (text, []) if output_schema is None else validate(output_schema, text)
+
+
+class _Attempt:
+    """Mutable bookkeeping of one attempt, turned into the record at the end."""
+
+    def __init__(self, messages: list[dict[str, Any]]):
+        self.conversation = list(messages)
+        self.sent: list[dict[str, Any]] = list(messages)
+        self.turns: list[Turn] = []
+        self.usage = Usage()
+        self.latency = 0.0
+        self.calls = 0
+        self.last = ChatResponse()
+        self.validation_errors: list[str] = []
+
+    async def ask(self, provider: ChatProvider, request: ChatRequest,
+                  tools: list[dict[str, Any]] | None) -> ChatResponse:
+        call = request.model_copy(update={"messages": list(self.conversation), "tools": tools})
+        started = time.perf_counter()
+        response = await provider.complete(call)
+        elapsed = time.perf_counter() - started
+        self.sent, self.last = call.messages, response
+        self.calls += 1
+        self.latency += elapsed
+        self.usage.input_tokens += response.input_tokens
+        self.usage.output_tokens += response.output_tokens
+        self.turns.append(ModelTurn(response=response.text, finish_reason=response.finish_reason,
+                                    input_tokens=response.input_tokens, output_tokens=response.output_tokens,
+                                    latency=elapsed, tool_calls=list(response.tool_calls)))
+        return response
+
+    async def run_tools(self, response: ChatResponse, specs: dict[str, ToolSpec]) -> None:
+        self.conversation.append({"role": "assistant", "content": response.text or None, "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in response.tool_calls]})
+        for call in response.tool_calls:
+            turn: ToolTurn = await run_tool_call(specs, call.name, call.arguments)
+            self.turns.append(turn)
+            self.conversation.append({"role": "tool", "tool_call_id": call.id, "content": tool_message_content(turn)})
+
+
+async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any] | None = None,
+                  system: str | None = None, output_schema: Any | None = None,
+                  tools: Sequence[Callable[..., Any]] | None = None, max_turns: int = 4, validation_retries: int = 2,
+                  needs: Sequence[NeedLike] = (), inject_needs: bool = True, gate_feedback: Sequence[FeedbackLike] = (),
+                  cache: ResponseCache | None = None, resample: bool = False, provider: ChatProvider | None = None,
+                  prices: Mapping[str, Mapping[str, float]] | None = None) -> LLMOutcome:
+    """Run one attempt of an LLM step.
+
+    ``prompt`` and ``system`` are Jinja templates rendered with ``variables`` (plus
+    ``next_needs`` and ``gate_feedback``). ``output_schema`` (pydantic model class or JSON
+    Schema dict) makes the output a validated JSON value; an invalid answer is re-asked up to
+    ``validation_retries`` times with the errors. ``tools`` may be called for up to
+    ``max_turns`` model turns per answer; the last turn is sent without tools so the model has
+    to answer. With a ``cache``, an unchanged request is answered from it (zero model calls)
+    unless ``resample``. ``provider`` overrides the shared one for ``config`` (tests, wrappers).
+
+    Raises :class:`~orchestrator.llm.errors.LLMError` when the model cannot be called,
+    :class:`~orchestrator.llm.errors.LLMStepError` (with the record) when no answer validated.
+    """
+    from orchestrator.llm.registry import get_provider
+
+    rendered = render_prompt(prompt, variables or {}, system=system, needs=needs, inject_needs=inject_needs,
+                             gate_feedback=gate_feedback)
+    specs = describe_tools(tools) if tools else {}
+    tool_schemas = [spec.schema_for_model() for spec in specs.values()] or None
+    request = ChatRequest(messages=rendered.messages, model=config.model, temperature=config.temperature,
+                          max_tokens=config.max_tokens, seed=config.seed,
+                          response_format=schema_of(output_schema) if output_schema is not None else None,
+                          tools=tool_schemas, timeout=config.timeout, max_retries=config.max_retries)
+    key = cache_key(config.provider, request)
+
+    if cache is not None and not resample and (hit := cache.get(key)) is not None:
+        cached_output, cached_errors = _check(output_schema, hit.response)
+        if not cached_errors:  # a cached answer that no longer validates (schema changed) is asked again
+            record = hit.model_copy(deep=True, update={
+                "cached": True, "calls": 0, "usage": Usage(), "latency": 0.0, "cost": None if hit.cost is None else 0.0,
+                "injected_spans": rendered.injected_spans, "cache_key": key})
+            return LLMOutcome(output=cached_output, record=record)
+
+    model = provider or get_provider(config)
+    attempt = _Attempt(rendered.messages)
+    output: Any = None
+    errors: list[str] = []
+    for round_no in range(validation_retries + 1):
+        for turn_no in range(max(max_turns, 1)):
+            offered = tool_schemas if turn_no < max_turns - 1 else None
+            response = await attempt.ask(model, request, offered)
+            if not (offered and response.tool_calls):
+                break
+            await attempt.run_tools(response, specs)
+        output, errors = _check(output_schema, attempt.last.text)
+        if not errors:
+            break
+        attempt.validation_errors.append("; ".join(errors))
+        if round_no < validation_retries:
+            attempt.conversation.append({"role": "assistant", "content": attempt.last.text})
+            attempt.conversation.append({"role": "user", "content": reask_message(errors)})
+
+    price = cost(config.model, attempt.usage.input_tokens, attempt.usage.output_tokens, prices)
+    if price is None and attempt.last.model:
+        price = cost(attempt.last.model, attempt.usage.input_tokens, attempt.usage.output_tokens, prices)
+    record = LLMRecord(provider=config.provider, model=config.model, messages=attempt.sent,
+                       response=attempt.last.text, usage=attempt.usage, latency=attempt.latency, cost=price,
+                       finish_reason=attempt.last.finish_reason, turns=attempt.turns,
+                       validation_errors=attempt.validation_errors, injected_spans=rendered.injected_spans,
+                       cached=False, calls=attempt.calls, cache_key=key)
+    if errors:
+        tries = validation_retries + 1
+        raise LLMStepError(f"the model's output did not match the output schema after {tries} "
+                           f"answer{'s' if tries > 1 else ''}: {'; '.join(errors)}", record)
+    if cache is not None:
+        cache.put(key, record)
+    return LLMOutcome(output=output, record=record)

@@ -1,0 +1,65 @@
+"""Which model a step talks to and how.
+
+A workflow-level ``llm:`` block gives defaults and each step may override any key; that is
+:func:`merge`. Only the *name* of the API key variable is configured, never the key itself,
+so workflow files and stored records can never leak it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+class LLMConfig(BaseModel):
+    """Settings of one LLM call site (a step, a judge gate or a critic)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    provider: Literal["local", "openai"] = "local"
+    """``local`` runs a GGUF model in-process (llama.cpp); ``openai`` is any OpenAI-compatible HTTP API."""
+    model: str = "smollm2"
+    base_url: str | None = None
+    """OpenAI provider only. Unset: ``$ORCHESTRATOR_LLM_BASE_URL``, then ``$OPENAI_BASE_URL``, then OpenAI's."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """The NAME of the environment variable holding the key."""
+    temperature: float = Field(default=0, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    seed: int | None = 0
+    max_concurrency: int = Field(default=4, ge=1)
+    """Cap on concurrent requests to one provider endpoint (shared by every step using it)."""
+    timeout: float = Field(default=60, gt=0)
+    """Seconds for one HTTP request."""
+    max_retries: int = Field(default=4, ge=0)
+    """Retries of transient errors (429, 5xx, timeouts, connection errors)."""
+
+    def resolved_base_url(self) -> str | None:
+        """The endpoint actually used: ``None`` for the local provider."""
+        if self.provider != "openai":
+            return None
+        return (self.base_url or os.environ.get("ORCHESTRATOR_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
+                or DEFAULT_OPENAI_BASE_URL)
+
+
+def _as_dict(value: LLMConfig | Mapping[str, Any] | None) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, LLMConfig):
+        # Only keys the author wrote: a step that says nothing about ``model`` keeps the workflow's.
+        return value.model_dump(exclude_unset=True)
+    return dict(value)
+
+
+def merge(defaults: LLMConfig | Mapping[str, Any] | None, overrides: LLMConfig | Mapping[str, Any] | None = None
+          ) -> LLMConfig:
+    """The config of a step: the workflow's ``llm:`` block, with the step's keys on top.
+
+    Raises :class:`pydantic.ValidationError` for unknown keys or bad values (the spec loader
+    turns that into a SpecProblem with the key's location).
+    """
+    return LLMConfig.model_validate({**_as_dict(defaults), **_as_dict(overrides)})

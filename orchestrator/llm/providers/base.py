@@ -1,0 +1,61 @@
+"""The provider protocol and its request/response types.
+
+Everything above this layer (tool loop, validation re-asks, caching, records) is written once
+against :class:`ChatProvider`; a backend only has to turn one :class:`ChatRequest` into one
+:class:`ChatResponse`. Messages use the OpenAI chat format because every backend speaks it
+or can be adapted to it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from orchestrator.llm.records import ToolCallInfo
+
+
+class ChatRequest(BaseModel):
+    """One model call."""
+
+    messages: list[dict[str, Any]]
+    model: str
+    temperature: float = 0
+    max_tokens: int | None = None
+    seed: int | None = 0
+    response_format: dict[str, Any] | None = None
+    """The JSON Schema the answer must match, or ``None`` for free text."""
+    tools: list[dict[str, Any]] | None = None
+    """OpenAI-style function tool schemas (``{"type": "function", "function": {...}}``)."""
+    timeout: float = 60
+    """Seconds for one HTTP request (ignored in-process)."""
+    max_retries: int = 4
+    """Retries of transient errors (ignored in-process)."""
+
+    def cache_fields(self) -> dict[str, Any]:
+        """What determines the answer (not how long we wait for it): the cache key's input."""
+        return self.model_dump(include={"messages", "model", "temperature", "max_tokens", "seed", "response_format",
+                                        "tools"})
+
+
+class ChatResponse(BaseModel):
+    """One model answer."""
+
+    text: str = ""
+    tool_calls: list[ToolCallInfo] = Field(default_factory=list)
+    finish_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str | None = None
+    """The model name the backend reports (may be more specific than the one asked for)."""
+
+
+@runtime_checkable
+class ChatProvider(Protocol):
+    """A chat-completion backend."""
+
+    name: str
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        """Answer one request; raise :class:`~orchestrator.llm.errors.LLMError` for anything a user must fix."""
+        ...

@@ -1,0 +1,199 @@
+"""Any OpenAI-compatible chat API (OpenAI, vLLM, Ollama, llama.cpp server, LM Studio...).
+
+Uses the official ``openai`` SDK with its own retries switched off: retries are done here with
+tenacity so they honour ``Retry-After``, are capped, and release the concurrency slot while
+waiting. One :class:`anyio.CapacityLimiter` per endpoint (per event loop) caps concurrent requests across all
+steps of a run, because rate limits are per endpoint and key, not per step.
+
+Errors a user must fix (no key, wrong URL, unknown model, rejected key) become one
+:class:`~orchestrator.llm.errors.LLMError` line naming the endpoint and model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import re
+import weakref
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from orchestrator.llm.errors import LLMError
+from orchestrator.llm.providers.base import ChatRequest, ChatResponse
+from orchestrator.llm.records import ToolCallInfo
+
+if TYPE_CHECKING:
+    import anyio
+    from openai import AsyncOpenAI
+    from tenacity import RetryCallState
+
+#: Longest wait between two attempts, whatever ``Retry-After`` says: a step should fail
+#: visibly rather than sleep for an hour.
+MAX_RETRY_WAIT = 60.0
+_RETRY_STATUS = frozenset({408, 409, 429})
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+_NO_LOOP = object()
+
+
+def is_local_url(base_url: str) -> bool:
+    """An endpoint on this machine (a local server needs no real key)."""
+    host = urlparse(base_url).hostname or ""
+    return host in _LOCAL_HOSTS or host.startswith("127.")
+
+
+def resolve_api_key(base_url: str, api_key_env: str) -> str:
+    """The key from ``$api_key_env``; a dummy for local servers; else an error naming the variable."""
+    key = os.environ.get(api_key_env)
+    if key:
+        return key
+    if is_local_url(base_url):
+        return "unused"
+    raise LLMError(f"no API key for the LLM endpoint {base_url}: set the environment variable {api_key_env}")
+
+
+def _one_line(text: object, limit: int = 300) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds the server asked us to wait (``retry-after-ms`` or ``Retry-After`` in seconds)."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None and re.fullmatch(r"\s*\d+(\.\d+)?\s*", value):
+            return float(value) * scale
+    return None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying: rate limits, server errors, timeouts, dropped connections."""
+    import openai
+
+    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in _RETRY_STATUS or exc.status_code >= 500
+    return False
+
+
+def retry_wait(state: RetryCallState) -> float:
+    """``Retry-After`` when the server sent one, else exponential backoff with jitter; capped."""
+    exc = state.outcome.exception() if state.outcome else None
+    delay = _retry_after(exc) if exc is not None else None
+    if delay is None:
+        delay = min(0.5 * 2 ** (state.attempt_number - 1), 16.0) * (0.5 + random.random())
+    return min(delay, MAX_RETRY_WAIT)
+
+
+def _schema_name(schema: dict[str, Any]) -> str:
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or "output"))[:64]
+    return name or "output"
+
+
+class OpenAIProvider:
+    """Chat completions against one OpenAI-compatible endpoint."""
+
+    name = "openai"
+
+    def __init__(self, *, base_url: str, api_key_env: str = "OPENAI_API_KEY", max_concurrency: int = 4):
+        self.base_url = base_url
+        self.api_key_env = api_key_env
+        self.max_concurrency = max_concurrency
+        self._api_key = resolve_api_key(base_url, api_key_env)
+        # A limiter belongs to one event loop, and a process may run several loops in turn.
+        self._limiters: weakref.WeakKeyDictionary[Any, anyio.CapacityLimiter] = weakref.WeakKeyDictionary()
+        self._fallback: dict[object, anyio.CapacityLimiter] = {}
+
+    def _limiter(self) -> anyio.CapacityLimiter:
+        import anyio
+
+        try:
+            loop: Any = asyncio.get_running_loop()
+            store: Any = self._limiters
+        except RuntimeError:  # trio
+            loop, store = _NO_LOOP, self._fallback
+        limiter = store.get(loop)
+        if limiter is None:
+            limiter = store[loop] = anyio.CapacityLimiter(self.max_concurrency)
+        return limiter
+
+    def _client(self) -> AsyncOpenAI:
+        """A client for one ``complete`` call (closed after it).
+
+        Pooled connections are bound to the event loop that opened them, and a client dropped
+        after its loop closed fails while being garbage-collected in the next one; a model call
+        takes far longer than the connection setup a shared client would save.
+        """
+        from openai import AsyncOpenAI
+
+        return AsyncOpenAI(base_url=self.base_url, api_key=self._api_key, max_retries=0)
+
+    def _arguments(self, request: ChatRequest) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"model": request.model, "messages": request.messages,
+                                  "temperature": request.temperature, "timeout": request.timeout}
+        if request.max_tokens is not None:
+            kwargs["max_tokens"] = request.max_tokens
+        if request.seed is not None:
+            kwargs["seed"] = request.seed
+        if request.response_format is not None:
+            schema = request.response_format
+            kwargs["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": _schema_name(schema), "schema": schema, "strict": False}}
+        if request.tools:
+            kwargs["tools"] = request.tools
+        return kwargs
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        import anyio
+        import openai
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
+        limiter = self._limiter()
+        kwargs = self._arguments(request)
+        retrying = AsyncRetrying(retry=retry_if_exception(is_transient), wait=retry_wait, sleep=anyio.sleep,
+                                 stop=stop_after_attempt(request.max_retries + 1), reraise=True)
+        try:
+            async with self._client() as client:
+                async for attempt in retrying:
+                    with attempt:
+                        async with limiter:
+                            completion = await client.chat.completions.create(**kwargs)
+        except openai.OpenAIError as exc:
+            raise self._error(exc, request) from None
+        return self._response(completion, request)
+
+    def _error(self, exc: Exception, request: ChatRequest) -> LLMError:
+        import openai
+
+        where = f"the LLM endpoint {self.base_url} (model {request.model!r})"
+        if isinstance(exc, openai.APITimeoutError):
+            return LLMError(f"{where} did not answer within {request.timeout:g}s "
+                            f"({request.max_retries + 1} attempts)")
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__ or exc
+            return LLMError(f"cannot reach {where}: {_one_line(cause) or type(cause).__name__}")
+        if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+            return LLMError(f"{where} rejected the API key (HTTP {exc.status_code}): check ${self.api_key_env}")
+        if isinstance(exc, openai.NotFoundError):
+            return LLMError(f"{where}: model or endpoint not found (HTTP 404): {_one_line(exc.message)}")
+        if isinstance(exc, openai.APIStatusError):
+            return LLMError(f"{where} failed with HTTP {exc.status_code}: {_one_line(exc.message)}")
+        return LLMError(f"{where} failed: {_one_line(exc)}")
+
+    def _response(self, completion: Any, request: ChatRequest) -> ChatResponse:
+        if not getattr(completion, "choices", None):
+            raise LLMError(f"the LLM endpoint {self.base_url} (model {request.model!r}) returned no choices")
+        choice = completion.choices[0]
+        message = choice.message
+        calls = [ToolCallInfo(id=call.id, name=call.function.name, arguments=call.function.arguments or "{}")
+                 for call in (message.tool_calls or []) if getattr(call, "function", None) is not None]
+        usage = completion.usage
+        return ChatResponse(text=message.content or "", tool_calls=calls, finish_reason=choice.finish_reason,
+                            input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                            output_tokens=getattr(usage, "completion_tokens", 0) or 0,
+                            model=getattr(completion, "model", None))

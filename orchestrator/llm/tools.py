@@ -1,0 +1,116 @@
+"""Python callables as tools the model may call.
+
+A tool is described to the model from what the function already says about itself: its
+parameters' type hints become the JSON Schema (through a pydantic model, so the arguments
+the model sends are validated and coerced the same way), and the first paragraph of its
+docstring the description. A tool that raises does not crash the step: the error goes back
+to the model as the tool's answer (and into the record), because the model can often recover
+by calling it differently.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+import typing
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from orchestrator.llm.records import ToolTurn
+
+
+class ToolSpec(BaseModel):
+    """A tool as the model sees it, plus the callable and its argument model."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    function: Callable[..., Any]
+    arguments_model: type[BaseModel]
+
+    def schema_for_model(self) -> dict[str, Any]:
+        """The OpenAI ``tools`` entry."""
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+
+
+def _description(function: Callable[..., Any]) -> str:
+    doc = inspect.getdoc(function) or ""
+    return " ".join(doc.split("\n\n", 1)[0].split())
+
+
+def describe_tool(function: Callable[..., Any]) -> ToolSpec:
+    """Build the tool description of ``function`` from its signature and docstring."""
+    name = getattr(function, "__name__", type(function).__name__)
+    hints = typing.get_type_hints(function)
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(function).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (hints.get(param.name, Any), default)
+    model = create_model(f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+    parameters = model.model_json_schema()
+    parameters.pop("title", None)
+    return ToolSpec(name=name, description=_description(function) or name, parameters=parameters,
+                    function=function, arguments_model=model)
+
+
+def describe_tools(functions: Sequence[Callable[..., Any]]) -> dict[str, ToolSpec]:
+    """Tool specs by name; two tools with one name would be ambiguous to the model."""
+    specs: dict[str, ToolSpec] = {}
+    for function in functions:
+        spec = describe_tool(function)
+        if spec.name in specs:
+            from orchestrator.llm.errors import LLMError
+
+            raise LLMError(f"two tools are named {spec.name!r}")
+        specs[spec.name] = spec
+    return specs
+
+
+async def run_tool_call(specs: dict[str, ToolSpec], name: str, arguments: str) -> ToolTurn:
+    """Run one tool call. Never raises for the tool's own failures: they are the turn's ``error``."""
+    import anyio.to_thread
+
+    from orchestrator.jsonio import dumps
+
+    started = time.perf_counter()
+    try:
+        parsed: Any = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError as exc:
+        parsed = arguments
+        return ToolTurn(name=name, arguments=parsed, error=f"arguments are not valid JSON: {exc.msg}",
+                        duration=time.perf_counter() - started)
+    spec = specs.get(name)
+    if spec is None:
+        return ToolTurn(name=name, arguments=parsed, error=f"no tool named {name!r} (available: {', '.join(specs)})",
+                        duration=time.perf_counter() - started)
+    try:
+        values = spec.arguments_model.model_validate(parsed)
+    except ValidationError as exc:
+        errors = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
+        return ToolTurn(name=name, arguments=parsed, error=f"invalid arguments: {errors}",
+                        duration=time.perf_counter() - started)
+    kwargs = {field: getattr(values, field) for field in type(values).model_fields}
+    try:
+        if inspect.iscoroutinefunction(spec.function):
+            result = await spec.function(**kwargs)
+        else:
+            result = await anyio.to_thread.run_sync(partial(spec.function, **kwargs))
+        text = dumps(result)
+    except Exception as exc:  # the tool's failure is reported to the model, not raised
+        return ToolTurn(name=name, arguments=parsed, error=f"{type(exc).__name__}: {exc}",
+                        duration=time.perf_counter() - started)
+    return ToolTurn(name=name, arguments=parsed, result=text, duration=time.perf_counter() - started)
+
+
+def tool_message_content(turn: ToolTurn) -> str:
+    """What the model reads as the tool's answer."""
+    return turn.result if turn.error is None and turn.result is not None else json.dumps({"error": turn.error})

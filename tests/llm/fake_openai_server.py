@@ -1,0 +1,106 @@
+"""A scripted OpenAI-compatible server on 127.0.0.1 for the provider tests.
+
+Each test queues the responses (status, headers, JSON body) that ``POST /v1/chat/completions``
+returns in order, and reads back the JSON body of every request the SDK sent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def completion(content: str | None = None, *, tool_calls: list[dict[str, Any]] | None = None,
+               finish_reason: str = "stop", prompt_tokens: int = 11, completion_tokens: int = 7,
+               model: str = "fake-model") -> dict[str, Any]:
+    """A chat.completion body."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens}}
+
+
+def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+class FakeOpenAI:
+    """The server, its script and what it received."""
+
+    def __init__(self) -> None:
+        self.script: list[tuple[int, dict[str, str], dict[str, Any]]] = []
+        self.requests: list[dict[str, Any]] = []
+        self.delay = 0.0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def respond(self, body: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> None:
+        self.script.append((status, headers or {}, body))
+
+    def start(self) -> FakeOpenAI:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def _next(self, body: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Any]]:
+        with self._lock:
+            self.requests.append(body)
+            if not self.script:
+                return 500, {}, {"error": {"message": "the test scripted no more responses", "type": "server_error"}}
+            return self.script.pop(0)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                headers: dict[str, str]
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    status, headers, answer = 404, {}, {"error": {"message": f"no route {self.path}"}}
+                    fake.requests.append(body)
+                else:
+                    with fake._lock:
+                        fake.in_flight += 1
+                        fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+                    try:
+                        if fake.delay:
+                            time.sleep(fake.delay)
+                        status, headers, answer = fake._next(body)
+                    finally:
+                        with fake._lock:
+                            fake.in_flight -= 1
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
