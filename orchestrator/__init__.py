@@ -1,12 +1,29 @@
 """A workflow orchestrator for agentic AI with built-in checkpoint gates.
 
-Names are imported lazily so ``orchestrator --help`` does not pay for the database layer.
+The public API, grouped by what you do with it. Names load on first use, so that
+``orchestrator --help`` does not pay for the database layer; type checkers see every name's
+real type through the ``TYPE_CHECKING`` imports below, which mirror ``EXPORTED_FROM`` exactly (a test
+checks that they agree).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.binding import BoundStep, BoundWorkflow, bind
+    from orchestrator.context import NextNeed, StepContext
+    from orchestrator.errors import OrchestratorError, SpecError
+    from orchestrator.events import Event, RunFinished, RunStarted, StepFinished, StepStarted
+    from orchestrator.executor import Executor
+    from orchestrator.model import GateResult, GateSpec, StepSpec, WorkflowSpec
+    from orchestrator.pyapi import Workflow
+    from orchestrator.review import approve, edit, reject, retry
+    from orchestrator.runner import continue_run, start_run
+    from orchestrator.runstate import RunResult
+    from orchestrator.spec import load_workflow
+    from orchestrator.store import Store, open_store
 
 __all__ = [
     # defining workflows
@@ -15,16 +32,25 @@ __all__ = [
     "StepSpec",
     "GateSpec",
     "load_workflow",
+    "bind",
+    "BoundWorkflow",
+    "BoundStep",
     # what steps and gates receive and return
     "StepContext",
     "NextNeed",
     "GateResult",
     # running
     "Store",
+    "open_store",
     "Executor",
     "RunResult",
     "start_run",
     "continue_run",
+    "Event",
+    "RunStarted",
+    "StepStarted",
+    "StepFinished",
+    "RunFinished",
     # reviewing
     "approve",
     "edit",
@@ -35,20 +61,29 @@ __all__ = [
     "SpecError",
 ]
 
-_WHERE = {
+EXPORTED_FROM: dict[str, str] = {
     "Workflow": "orchestrator.pyapi",
     "WorkflowSpec": "orchestrator.model",
     "StepSpec": "orchestrator.model",
     "GateSpec": "orchestrator.model",
     "GateResult": "orchestrator.model",
     "load_workflow": "orchestrator.spec",
+    "bind": "orchestrator.binding",
+    "BoundWorkflow": "orchestrator.binding",
+    "BoundStep": "orchestrator.binding",
     "StepContext": "orchestrator.context",
     "NextNeed": "orchestrator.context",
     "Store": "orchestrator.store",
+    "open_store": "orchestrator.store",
     "Executor": "orchestrator.executor",
-    "RunResult": "orchestrator.executor",
+    "RunResult": "orchestrator.runstate",
     "start_run": "orchestrator.runner",
     "continue_run": "orchestrator.runner",
+    "Event": "orchestrator.events",
+    "RunStarted": "orchestrator.events",
+    "StepStarted": "orchestrator.events",
+    "StepFinished": "orchestrator.events",
+    "RunFinished": "orchestrator.events",
     "approve": "orchestrator.review",
     "edit": "orchestrator.review",
     "retry": "orchestrator.review",
@@ -59,8 +94,8 @@ _WHERE = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(_WHERE[name]), name)
+    if name in EXPORTED_FROM:
+        return getattr(importlib.import_module(EXPORTED_FROM[name]), name)
     raise AttributeError(f"module 'orchestrator' has no attribute {name!r}")
 
 

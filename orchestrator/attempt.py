@@ -176,11 +176,11 @@ class StepRunner:
             output_json = jsonio.dumps(output)
         except jsonio.NotSerializableError as exc:
             ended = time.time()
-            message = f"step {step.id!r} returned a value that cannot be stored as JSON: {exc}"
+            problem = f"step {step.id!r} returned a value that cannot be stored as JSON: {exc}"
             rid = self.run.record(step, attempt, started, status="failed", ended_at=ended,
-                                  error_type="NotSerializableError", error_message=message, **common)
-            self.emit_finished(attempt, "failed", ended - started, message)
-            return StepOutcome(step.id, "failed", rid, error=message)
+                                  error_type="NotSerializableError", error_message=problem, **common)
+            self.emit_finished(attempt, "failed", ended - started, problem)
+            return StepOutcome(step.id, "failed", rid, error=problem)
         # JSON scalars come back from JSON as themselves; anything else is converted (models -> dicts)
         plain_output = output if type(output) in _JSON_SCALARS else jsonio.loads(output_json)
         for gate in step.gates:

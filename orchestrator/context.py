@@ -5,6 +5,7 @@ Plain data with no I/O, built by the executor. A step declares a ``ctx`` paramet
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +43,7 @@ class StepContext:
     """On a retry caused by failing gates: the failing verdicts, so the step can do better."""
     inputs: dict[str, Any] = field(default_factory=dict)
     """The resolved keyword arguments this attempt was called with."""
-    upstream: dict[str, Any] = field(default_factory=dict)
+    upstream: Mapping[str, Any] = field(default_factory=dict)
     """Outputs of already-completed steps of this run, by step id (gates like ``evidence`` read them)."""
     workflow_inputs: dict[str, Any] = field(default_factory=dict)
 

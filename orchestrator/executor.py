@@ -66,7 +66,7 @@ class Executor:
         """Continue a paused, interrupted or failed run from its stored records."""
         run = self.store.get_run(run_id)
         if run.status in ("succeeded", "rejected"):
-            return RunResult(run_id, run.status, output=run.output, error=run.error)  # type: ignore[arg-type]
+            return RunResult(run_id, run.status, output=run.output, error=run.error)
         self.store.set_run_status(run_id, "running", owner=owner_token())
         if self.on_event is not None:
             self.on_event(RunStarted(run_id=run_id, workflow=self.workflow.name, steps=self.workflow.order,

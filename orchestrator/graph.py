@@ -90,7 +90,7 @@ def topological_order(spec: WorkflowSpec) -> list[str]:
 
 
 def ancestors(spec: WorkflowSpec, step_id: str) -> set[str]:
-    return nx.ancestors(build_graph(spec), step_id)
+    return set(nx.ancestors(build_graph(spec), step_id))
 
 
 def descendants(spec: WorkflowSpec, step_ids: Iterable[str]) -> set[str]:

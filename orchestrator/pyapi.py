@@ -124,10 +124,10 @@ class Workflow:
             known.add(step_id)
         if self.outcome is not None and not isinstance(self.outcome, str):
             objects[str(_ref(self.outcome))] = self.outcome
-        spec = WorkflowSpec(name=self.name, version=self.version, description=self.description,
-                            inputs=self.inputs, steps=steps, output=self.output,
-                            outcome=_ref(self.outcome), outcome_threshold=self.outcome_threshold)
-        return spec, objects
+        workflow = WorkflowSpec(name=self.name, version=self.version, description=self.description,
+                                inputs=self.inputs, steps=steps, output=self.output,
+                                outcome=_ref(self.outcome), outcome_threshold=self.outcome_threshold)
+        return workflow, objects
 
     def _infer_inputs(self, fn: Callable[..., Any], known: set[str]) -> dict[str, Any]:
         inputs: dict[str, Any] = {}
@@ -148,4 +148,4 @@ def _gate_spec(gate: Any) -> tuple[GateSpec, Any]:
     if isinstance(gate, (str, dict)):
         return GateSpec.model_validate(gate), None
     name = getattr(gate, "name", None) or getattr(gate, "__name__", type(gate).__name__)
-    return GateSpec(gate=name), gate
+    return GateSpec(gate=str(name)), gate

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from orchestrator.model import RunStatus
+
 
 def iso(ts: float | None) -> str | None:
     """Epoch seconds -> ISO 8601 with time zone, as the JSON contract requires."""
@@ -142,7 +144,7 @@ class RunView:
     run_id: str
     workflow: str
     workflow_id: int
-    status: str
+    status: RunStatus
     kind: str
     inputs: dict[str, Any]
     output: Any

@@ -45,8 +45,8 @@ def import_module(module: str, base_dir: str | Path | None = None) -> ModuleType
             if str(base) not in sys.path:
                 sys.path.insert(0, str(base))
             existing = sys.modules.get(module)
-            if existing is not None and getattr(existing, "__file__", None) and \
-                    Path(existing.__file__).resolve() == local.resolve():
+            existing_file = getattr(existing, "__file__", None)
+            if existing is not None and existing_file and Path(existing_file).resolve() == local.resolve():
                 _loaded[key] = existing
                 return existing
             name = module if existing is None else f"_orchestrator_local_{abs(hash(key))}_{module}"

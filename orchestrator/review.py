@@ -168,7 +168,7 @@ def reject(store: Store, run_id: str, *, step: str | None = None, reviewer: str 
 def apply_review_timeouts(store: Store, run_id: str, spec: WorkflowSpec, *, now: float | None = None) -> list[Decision]:
     """Decide pauses that waited longer than their step's ``review_timeout`` (reviewer ``review-timeout``)."""
     now = time.time() if now is None else now
-    decisions = []
+    decisions: list[Decision] = []
     if store.get_run(run_id).status != "paused":
         return decisions
     for rec in waiting_records(store, run_id):

@@ -85,7 +85,7 @@ def wait_for_review_timeouts(store: Store, result: RunResult, *, max_concurrency
             time.sleep(min(0.5, max(0.0, deadline - time.time())))
             status = store.get_run(result.run_id).status
             if status != "paused":  # someone decided meanwhile and continues the run in their process
-                return RunResult(result.run_id, status)  # type: ignore[arg-type]
+                return RunResult(result.run_id, status)
         decisions = apply_review_timeouts(store, result.run_id, workflow.spec)
         if not decisions:
             return result

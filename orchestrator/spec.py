@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from orchestrator.binding import BoundWorkflow, bind
 from orchestrator.errors import SpecError, SpecProblem
@@ -98,8 +98,8 @@ def _key_to_loc(key: str, data: Any) -> tuple[Any, ...]:
     """Map a dotted key from graph checks (``steps.x.inputs.p``, ``steps[3].id``) to a YAML location."""
     if key.startswith("steps["):
         index = int(key[len("steps["):key.index("]")])
-        rest = key[key.index("]") + 2:].split(".") if "]." in key else []
-        return ("steps", index, *rest)
+        tail = key[key.index("]") + 2:].split(".") if "]." in key else []
+        return ("steps", index, *tail)
     parts: list[Any] = []
     for part in key.split("."):
         name, bracket, rest = part.partition("[")
@@ -129,7 +129,7 @@ def _validation_problems(exc: ValidationError, data: Any, lines: LineMap, path: 
     return problems
 
 
-def _model_for(loc: tuple[Any, ...]) -> type | None:
+def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     names = [p for p in loc if isinstance(p, str)]
     if not names:
         return WorkflowSpec

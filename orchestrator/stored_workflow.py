@@ -8,7 +8,9 @@ started, the run continues under the definition it was started with.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from orchestrator.binding import BoundWorkflow, bind
 from orchestrator.errors import SpecError, StoreMismatchError
@@ -22,7 +24,7 @@ def load_run_workflow(store: Store, run_id: str) -> tuple[BoundWorkflow, int]:
     run = store.get_run(run_id)
     definition, source = store.workflow_definition(run.workflow_id)
     stored = WorkflowSpec.model_validate(definition)
-    objects = {}
+    objects: Mapping[str, Any] = {}
     if source and Path(source).suffix == ".py" and Path(source).exists():
         current, objects = load_python(Path(source))
         if current.definition() == definition:

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.store import open_store
+from tests.store.conftest import postgres_url  # noqa: F401  (a fixture, shared with the contract suite)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "workflows"
 REPO = Path(__file__).parent.parent
@@ -20,6 +21,15 @@ REPO = Path(__file__).parent.parent
 @pytest.fixture
 def db_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'orchestrator.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database URL on each real backend: a SQLite file, and a fresh PostgreSQL schema
+    (skipped with a reason when ``ORCHESTRATOR_TEST_PG_URL`` is unset)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'orchestrator.db'}"
+    return request.getfixturevalue("postgres_url")
 
 
 @pytest.fixture

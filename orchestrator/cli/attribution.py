@@ -164,6 +164,7 @@ def replay(run_id: Annotated[str, typer.Argument(help="Run id.")],
     from orchestrator.attribution.methods import fork_run
     from orchestrator.attribution.replay import MISSING
     from orchestrator.cli.running import report_result
+    from orchestrator.model import RunStatus
     from orchestrator.runstate import RunResult
 
     value: Any = MISSING
@@ -174,7 +175,8 @@ def replay(run_id: Annotated[str, typer.Argument(help="Run id.")],
     if not as_json:
         how = "the given output" if output is not None else "a re-execution"
         out.print(f"forked run {run_id} at step {escape(from_step)} with {how}", highlight=False)
-    report_result(store, RunResult(evaluation.run_id or "", evaluation.status, output=evaluation.output), as_json)
+    status: RunStatus = "succeeded" if evaluation.status == "succeeded" else "failed"
+    report_result(store, RunResult(evaluation.run_id or "", status, output=evaluation.output), as_json)
 
 
 

@@ -203,7 +203,7 @@ def resume(run_id: Annotated[str, typer.Argument(help="Run id.")], as_json: Json
         apply_review_timeouts(store, run_id, load_run_workflow(store, run_id)[0].spec)
     status = store.get_run(run_id).status
     if status in ("rejected", "succeeded"):
-        report_result(store, RunResult(run_id, status, output=run_view.output), as_json)  # type: ignore[arg-type]
+        report_result(store, RunResult(run_id, status, output=run_view.output), as_json)
     progress = Progress(enabled=not as_json)
     with progress:
         result = continue_run(store, run_id, max_concurrency=max_concurrency, on_event=progress)

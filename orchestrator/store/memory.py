@@ -16,10 +16,11 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from orchestrator import jsonio
 from orchestrator.errors import NotFoundError, ReviewError
+from orchestrator.model import RunStatus
 from orchestrator.records import AttributionView, GateView, OutcomeView, ReviewView, RunView, StepRecordView
 from orchestrator.store.base import (
     UNCHANGED,
@@ -427,7 +428,7 @@ class MemoryStore(Store):
 
 def run_view(run: _Run) -> RunView:
     return RunView(id=run.id, run_id=run.run_id, workflow=run.workflow, workflow_id=run.workflow_id,
-                   status=run.status, kind=run.kind, inputs=jsonio.loads(run.inputs) or {},
+                   status=cast(RunStatus, run.status), kind=run.kind, inputs=jsonio.loads(run.inputs) or {},
                    output=jsonio.loads(run.output), error=run.error, parent_run_id=run.parent_run_id,
                    parent_step=run.parent_step, created_at=run.created_at, updated_at=run.updated_at)
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import and_, bindparam, create_engine, func, insert, select, update
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, CursorResult, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from orchestrator import jsonio
@@ -57,6 +57,13 @@ _insert_runs = insert(runs_t)
 update_run_by_pk = update(runs_t).where(runs_t.c.id == bindparam("pk_"))
 _find_workflow = select(workflows_t.c.id, workflows_t.c.source).where(
     and_(workflows_t.c.name == bindparam("name_"), workflows_t.c.content_hash == bindparam("hash_")))
+
+
+def new_key(result: CursorResult[Any]) -> int:
+    """The primary key an INSERT created."""
+    key = result.inserted_primary_key
+    assert key is not None, "an INSERT always has a primary key"
+    return int(key[0])
 
 
 def new_run_id() -> str:
@@ -146,9 +153,9 @@ class SqlStore(Store):
                 if source and source != stored_source:  # writing the same value again would change nothing
                     self.conn.execute(update(workflows_t).where(workflows_t.c.id == found).values(source=source))
                 return int(found)
-            return int(self.conn.execute(insert(workflows_t).values(
+            return int(new_key(self.conn.execute(insert(workflows_t).values(
                 name=name, version=str(version), content_hash=content_hash, definition=jsonio.dumps(definition),
-                source=source, created_at=time.time())).inserted_primary_key[0])
+                source=source, created_at=time.time()))))
 
     def workflow_definition(self, workflow_id: int) -> tuple[dict[str, Any], str | None]:
         rows = self.read(select(workflows_t.c.definition, workflows_t.c.source)
@@ -170,8 +177,7 @@ class SqlStore(Store):
     def insert_run(self, values: tuple[Any, ...]) -> int:
         """Insert a run row (values in ``RUN_COLUMNS`` order); returns its primary key."""
         with self.lock, self.conn.begin():
-            return int(self.conn.execute(_insert_runs, dict(zip(RUN_COLUMNS, values, strict=True)))
-                       .inserted_primary_key[0])
+            return new_key(self.conn.execute(_insert_runs, dict(zip(RUN_COLUMNS, values, strict=True))))
 
     def run_pk(self, run_id: str) -> int:
         """The integer key of a run (cached: run ids never change)."""
@@ -248,8 +254,8 @@ class SqlStore(Store):
 
     def write_record(self, record: NewStepRecord, run_pk: int) -> int:
         """Insert a record and its gates inside the caller's transaction."""
-        record_id = int(self.conn.execute(_insert_steps, dict(zip(STEP_COLUMNS, step_values(record, run_pk),
-                                                                  strict=True))).inserted_primary_key[0])
+        record_id = int(new_key(self.conn.execute(_insert_steps, dict(zip(STEP_COLUMNS, step_values(record, run_pk),
+                                                                  strict=True)))))
         if record.gates:
             self.conn.execute(_insert_gates, [dict(zip(GATE_COLUMNS, gate_values(g, record_id, run_pk,
                                                                                   record.step_id), strict=True))
@@ -295,11 +301,11 @@ class SqlStore(Store):
         now = time.time()
         try:
             with self.lock, self.conn.begin():
-                review_id = self.conn.execute(insert(reviews_t).values(
+                review_id = new_key(self.conn.execute(insert(reviews_t).values(
                     run_pk=run_pk, record_id=review.record_id, step_id=review.step_id, decision=review.decision,
                     reviewer=review.reviewer, comment=review.comment, output_before=jsonio.dumps(review.output_before),
                     output_after=None if review.output_after is None else jsonio.dumps(review.output_after),
-                    forced=review.forced, created_at=now)).inserted_primary_key[0]
+                    forced=review.forced, created_at=now)))
                 for record in new_records:
                     self.write_record(record, run_pk)
                 moved = self.conn.execute(update(runs_t).where(
@@ -328,10 +334,10 @@ class SqlStore(Store):
     def add_outcome(self, outcome: NewOutcome) -> int:
         run_pk = self.run_pk(outcome.run_id)
         with self.lock, self.conn.begin():
-            return int(self.conn.execute(insert(outcomes_t).values(
+            return int(new_key(self.conn.execute(insert(outcomes_t).values(
                 run_pk=run_pk, value=outcome.value, correct=outcome.correct, source=outcome.source,
                 termination=outcome.termination, reason=outcome.reason, reviewer=outcome.reviewer,
-                created_at=time.time())).inserted_primary_key[0])
+                created_at=time.time()))))
 
     def outcomes(self, run_id: str) -> list[OutcomeView]:
         run_pk = self.run_pk(run_id)
@@ -344,11 +350,11 @@ class SqlStore(Store):
         a = attribution
         run_pk = self.run_pk(a.run_id)
         with self.lock, self.conn.begin():
-            return int(self.conn.execute(insert(attributions_t).values(
+            return int(new_key(self.conn.execute(insert(attributions_t).values(
                 run_pk=run_pk, outcome_id=a.outcome_id, method=a.method, params=jsonio.dumps(a.params),
                 step_credits=jsonio.dumps(a.step_credits), agent_credits=jsonio.dumps(a.agent_credits),
                 blamed_step=a.blamed_step, confidence=a.confidence, evidence=jsonio.dumps(a.evidence), cost=a.cost,
-                created_at=time.time())).inserted_primary_key[0])
+                created_at=time.time()))))
 
     def attributions(self, run_id: str | None = None, *, workflow: str | None = None) -> list[AttributionView]:
         query = select(attributions_t, runs_t.c.run_id).join(runs_t, runs_t.c.id == attributions_t.c.run_pk) \

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Table, create_engine, event, insert
 from sqlalchemy.engine import Dialect, Engine
@@ -145,7 +145,7 @@ class RawTransaction:
         self.cursor.executemany(sql, params)
         return self.cursor
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         try:
             if exc is None:
                 try:

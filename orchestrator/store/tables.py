@@ -152,7 +152,7 @@ metadata = SQLModel.metadata
 """The schema every SQL store creates."""
 
 TABLES: dict[str, Table] = {
-    row.__tablename__: row.__table__  # type: ignore[misc]
-    for row in (WorkflowRow, RunRow, StepRecordRow, GateResultRow, ReviewRow, OutcomeRow, AttributionRow)
+    name: metadata.tables[name]
+    for name in ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions")
 }
 """The tables by name, in dependency order (what ``count_rows`` reports)."""

@@ -18,14 +18,14 @@ def _log_lines(path: Path) -> list[tuple[str, str]]:
     return [tuple(line.split()) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_sigkill_mid_run_then_resume_finishes_without_repeating_completed_steps(tmp_path, db_url):
+def test_sigkill_mid_run_then_resume_finishes_without_repeating_completed_steps(tmp_path, durable_url):
     log = tmp_path / "steps.log"
     log.touch()
     env = {**os.environ, "STEP_LOG": str(log), "CHAIN_SLEEP": "0.4", "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(FIXTURES / "chain.yaml"),
-                             "--db", db_url], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             "--db", durable_url], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 30
-    store = open_store(db_url)
+    store = open_store(durable_url)
     # Wait until three steps have committed their records, then kill the process mid-step.
     while time.time() < deadline:
         runs = store.list_runs()
@@ -45,7 +45,7 @@ def test_sigkill_mid_run_then_resume_finishes_without_repeating_completed_steps(
     assert completed[:3] == ["s1", "s2", "s3"]
     keys_before = {step: key for step, key in _log_lines(log)}
 
-    resumed = subprocess.run([sys.executable, "-m", "orchestrator", "resume", run.run_id, "--db", db_url],
+    resumed = subprocess.run([sys.executable, "-m", "orchestrator", "resume", run.run_id, "--db", durable_url],
                              env=env, capture_output=True, text=True, timeout=60)
     assert resumed.returncode == 0, resumed.stderr
     assert store.get_run(run.run_id).status == "succeeded"
@@ -75,17 +75,17 @@ def test_resume_of_an_unknown_run_is_exit_2(cli):
     assert "no run 'rnope'" in result.stderr
 
 
-def test_resume_refuses_a_run_that_a_live_process_is_executing(tmp_path, db_url, cli):
+def test_resume_refuses_a_run_that_a_live_process_is_executing(tmp_path, durable_url, cli):
     env = {**os.environ, "STEP_LOG": str(tmp_path / "log"), "CHAIN_SLEEP": "1.0", "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(FIXTURES / "chain.yaml"),
-                             "--db", db_url], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "--db", durable_url], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        store = open_store(db_url)
+        store = open_store(durable_url)
         deadline = time.time() + 30
         while time.time() < deadline and not (store.list_runs() and store.step_records(store.list_runs()[0].run_id)):
             time.sleep(0.05)
         run_id = store.list_runs()[0].run_id
-        result = cli("resume", run_id)
+        result = cli("resume", run_id, "--db", durable_url, db=False)
         assert result.exit_code == 2
         assert f"run {run_id} is being executed by process" in result.stderr
     finally:

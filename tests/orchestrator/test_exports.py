@@ -30,3 +30,14 @@ def test_gates_package_exports_the_built_ins():
 
     assert {"schema", "required_fields", "not_empty", "range", "regex", "min_items", "evidence",
             "similarity"} <= set(BUILTIN_GATES)
+
+
+def test_type_checkers_see_every_exported_name_where_it_loads_from():
+    """The TYPE_CHECKING imports of orchestrator/__init__.py name the same modules as the lazy loader."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(orchestrator.__file__).read_text())
+    typed = {alias.name: node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+             and node.module and node.module.startswith("orchestrator") for alias in node.names}
+    assert typed == {name: orchestrator.EXPORTED_FROM[name] for name in orchestrator.__all__}

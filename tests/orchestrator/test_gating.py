@@ -191,15 +191,15 @@ class TestDecisions:
         assert second.returncode == 0, second.stderr
         assert open_store(db_url).get_run(run_id).status == "succeeded"
 
-    def test_two_racing_decisions_exactly_one_wins(self, db_url):
+    def test_two_racing_decisions_exactly_one_wins(self, durable_url):
         spec = load_workflow(FIXTURES / "gated.yaml")
-        setup = open_store(db_url)
+        setup = open_store(durable_url)
         run_id = start_run(setup, spec, {}).run_id
         barrier = threading.Barrier(2)
         results: list[str] = []
 
         def decide(fn) -> None:
-            s = open_store(db_url)  # each reviewer has its own connection, as separate processes would
+            s = open_store(durable_url)  # each reviewer has its own connection, as separate processes would
             barrier.wait()
             try:
                 fn(s, run_id, comment="race")
