@@ -1,0 +1,164 @@
+"""LangGraph: a ``StateGraph`` with one node per step, checkpointed by ``SqliteSaver``.
+
+``SqliteSaver`` sets ``journal_mode=WAL`` and leaves ``synchronous`` at sqlite3's default
+(FULL); the benchmark hands it a connection with WAL and the requested level. Runs use
+``durability="sync"``: the checkpoint of a step is committed before the next step starts,
+which is what "persisted after every step" means for us (LangGraph's default, ``"async"``,
+writes it concurrently with the next step). The fan-out runs on ``AsyncSqliteSaver``
+(aiosqlite) because the sync saver has no async methods; no persistence is ``InMemorySaver``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import aiosqlite
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import END, START, StateGraph
+
+from engines.base import SLEEP, Engine, Level, apply_pragmas, describe, inc
+
+
+class ChainState(TypedDict):
+    """The chain's whole state: the running value."""
+
+    x: int
+
+
+class FanState(TypedDict):
+    """The fan-out's state: the root value, each branch's result (appended), the join's count."""
+
+    x: int
+    done: Annotated[list[int], operator.add]
+    total: int
+
+
+def step(state: ChainState) -> dict[str, int]:
+    """One chain node: ``x -> x + 1``."""
+    return {"x": inc(state["x"])}
+
+
+async def nap(state: FanState) -> dict[str, list[int]]:
+    """One fan-out branch."""
+    await asyncio.sleep(SLEEP)
+    return {"done": [state["x"]]}
+
+
+def join(state: FanState) -> dict[str, int]:
+    """The fan-out's join: runs once every branch has written."""
+    return {"total": len(state["done"])}
+
+
+def chain_graph(n: int, checkpointer: Any) -> Any:
+    """``s0 -> ... -> s{n-1}``, compiled with ``checkpointer``."""
+    g = StateGraph(ChainState)
+    for i in range(n):
+        g.add_node(f"s{i}", step)
+    g.add_edge(START, "s0")
+    for i in range(1, n):
+        g.add_edge(f"s{i - 1}", f"s{i}")
+    g.add_edge(f"s{n - 1}", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+def fanout_graph(width: int, checkpointer: Any) -> Any:
+    """``root`` -> ``width`` sleeping branches -> ``join`` (a multi-source edge waits for all)."""
+    g = StateGraph(FanState)
+    g.add_node("root", lambda state: {"x": inc(state["x"])})
+    names = [f"nap{i}" for i in range(width)]
+    for name in names:
+        g.add_node(name, nap)
+        g.add_edge("root", name)
+    g.add_node("join", join)
+    g.add_edge(START, "root")
+    g.add_edge(names, "join")
+    g.add_edge("join", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+class LangGraph(Engine):
+    """LangGraph with its SQLite checkpointer (or the in-memory one)."""
+
+    name = "LangGraph"
+    distribution = "langgraph"
+    stock = "SqliteSaver: journal=WAL, synchronous=FULL (sqlite3 default); durability='async'"
+
+    def __init__(self) -> None:
+        self.con: sqlite3.Connection | None = None
+        self.saver: Any = None
+        self.path: Path | None = None
+        self.level: Level = "full"
+
+    def setup(self, tmpdir: Path, level: Level) -> str:
+        self.level = level
+        if level == "none":
+            self.saver, self.path = InMemorySaver(), None
+            return "none (InMemorySaver), durability='sync'"
+        self.path = tmpdir / "langgraph.db"
+        self.con = sqlite3.connect(self.path, check_same_thread=False)
+        apply_pragmas(self.con, level)
+        self.saver = SqliteSaver(self.con)
+        self.saver.setup()
+        return describe(self.con) + ", durability='sync'"
+
+    def teardown(self) -> None:
+        if self.con is not None:
+            self.con.close()
+        self.con, self.saver = None, None
+
+    def _config(self, n: int) -> dict[str, Any]:
+        return {"configurable": {"thread_id": uuid.uuid4().hex}, "recursion_limit": n + 10}
+
+    def chain_us_per_step(self, n: int) -> float:
+        graph = chain_graph(n, self.saver)
+        config = self._config(n)
+        t = time.perf_counter()
+        out = graph.invoke({"x": 0}, config, durability="sync")
+        elapsed = time.perf_counter() - t
+        if out["x"] != n:
+            raise RuntimeError(f"chain ended at {out['x']}, not {n}")
+        return elapsed / n * 1e6
+
+    def fanout_seconds(self, width: int) -> float:
+        async def main() -> float:
+            if self.path is None:
+                graph = fanout_graph(width, InMemorySaver())
+                t = time.perf_counter()
+                out = await graph.ainvoke({"x": 0, "done": []}, self._config(5), durability="sync")
+                elapsed = time.perf_counter() - t
+            else:
+                async with aiosqlite.connect(self.path) as con:
+                    await con.execute("PRAGMA journal_mode=WAL")
+                    await con.execute(f"PRAGMA synchronous={self.level.upper()}")
+                    saver = AsyncSqliteSaver(con)
+                    await saver.setup()
+                    graph = fanout_graph(width, saver)
+                    t = time.perf_counter()
+                    out = await graph.ainvoke({"x": 0, "done": []}, self._config(5), durability="sync")
+                    elapsed = time.perf_counter() - t
+            if out["total"] != width:
+                raise RuntimeError(f"join saw {out['total']} branches, not {width}")
+            return elapsed
+
+        return asyncio.run(main())
+
+    def runs_per_second(self, seconds: float) -> float:
+        graph = chain_graph(5, self.saver)
+        count, t = 0, time.perf_counter()
+        while count < 20 or time.perf_counter() - t < seconds:
+            graph.invoke({"x": count}, self._config(5), durability="sync")
+            count += 1
+        return count / (time.perf_counter() - t)
+
+
+def make() -> Engine:
+    """The LangGraph adapter."""
+    return LangGraph()

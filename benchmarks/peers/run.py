@@ -1,0 +1,317 @@
+"""Our orchestrator beside LangGraph, Burr, Hamilton, DBOS and raw sqlite3, at equal durability.
+
+Run it as ``/tmp/peersvenv/bin/python benchmarks/peers/run.py`` (peers installed with the
+``bench-peers`` extra). Why it is built this way:
+
+- Equal durability: every engine's SQLite connection is set to WAL and the same
+  ``synchronous`` level (FULL beside FULL, NORMAL beside NORMAL; levels are never compared
+  with each other). Each engine's own stock setting is printed beside the forced one.
+- Interleaved rounds: each round runs every engine once, in a shuffled order, so drift of
+  the machine (disk cache, thermal, neighbours) spreads over all engines instead of biasing
+  whichever ran last. Medians over rounds are printed, and ratios to ours are taken per
+  round, reported as the median with the min-max spread of the per-round ratios.
+- Isolation: each (engine, round) runs in its own subprocess, so an engine's global state
+  (DBOS's background threads, thread pools, imported modules) cannot touch the next
+  engine's numbers, and a crash or a missing package costs one cell, never the run.
+
+Workloads: a chain of trivial steps (µs/step) at FULL, at NORMAL and with no persistence;
+a fan-out of ``--width`` steps each ``await asyncio.sleep(0.05)`` plus one join (wall s, at
+FULL); sequential 5-step runs per second at FULL, each run a new run id.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import gc
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from engines import REFERENCE, REGISTRY, NotInstalled, make  # noqa: E402
+from engines.base import Engine, Unsupported  # noqa: E402
+
+RESULTS = HERE / "RESULTS.md"
+WORKER_TIMEOUT = 300.0
+"""Seconds one engine's round may take before it is reported as timed out."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One printed table: which level it runs at and how to read its numbers."""
+
+    key: str
+    title: str
+    unit: str
+    level: str
+    higher_is_better: bool = False
+
+
+METRICS = [
+    Metric("chain_full", "chain, persisted after every step, synchronous=FULL", "µs/step", "full"),
+    Metric("chain_normal", "chain, persisted after every step, synchronous=NORMAL", "µs/step", "normal"),
+    Metric("chain_none", "chain, no persistence", "µs/step", "none"),
+    Metric("fanout", "fan-out of async 50 ms sleeps + join, synchronous=FULL", "s", "full"),
+    Metric(
+        "rps_full", "sequential 5-step runs, new run id each, synchronous=FULL", "runs/s", "full", higher_is_better=True
+    ),
+]
+
+
+# -- the worker: one engine, one round, in its own process ------------------------------------
+
+
+def _cell(fn: Any, *args: Any, caveat: str = "") -> dict[str, Any]:
+    """A number (with what differs from the asked setting), or why there is none; never raises,
+    so one workload cannot sink the others."""
+    try:
+        gc.collect()
+        value = float(fn(*args))
+        return {"value": value, "note": caveat} if caveat else {"value": value}
+    except Unsupported as exc:
+        return {"na": str(exc)}
+    except Exception as exc:  # an engine bug or an API change: reported in the cell
+        return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"}
+
+
+def worker(name: str, chain: int, width: int, runs_seconds: float, warmup: int) -> dict[str, Any]:
+    """Every workload of one engine: each level in a fresh temp dir, a short warm-up first."""
+    out: dict[str, Any] = {"name": name, "durability": {}, "results": {}}
+    try:
+        engine: Engine = make(name)
+    except NotInstalled as exc:
+        out["missing"] = str(exc)
+        return out
+    out["version"] = engine.version()
+    out["stock"] = engine.stock
+    for level in ("full", "normal", "none"):
+        with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
+            try:
+                out["durability"][level] = engine.setup(Path(tmp), level)  # type: ignore[arg-type]
+            except Unsupported as exc:
+                out["results"][f"chain_{level}"] = {"na": str(exc)}
+                continue
+            except Exception as exc:
+                out["results"][f"chain_{level}"] = {"error": f"setup: {type(exc).__name__}: {exc}"[:200]}
+                continue
+            try:
+                _cell(engine.chain_us_per_step, warmup)  # imports, caches, prepared statements
+                out["results"][f"chain_{level}"] = _cell(engine.chain_us_per_step, chain)
+                if level == "full":
+                    _cell(engine.fanout_seconds, min(width, 4))
+                    out["results"]["fanout"] = _cell(engine.fanout_seconds, width, caveat=engine.caveat("fanout"))
+                    out["results"]["rps_full"] = _cell(engine.runs_per_second, runs_seconds)
+            finally:
+                engine.teardown()
+    return out
+
+
+def run_worker(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Run :func:`worker` for ``name`` in a subprocess and read its JSON line back."""
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        name,
+        "--chain",
+        str(args.chain),
+        "--width",
+        str(args.width),
+        "--runs-seconds",
+        str(args.runs_seconds),
+        "--warmup",
+        str(args.warmup),
+    ]
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=WORKER_TIMEOUT, env={**os.environ, "PYTHONHASHSEED": "0"}
+        )
+    except subprocess.TimeoutExpired:
+        return {"name": name, "crashed": f"timed out after {WORKER_TIMEOUT:.0f} s", "results": {}}
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"name": name, "crashed": f"exit {proc.returncode}: {tail[:200]}", "results": {}}
+
+
+# -- the parent: rounds, medians, ratios, tables -----------------------------------------------
+
+
+@dataclass
+class Collected:
+    """Everything known about one engine after all rounds."""
+
+    name: str
+    version: str = ""
+    stock: str = ""
+    missing: str = ""
+    durability: dict[str, str] = field(default_factory=dict)
+    values: dict[str, list[float | None]] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    caveats: dict[str, str] = field(default_factory=dict)
+
+
+def collect(rounds: list[dict[str, dict[str, Any]]], names: list[str]) -> dict[str, Collected]:
+    """Fold the per-round worker outputs into per-engine series, aligned by round."""
+    table = {n: Collected(n) for n in names}
+    for per_round in rounds:
+        for name in names:
+            got, c = per_round[name], table[name]
+            if "missing" in got:
+                c.missing = got["missing"]
+            c.version = got.get("version", c.version)
+            c.stock = got.get("stock", c.stock)
+            c.durability.update(got.get("durability", {}))
+            for m in METRICS:
+                cell = got.get("results", {}).get(m.key)
+                series = c.values.setdefault(m.key, [])
+                if cell and "value" in cell:
+                    series.append(cell["value"])
+                    if cell.get("note"):
+                        c.caveats[m.key] = cell["note"]
+                    continue
+                series.append(None)
+                if "crashed" in got:
+                    c.notes.setdefault(m.key, f"crashed: {got['crashed']}")
+                elif cell:
+                    c.notes.setdefault(m.key, cell.get("na") or f"error: {cell.get('error')}")
+    return table
+
+
+def fmt(value: float, unit: str) -> str:
+    """Enough digits to compare, no more."""
+    if unit == "s":
+        return f"{value:.3f} s"
+    if value >= 100:
+        return f"{value:.0f} {unit}"
+    return f"{value:.1f} {unit}" if value >= 10 else f"{value:.2f} {unit}"
+
+
+def render(table: dict[str, Collected], names: list[str], args: argparse.Namespace, elapsed: float) -> str:
+    """The markdown report: versions and durability, then one table per workload."""
+    ref = table[args.reference]
+    lines = [
+        "# Peer benchmark: our orchestrator beside LangGraph, Burr, Hamilton, DBOS and raw sqlite3",
+        "",
+        f"Written by `benchmarks/peers/run.py` on {_dt.date.today().isoformat()}: {args.rounds} interleaved rounds, "
+        f"chain of {args.chain} steps, fan-out width {args.width}, runs/s measured for {args.runs_seconds:g} s; "
+        f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores, "
+        f"{elapsed:.0f} s in all.",
+        "",
+        f"Each cell is the median over rounds. *ratio* is engine ÷ {args.reference}, taken per round; the median "
+        "is shown with the min-max of the per-round ratios. For µs/step and seconds lower is better; "
+        "for runs/s higher is better. Levels are never compared with each other.",
+        "",
+        "## Engines and durability",
+        "",
+        "| engine | version | FULL run as | NORMAL run as | no persistence | stock setting |",
+        "|---|---|---|---|---|---|",
+    ]
+    for n in names:
+        c = table[n]
+        if c.missing:
+            lines.append(f"| {n} | {c.missing} | | | | |")
+            continue
+        d = c.durability
+        lines.append(
+            f"| {n} | {c.version} | {d.get('full', 'n/a')} | {d.get('normal', 'n/a')} | "
+            f"{d.get('none', 'n/a')} | {c.stock} |"
+        )
+    for m in METRICS:
+        lines += [
+            "",
+            f"## {m.title} ({m.unit})",
+            "",
+            "| engine | median | ratio to ours | spread of ratio |",
+            "|---|---|---|---|",
+        ]
+        ref_series = ref.values.get(m.key, [])
+        for n in names:
+            c = table[n]
+            if c.missing:
+                lines.append(f"| {n} | {c.missing} | | |")
+                continue
+            series = c.values.get(m.key, [])
+            got = [v for v in series if v is not None]
+            if not got:
+                lines.append(f"| {n} | n/a ({c.notes.get(m.key, 'not measured')}) | | |")
+                continue
+            ratios = [v / r for v, r in zip(series, ref_series, strict=False) if v is not None and r]
+            median = fmt(statistics.median(got), m.unit)
+            if m.key in c.caveats:
+                median += f" ({c.caveats[m.key]})"
+            if len(got) < len(series):
+                median += f" ({len(got)}/{len(series)} rounds; {c.notes.get(m.key, '')})"
+            if ratios:
+                spread = f"{min(ratios):.2f}x - {max(ratios):.2f}x"
+                lines.append(f"| {n} | {median} | {statistics.median(ratios):.2f}x | {spread} |")
+            else:
+                lines.append(f"| {n} | {median} | n/a | |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    parser.add_argument("--chain", type=int, default=1000, help="chain length (default 1000)")
+    parser.add_argument("--width", type=int, default=100, help="fan-out width (default 100)")
+    parser.add_argument("--runs-seconds", type=float, default=2.0, help="seconds per runs/s measurement")
+    parser.add_argument("--warmup", type=int, default=50, help="warm-up chain length before each measurement")
+    parser.add_argument("--quick", action="store_true", help="smoke test: 2 rounds, chain 200, runs/s for 0.5 s")
+    parser.add_argument("--engines", help="comma-separated subset of: " + ", ".join(REGISTRY))
+    parser.add_argument("--reference", default=REFERENCE, help=f"engine the ratios are to (default {REFERENCE!r})")
+    parser.add_argument("--seed", type=int, default=None, help="seed the round shuffles")
+    parser.add_argument("--no-write", action="store_true", help=f"do not write {RESULTS.name}")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.chain, args.width, args.runs_seconds, args.warmup)))
+        return 0
+    if args.quick:
+        args.rounds, args.chain, args.runs_seconds, args.warmup = 2, 200, 0.5, 20
+    names = [n.strip() for n in args.engines.split(",")] if args.engines else list(REGISTRY)
+    unknown = [n for n in names if n not in REGISTRY]
+    if unknown:
+        parser.error(f"unknown engine {unknown[0]!r}; choose from {', '.join(REGISTRY)}")
+    if args.reference not in REGISTRY:
+        parser.error(f"unknown reference engine {args.reference!r}")
+    if args.reference not in names:
+        names.insert(0, args.reference)
+    rng = random.Random(args.seed)
+    t0 = time.perf_counter()
+    rounds: list[dict[str, dict[str, Any]]] = []
+    for r in range(1, args.rounds + 1):
+        order = names[:]
+        rng.shuffle(order)
+        per_round: dict[str, dict[str, Any]] = {}
+        for name in order:
+            t = time.perf_counter()
+            per_round[name] = got = run_worker(name, args)
+            status = got.get("missing") or got.get("crashed") or "ok"
+            print(f"round {r}/{args.rounds}: {name:<20} {time.perf_counter() - t:5.1f} s  {status}", flush=True)
+        rounds.append(per_round)
+    report = render(collect(rounds, names), names, args, time.perf_counter() - t0)
+    print()
+    print(report)
+    if not args.no_write:
+        RESULTS.write_text(report, encoding="utf-8")
+        print(f"written to {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
