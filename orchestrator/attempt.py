@@ -25,6 +25,7 @@ from orchestrator.binding import BoundStep
 from orchestrator.context import StepContext
 from orchestrator.events import EventHook, StepFinished, StepStarted
 from orchestrator.invoke import call_step
+from orchestrator.llm.errors import LLMStepError
 from orchestrator.model import GateResult, field_value, parse_reference
 from orchestrator.runstate import Done, StepOutcome, UpstreamView
 from orchestrator.store import GateRow, NewStepRecord, Store
@@ -109,6 +110,8 @@ class StepRunner:
     def should_retry(self, exc: BaseException) -> bool:
         if isinstance(exc, GateRetry):
             return True
+        if isinstance(exc, AttemptFailed) and isinstance(exc.original, LLMStepError):
+            return False  # the step already re-asked the model ``retry`` times with the validation errors
         return isinstance(exc, AttemptFailed) and self.step.retries(exc.original)
 
     async def attempt(self, attempt: int, state: AttemptState, *, is_last: bool) -> StepOutcome:
@@ -132,8 +135,9 @@ class StepRunner:
         try:
             output = await self.call(kwargs, ctx)
         except Exception as exc:
-            state.last = self.failed(attempt, started, exc, common)
+            state.last = self.failed(attempt, started, exc, {**common, "llm": llm_json(ctx)})
             raise AttemptFailed(exc) from exc
+        common["llm"] = llm_json(ctx)
         return await self.settle(attempt, started, output, ctx, state, common, is_last=is_last)
 
     async def call(self, kwargs: dict[str, Any], ctx: StepContext) -> Any:
@@ -195,12 +199,22 @@ class StepRunner:
                               gates=[gate_row(name, v, dur, sev) for name, v, dur, sev in verdicts], **common)
         self.emit_finished(attempt, status, ended - started, message, len(verdicts), len(blocking))
         if status == "failed" and step.on_gate_fail == "retry":
-            state.feedback = blocking
+            state.feedback = [named(name, v) for name, v, _, sev in verdicts if not v.passed and sev == "block"]
             state.last = StepOutcome(step.id, "failed", rid, error=message)
             raise GateRetry()
         if status == "failed":
             return StepOutcome(step.id, "failed", rid, error=f"gate failed: {message}")
         return StepOutcome(step.id, status, rid, output=plain_output, ended_at=ended, error=message)
+
+
+def llm_json(ctx: StepContext) -> str | None:
+    """The attempt's model call record as stored: the last one when a step made several."""
+    return jsonio.dumps(ctx.llm_records[-1]) if ctx.llm_records else None
+
+
+def named(gate: str, verdict: GateResult) -> GateResult:
+    """A verdict that carries its gate's name, as retry feedback does (prompts say which check failed)."""
+    return GateResult(verdict.passed, verdict.score, verdict.reason, {**verdict.details, "gate": gate})
 
 
 def gate_policy(on_gate_fail: str, blocking: list[GateResult], *, is_last: bool) -> tuple[str, str | None]:

@@ -28,6 +28,7 @@ from orchestrator import graph, jsonio
 from orchestrator.context import NextNeed
 from orchestrator.errors import ResolveError, SpecError, SpecProblem
 from orchestrator.invoke import StepFunction
+from orchestrator.llm.step import REPLY_PARAMETER, make_llm_step, template_problems
 from orchestrator.model import GateSpec, OnGateFail, StepSpec, WorkflowSpec
 from orchestrator.resolve import resolve_callable
 
@@ -152,8 +153,12 @@ class _Problems:
         self.locate = locate
         self.rows: list[SpecProblem] = []
 
-    def add(self, key: str, message: str) -> None:
-        self.rows.append(SpecProblem(self.path, key, message, self.locate(key) if self.locate else None))
+    def add(self, key: str, message: str, *, offset: int | None = None) -> None:
+        """Record a problem at ``key``; ``offset`` is a line within the key's value (a template's line)."""
+        line = self.locate(key) if self.locate else None
+        if line is not None and offset is not None:
+            line += offset
+        self.rows.append(SpecProblem(self.path, key, message, line))
 
 
 def workflow_hash(definition: Mapping[str, Any]) -> str:
@@ -209,7 +214,8 @@ class _Resolver:
 
 def _bind_step(step: StepSpec, spec: WorkflowSpec, consumers: dict[str, list[str]], resolver: _Resolver,
                problems: _Problems) -> BoundStep | None:
-    function = _bind_function(step, resolver, problems)
+    function = _bind_llm_function(spec, step, resolver, problems) if step.calls_model \
+        else _bind_function(step, resolver, problems)
     baseline = None
     if step.baseline:
         try:
@@ -247,6 +253,36 @@ def _bind_function(step: StepSpec, resolver: _Resolver, problems: _Problems) -> 
     return StepFunction.of(fn)
 
 
+def _bind_llm_function(workflow: WorkflowSpec, step: StepSpec, resolver: _Resolver,
+                       problems: _Problems) -> StepFunction | None:
+    """A step with a ``prompt`` calls a model; ``run`` (optional) post-processes the answer."""
+    if step.type not in ("llm", "critic"):
+        problems.add(f"steps.{step.id}.prompt", f"step {step.id!r} has a prompt but type {step.type!r}; "
+                                                "a prompt belongs to a step of type 'llm' (or a critic)")
+        return None
+    for key, line, message in template_problems(step, list(step.inputs)):
+        where = f" (template line {line})" if line is not None else ""
+        # a block scalar (``prompt: |``) starts on the line after its key; a one-line template on it
+        offset = None if line is None else (line if "\n" in (getattr(step, key) or "") else line - 1)
+        problems.add(f"steps.{step.id}.{key}", f"step {step.id!r} {key}{where}: {message}", offset=offset)
+    post_process = None
+    if step.run:
+        try:
+            post_process = resolver.callable(step.run)
+        except ResolveError as exc:
+            problems.add(f"steps.{step.id}.run", f"step {step.id!r}: {exc}")
+            return None
+        message = signature_mismatch(step, post_process, extra=(REPLY_PARAMETER,))
+        if message:
+            problems.add(f"steps.{step.id}.inputs", message)
+    try:
+        function = make_llm_step(workflow, step, resolve=resolver.callable, post_process=post_process)
+    except ResolveError as exc:
+        problems.add(f"steps.{step.id}", f"step {step.id!r}: {exc}")
+        return None
+    return StepFunction(function, takes_ctx=True, is_async=True)
+
+
 def _bind_gate(step_id: str, index: int, gate: GateSpec, resolver: _Resolver, problems: _Problems) -> BoundGate | None:
     obj = resolver.objects.get(gate_object_key(step_id, index))
     if obj is None:
@@ -278,8 +314,8 @@ def _bind_retry_exceptions(step: StepSpec, resolver: _Resolver,
     return tuple(kinds)
 
 
-def signature_mismatch(step: StepSpec, fn: Any) -> str | None:
-    """Say how the step's inputs fail to fit the callable's parameters, or None when they fit."""
+def signature_mismatch(step: StepSpec, fn: Any, *, extra: tuple[str, ...] = ()) -> str | None:
+    """Say how the step's inputs (plus ``extra`` parameters it is given) fail to fit the callable's parameters."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -294,7 +330,7 @@ def signature_mismatch(step: StepSpec, fn: Any) -> str | None:
                 f"rename the input or the parameter")
     missing = [n for n, p in params.items()
                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty
-               and n != "ctx" and n not in step.inputs]
+               and n != "ctx" and n not in step.inputs and n not in extra]
     if missing:
         return f"step {step.id!r}: parameter {missing[0]!r} of {shown} is not given by any input; add it under 'inputs'"
     return None

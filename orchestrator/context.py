@@ -46,6 +46,12 @@ class StepContext:
     upstream: Mapping[str, Any] = field(default_factory=dict)
     """Outputs of already-completed steps of this run, by step id (gates like ``evidence`` read them)."""
     workflow_inputs: dict[str, Any] = field(default_factory=dict)
+    llm_records: list[dict[str, Any]] = field(default_factory=list)
+    """What this attempt's model calls recorded (prompt, response, tokens, cost, tool turns); stored with it."""
+    llm_cache: Any = None
+    """A response cache LLM steps consult first (replays preload it with the original run's answers)."""
+    resample: bool = False
+    """Ask the model again even when the cache knows the answer (a replay that re-samples)."""
 
     def upstream_output(self, step_id: str) -> Any:
         """The recorded output of an earlier step; KeyError names the step when it has none."""

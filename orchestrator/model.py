@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.llm.config import LLMConfig
+
 StepType = Literal["retrieval", "reasoning", "action", "verification", "critic", "llm"]
 """What kind of work a step does; critics verify other steps."""
 
@@ -148,6 +150,23 @@ class StepSpec(_Strict):
     review_timeout: float | None = Field(default=None, gt=0)
     """Seconds a pause may wait for a human before ``on_review_timeout`` applies."""
     on_review_timeout: Literal["reject", "approve"] = "reject"
+    # -- LLM steps (``type: llm``, or a critic that is a model) ------------------------------
+    prompt: str | None = None
+    """A Jinja2 template (sandboxed, StrictUndefined) of the user message; its variables are the
+    step's inputs, ``ctx``, ``next_needs`` and ``gate_feedback``. Makes the step call a model."""
+    system: str | None = None
+    """The system message (a template too)."""
+    output_schema: str | dict[str, Any] | None = None
+    """``module:PydanticModel`` or an inline JSON Schema: the answer is validated against it."""
+    tools: list[str] = Field(default_factory=list)
+    """``module:function`` callables the model may call, described from their signatures and docstrings."""
+    max_turns: int = Field(default=4, ge=1, le=50)
+    """Model turns of the tool loop."""
+    inject_needs: bool = True
+    """End the prompt with what the consuming steps need (unless the template places ``next_needs``)."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    llm: LLMConfig | None = None
+    """Overrides of the workflow's ``llm:`` block for this step."""
 
     @field_validator("id")
     @classmethod
@@ -169,6 +188,11 @@ class StepSpec(_Strict):
         if self.type == "critic" and not self.inputs and self.verifies:
             self.inputs = {sid: sid for sid in self.verifies}
         return self
+
+    @property
+    def calls_model(self) -> bool:
+        """Whether the step is an LLM call (it has a ``prompt``)."""
+        return self.prompt is not None
 
     @property
     def agent_name(self) -> str:
@@ -202,6 +226,8 @@ class WorkflowSpec(_Strict):
     """An evaluator score below this counts as an incorrect outcome."""
     output: str | None = None
     """The step whose output is the run's final output; defaults to the last step listed."""
+    llm: LLMConfig | None = None
+    """Defaults of every model call in the workflow (LLM steps, ``llm_judge`` gates); a step may override any key."""
 
     @field_validator("inputs", mode="before")
     @classmethod

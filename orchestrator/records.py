@@ -52,6 +52,8 @@ class StepRecordView:
     consumed: list[dict[str, Any]]
     injected: list[dict[str, Any]]
     gates: list[GateView] = field(default_factory=list)
+    llm: dict[str, Any] | None = None
+    """What the attempt's model call sent and got back (LLM steps only)."""
 
     @property
     def duration(self) -> float:
@@ -73,7 +75,7 @@ class StepRecordView:
                 "started_at": iso(self.started_at), "ended_at": iso(self.ended_at),
                 "duration": round(self.duration, 6), "inputs": self.inputs, "output": self.output,
                 "error": self.error, "gates": [g.to_json() for g in self.gates],
-                "consumed": self.consumed, "injected": self.injected}
+                "consumed": self.consumed, "injected": self.injected, **({"llm": self.llm} if self.llm else {})}
 
 
 @dataclass

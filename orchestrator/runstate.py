@@ -111,7 +111,7 @@ class PriorState:
             elif rec.status == "gate_failed":
                 review = decided.get(rec.id)
                 if review is not None and review.decision == "retry":
-                    state.retry_feedback[sid] = [GateResult(g.passed, g.score, g.reason, g.details)
+                    state.retry_feedback[sid] = [GateResult(g.passed, g.score, g.reason, {**g.details, "gate": g.gate})
                                                  for g in rec.failed_gates]
                 else:
                     state.waiting.add(sid)  # approve/edit add a newer record; anything else keeps it waiting

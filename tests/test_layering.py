@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     # 0: data and pure functions: no I/O, no gates, no store
     ("orchestrator.model", "orchestrator.graph", "orchestrator.errors", "orchestrator.jsonio",
      "orchestrator.context", "orchestrator.records", "orchestrator.inputs", "orchestrator.events",
-     "orchestrator.jsonschema", "orchestrator.attribution.shapley"),
+     "orchestrator.jsonschema", "orchestrator.attribution.shapley", "orchestrator.llm.config"),
     # 1: binding a spec to code; gates; clients of models and tracing backends
     ("orchestrator.resolve", "orchestrator.invoke", "orchestrator.binding", "orchestrator.spec",
      "orchestrator.pyapi", "gates", "orchestrator.llm", "orchestrator.telemetry"),

@@ -63,6 +63,8 @@ class NewStepRecord:
     """JSON text of the next-step context the attempt was told."""
     origin: str = "executed"
     gates: Sequence[GateRow] = field(default_factory=tuple)
+    llm: str | None = None
+    """JSON text of the attempt's model call record, for LLM steps."""
 
 
 @dataclass(slots=True)

@@ -107,6 +107,7 @@ class _Record:
     error_message: str | None
     consumed: str | None
     injected: str | None
+    llm: str | None
     gates: list[_Gate] = field(default_factory=list)
 
 
@@ -295,7 +296,7 @@ class MemoryStore(Store):
                       status=record.status, origin=record.origin, started_at=float(record.started_at),
                       ended_at=float(record.ended_at), inputs=record.inputs, output=record.output,
                       error_type=record.error_type, error_message=record.error_message, consumed=record.consumed,
-                      injected=record.injected)
+                      injected=record.injected, llm=record.llm)
         for g in record.gates:
             row.gates.append(_Gate(id=self.next_id("gate_results"), record_id=pk, run_pk=run.id,
                                    step_id=record.step_id, gate=g.gate, passed=bool(g.passed),
@@ -445,4 +446,5 @@ def record_view(r: _Record, run_id: str) -> StepRecordView:
                           attempt=r.attempt, status=r.status, origin=r.origin, started_at=r.started_at,
                           ended_at=r.ended_at, inputs=jsonio.loads(r.inputs), output=jsonio.loads(r.output),
                           error_type=r.error_type, error_message=r.error_message, consumed=consumed,
-                          injected=jsonio.loads(r.injected) or [], gates=[gate_view(g) for g in r.gates])
+                          injected=jsonio.loads(r.injected) or [], gates=[gate_view(g) for g in r.gates],
+                          llm=jsonio.loads(r.llm))

@@ -44,7 +44,7 @@ attributions_t = TABLES["attributions"]
 
 STEP_COLUMNS = ("run_pk", "workflow_id", "step_id", "step_type", "agent", "attempt", "status", "origin",
                 "started_at", "ended_at", "inputs", "output", "error_type", "error_message", "consumed",
-                "injected")
+                "injected", "llm")
 GATE_COLUMNS = ("record_id", "run_pk", "step_id", "gate", "passed", "score", "reason", "details", "severity",
                 "duration")
 RUN_COLUMNS = ("run_id", "workflow_id", "workflow", "status", "kind", "inputs", "parent_run_id", "parent_step",
@@ -74,7 +74,7 @@ def step_values(record: NewStepRecord, run_pk: int) -> tuple[Any, ...]:
     """A record's column values in ``STEP_COLUMNS`` order."""
     return (run_pk, record.workflow_id, record.step_id, record.step_type, record.agent, record.attempt,
             record.status, record.origin, record.started_at, record.ended_at, record.inputs, record.output,
-            record.error_type, record.error_message, record.consumed, record.injected)
+            record.error_type, record.error_message, record.consumed, record.injected, record.llm)
 
 
 def gate_values(gate: GateRow, record_id: int, run_pk: int, step_id: str) -> tuple[Any, ...]:
@@ -119,9 +119,17 @@ class SqlStore(Store):
         return create_engine(self.url, pool_pre_ping=True)
 
     def create_schema(self) -> None:
+        from sqlalchemy import inspect as inspect_db
+        from sqlalchemy import text
+
         from orchestrator.store.tables import metadata
 
         metadata.create_all(self.engine)
+        # databases written before LLM steps existed lack the step records' ``llm`` column
+        columns = {c["name"] for c in inspect_db(self.engine).get_columns("step_records")}
+        if "llm" not in columns:
+            with self.engine.begin() as conn:
+                conn.execute(text("ALTER TABLE step_records ADD COLUMN llm TEXT"))
 
     def close(self) -> None:
         with self.lock:
@@ -393,4 +401,4 @@ def record_view(r: Any, run_id: str, gates: list[GateView]) -> StepRecordView:
                           attempt=r.attempt, status=r.status, origin=r.origin, started_at=r.started_at,
                           ended_at=r.ended_at, inputs=jsonio.loads(r.inputs), output=jsonio.loads(r.output),
                           error_type=r.error_type, error_message=r.error_message, consumed=consumed,
-                          injected=jsonio.loads(r.injected) or [], gates=gates)
+                          injected=jsonio.loads(r.injected) or [], gates=gates, llm=jsonio.loads(r.llm))

@@ -76,6 +76,8 @@ class StepRecordRow(SQLModel, table=True):
     consumed: str | None = Field(default=None, sa_column=Column(Text))
     """Causal links: ``[[record_id, step_id, delay_seconds], ...]``."""
     injected: str | None = Field(default=None, sa_column=Column(Text))
+    llm: str | None = Field(default=None, sa_column=Column(Text))
+    """What an LLM attempt sent and got back (``LLMRecord`` as JSON): messages, response, usage, cost, turns."""
     """The next-step context this attempt was told (``ctx.next_needs``)."""
 
 

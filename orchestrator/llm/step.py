@@ -1,0 +1,107 @@
+"""LLM steps: the step function binding makes for a step with a ``prompt``.
+
+The function renders the prompt from the step's inputs (plus ``ctx``, ``next_needs`` and
+``gate_feedback``), calls the model through :func:`~orchestrator.llm.call.run_llm`, and puts
+the attempt's :class:`~orchestrator.llm.records.LLMRecord` on ``ctx.llm_records``, where the
+executor stores it with the step record (also when the call fails). A critic with a prompt
+answers with the built-in verdict schema; an ``llm`` step with ``run`` hands the model's answer
+to that function (``reply=``) to post-process.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.context import StepContext
+from orchestrator.llm.config import LLMConfig, merge
+from orchestrator.model import StepSpec, WorkflowSpec
+
+REPLY_PARAMETER = "reply"
+"""The parameter through which a post-processing function receives the model's answer."""
+
+
+@dataclass(frozen=True)
+class LLMStep:
+    """Everything one LLM step needs to call its model, resolved when the workflow is bound."""
+
+    step_id: str
+    config: LLMConfig
+    prompt: str
+    system: str | None
+    output_schema: Any
+    """A pydantic model class, a JSON Schema dict, or None for plain text."""
+    tools: tuple[Callable[..., Any], ...]
+    max_turns: int
+    validation_retries: int
+    inject_needs: bool
+    post_process: Callable[..., Any] | None
+
+    async def __call__(self, ctx: StepContext, **inputs: Any) -> Any:
+        from orchestrator.llm.call import run_llm
+        from orchestrator.llm.errors import LLMStepError
+
+        needs = [n.to_json() for n in ctx.next_needs]
+        feedback = [{"gate": str(g.details.get("gate", "check")), "reason": g.reason} for g in ctx.gate_feedback]
+        try:
+            outcome = await run_llm(config=self.config, prompt=self.prompt, system=self.system,
+                                    variables={**inputs, "ctx": ctx}, output_schema=self.output_schema,
+                                    tools=list(self.tools) or None, max_turns=self.max_turns,
+                                    validation_retries=self.validation_retries, needs=needs,
+                                    inject_needs=self.inject_needs, gate_feedback=feedback,
+                                    cache=ctx.llm_cache, resample=ctx.resample)
+        except LLMStepError as exc:
+            ctx.llm_records.append(exc.record.model_dump(mode="json"))
+            raise
+        ctx.llm_records.append(outcome.record.model_dump(mode="json"))
+        if self.post_process is None:
+            return outcome.output
+        result = self.post_process(**{**inputs, REPLY_PARAMETER: outcome.output})
+        return await result if inspect.isawaitable(result) else result
+
+
+def step_config(workflow: WorkflowSpec, step: StepSpec) -> LLMConfig:
+    """The workflow's ``llm:`` defaults with the step's overrides (and its ``max_tokens``) on top."""
+    overrides = step.llm.model_dump(exclude_unset=True) if step.llm is not None else {}
+    if step.max_tokens is not None:
+        overrides["max_tokens"] = step.max_tokens
+    return merge(workflow.llm, overrides)
+
+
+def template_problems(step: StepSpec, input_names: Sequence[str]) -> list[tuple[str, int | None, str]]:
+    """``(key, line within the template, message)`` for the step's prompt and system templates."""
+    from orchestrator.llm.template import BUILTIN_NAMES
+    from orchestrator.llm.template import template_problems as check
+
+    known = [*input_names, *BUILTIN_NAMES]
+    out: list[tuple[str, int | None, str]] = []
+    for key, template in (("prompt", step.prompt), ("system", step.system)):
+        if template:
+            out.extend((key, line, message) for line, message in check(template, known))
+    return out
+
+
+def make_llm_step(workflow: WorkflowSpec, step: StepSpec, *, resolve: Callable[[str], Any],
+                  post_process: Callable[..., Any] | None) -> LLMStep:
+    """Build the step function; ``resolve`` turns ``module:name`` references into objects."""
+    from orchestrator.llm.judge import CRITIC_VERDICT_SCHEMA
+
+    schema: Any = step.output_schema
+    if isinstance(schema, str):
+        schema = resolve(schema)
+    elif schema is None and step.type == "critic":
+        schema = CRITIC_VERDICT_SCHEMA
+    attempts = step.retry.attempts
+    return LLMStep(step_id=step.id, config=step_config(workflow, step), prompt=step.prompt or "",
+                   system=step.system, output_schema=schema, tools=tuple(resolve(t) for t in step.tools),
+                   max_turns=step.max_turns, validation_retries=max(0, attempts - 1), inject_needs=step.inject_needs,
+                   post_process=post_process)
+
+
+def stored_records(records: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """Stored ``llm`` objects as records a response cache can preload."""
+    from orchestrator.llm.records import LLMRecord
+
+    return [LLMRecord.model_validate(r) for r in records if r]

@@ -1,0 +1,97 @@
+"""LLM steps in a workflow, end to end through the CLI, against an OpenAI-compatible server the test starts.
+
+The workflow (tests/llm/workflows/triage.yaml) classifies a ticket with structured output, then
+writes a reply with a tool loop; each attempt's prompt, response, tokens and cost are stored on
+its step record and shown by ``show --json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.llm.fake_openai_server import FakeOpenAI, completion, tool_call
+
+WORKFLOWS = Path(__file__).parent / "workflows"
+
+
+def run_triage(cli, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, *args: str):
+    monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", fake_openai.base_url)
+    return cli("run", str(WORKFLOWS / "triage.yaml"), "--input", "ticket=I was charged twice for order 42",
+               "--json", *args)
+
+
+def test_an_llm_workflow_runs_and_records_every_prompt_response_and_token(cli, fake_openai, monkeypatch):
+    fake_openai.respond(completion(json.dumps({"category": "billing", "confidence": 0.9}), prompt_tokens=40,
+                                   completion_tokens=9))
+    fake_openai.respond(completion(None, tool_calls=[tool_call("c1", "lookup_order", {"order_id": "42"})],
+                                   finish_reason="tool_calls"))
+    fake_openai.respond(completion("We refunded the duplicate charge on order 42.", prompt_tokens=60,
+                                   completion_tokens=12))
+    result = run_triage(cli, fake_openai, monkeypatch)
+    assert result.exit_code == 0, result.stderr
+    doc = result.json()
+    assert doc["output"] == "We refunded the duplicate charge on order 42. -- support (billing)"
+    classify, reply = doc["steps"]
+    llm = classify["llm"]
+    assert {"provider", "model", "messages", "response", "usage", "latency", "cost", "finish_reason",
+            "turns"} <= set(llm)
+    assert (llm["provider"], llm["model"]) == ("openai", "gpt-4o-mini")
+    assert llm["usage"] == {"input_tokens": 40, "output_tokens": 9}
+    assert llm["cost"] is not None and llm["cost"] > 0
+    user = llm["messages"][-1]["content"]
+    assert "I was charged twice for order 42" in user
+    # next-step context injection: the consumer's needs end the prompt
+    assert "the ticket's category, one of billing, bug or other" in user
+    assert [t["kind"] for t in reply["llm"]["turns"]] == ["model", "tool", "model"]
+    assert json.loads(reply["llm"]["turns"][1]["result"]) == {"order_id": "42", "status": "shipped"}
+    # the request the SDK sent carried the rendered messages and the JSON-schema response format
+    first = fake_openai.requests[0]
+    assert first["messages"][0] == {"role": "system", "content": "You route support tickets."}
+    assert first["response_format"]["type"] == "json_schema"
+    assert set(first["response_format"]["json_schema"]["schema"]["properties"]) == {"category", "confidence"}
+
+
+def test_an_answer_that_never_fits_the_schema_fails_the_step_with_the_errors_stored(cli, fake_openai,
+                                                                                      monkeypatch):
+    fake_openai.respond(completion('{"category": "billing"}'))
+    fake_openai.respond(completion("not json at all"))
+    result = run_triage(cli, fake_openai, monkeypatch)
+    assert result.exit_code == 1
+    doc = result.json()
+    classify = doc["steps"][0]
+    assert classify["status"] == "failed"
+    assert "did not match the output schema after 2 answers" in classify["error"]
+    assert len(classify["llm"]["validation_errors"]) == 2
+    assert "confidence" in fake_openai.requests[1]["messages"][-1]["content"]  # the re-ask names the error
+    assert len(fake_openai.requests) == 2  # the step's retry policy did not ask again on top of the re-asks
+
+
+def test_a_failing_gate_pauses_and_a_retry_tells_the_model_which_check_failed(cli, fake_openai, monkeypatch):
+    fake_openai.respond(completion(json.dumps({"category": "refund", "confidence": 0.5})))
+    result = run_triage(cli, fake_openai, monkeypatch)
+    assert result.exit_code == 3
+    run_id = result.json()["run_id"]
+    fake_openai.respond(completion(json.dumps({"category": "billing", "confidence": 0.8})))
+    fake_openai.respond(completion("Refunded."))
+    retried = cli("retry", run_id, "--json")
+    assert retried.exit_code == 0, retried.stderr
+    prompt = fake_openai.requests[1]["messages"][-1]["content"]
+    assert "## Your previous answer failed these checks" in prompt and "one_of" in prompt
+
+
+def test_an_unreachable_endpoint_fails_the_step_with_one_line(cli, monkeypatch):
+    monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    result = cli("run", str(WORKFLOWS / "triage.yaml"), "--input", "ticket=x", "--json")
+    assert result.exit_code == 1
+    error = result.json()["steps"][0]["error"]
+    assert "127.0.0.1:9" in error and "\n" not in error
+
+
+def test_an_unknown_template_name_is_a_validation_error_with_step_and_line(cli):
+    result = cli("validate", str(WORKFLOWS / "bad_template.yaml"), db=False)
+    assert result.exit_code == 2
+    assert "bad_template.yaml:10:" in result.stderr
+    assert "step 'classify' prompt" in result.stderr and "'tiket'" in result.stderr
