@@ -186,7 +186,8 @@ def bind(spec: WorkflowSpec, *, source: str | None = None, objects: Mapping[str,
         problems.add(f"steps.{cycle[0]}", "cycle: " + " -> ".join([*cycle, cycle[0]]) + "; a workflow must be acyclic")
     resolver = _Resolver(os.path.dirname(source) if source else None, objects or {})
     consumers = graph.consumers(spec)
-    steps = {s.id: _bind_step(s, spec, consumers, resolver, problems) for s in spec.steps}
+    by_id = {s.id: s for s in spec.steps}
+    steps = {s.id: _bind_step(s, spec, by_id, consumers, resolver, problems) for s in spec.steps}
     outcome = None
     if spec.outcome:
         try:
@@ -212,8 +213,8 @@ class _Resolver:
         return resolve_callable(ref, self.base_dir)
 
 
-def _bind_step(step: StepSpec, spec: WorkflowSpec, consumers: dict[str, list[str]], resolver: _Resolver,
-               problems: _Problems) -> BoundStep | None:
+def _bind_step(step: StepSpec, spec: WorkflowSpec, by_id: Mapping[str, StepSpec], consumers: dict[str, list[str]],
+               resolver: _Resolver, problems: _Problems) -> BoundStep | None:
     function = _bind_llm_function(spec, step, resolver, problems) if step.calls_model \
         else _bind_function(step, resolver, problems)
     baseline = None
@@ -226,7 +227,6 @@ def _bind_step(step: StepSpec, spec: WorkflowSpec, consumers: dict[str, list[str
                   if (g := _bind_gate(step.id, i, gate, resolver, problems)) is not None)
     retry_on = _bind_retry_exceptions(step, resolver, problems)
     users = consumers.get(step.id, [])
-    by_id = {s.id: s for s in spec.steps}
     needs = tuple(NextNeed(step_id=u, agent=by_id[u].agent_name, needs=by_id[u].needs,
                            description=by_id[u].description)
                   for u in users if by_id[u].needs or by_id[u].description)
