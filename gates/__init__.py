@@ -11,6 +11,7 @@ from __future__ import annotations
 from gates.base import BUILTIN_GATES, Gate, GateConfigError, GateEvaluation, evaluate, normalize, register
 from gates.evidence import Evidence
 from gates.factory import FunctionGate, build_gate, construct_gate
+from gates.llm_judge import LLMJudge
 from gates.max_words import MaxWords
 from gates.min_items import MinItems
 from gates.not_empty import NotEmpty
@@ -30,6 +31,7 @@ __all__ = [
     "FunctionGate",
     "Gate",
     "GateConfigError",
+    "LLMJudge",
     "GateEvaluation",
     "GateResult",
     "MaxWords",

@@ -25,6 +25,7 @@ from orchestrator.binding import BoundStep
 from orchestrator.context import StepContext
 from orchestrator.events import EventHook, StepFinished, StepStarted
 from orchestrator.invoke import call_step
+from orchestrator.llm.config import LLMConfig
 from orchestrator.llm.errors import LLMStepError
 from orchestrator.model import GateResult, field_value, parse_reference
 from orchestrator.runstate import Done, StepOutcome, UpstreamView
@@ -70,6 +71,7 @@ class RunContext:
     inputs: dict[str, Any]
     done: dict[str, Done]
     on_event: EventHook | None = None
+    llm_defaults: LLMConfig | None = None
 
     def record(self, step: BoundStep, attempt: int, started: float, **fields: Any) -> int:
         spec = step.spec
@@ -128,7 +130,7 @@ class StepRunner:
                           step_type=step.spec.type, attempt=attempt,
                           idempotency_key=idempotency_key(run.run_id, step.id), next_needs=list(step.next_needs),
                           gate_feedback=list(state.feedback), inputs=kwargs, upstream=UpstreamView(run.done),
-                          workflow_inputs=run.inputs)
+                          workflow_inputs=run.inputs, llm_defaults=run.llm_defaults)
         if run.on_event is not None:
             run.on_event(StepStarted(run_id=run.run_id, step_id=step.id, attempt=attempt, started_at=started))
         common: dict[str, Any] = {"inputs": stored_inputs, "consumed": consumed, "injected": step.injected_json}

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.llm.config import LLMConfig
 from orchestrator.model import GateResult
 
 
@@ -48,6 +49,8 @@ class StepContext:
     workflow_inputs: dict[str, Any] = field(default_factory=dict)
     llm_records: list[dict[str, Any]] = field(default_factory=list)
     """What this attempt's model calls recorded (prompt, response, tokens, cost, tool turns); stored with it."""
+    llm_defaults: LLMConfig | None = None
+    """The workflow's ``llm:`` block: what model judges and LLM steps use unless they say otherwise."""
     llm_cache: Any = None
     """A response cache LLM steps consult first (replays preload it with the original run's answers)."""
     resample: bool = False

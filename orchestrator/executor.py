@@ -87,7 +87,8 @@ class Executor:
         return await self.run_from(run_id, inputs, PriorState.from_records(records, reviews))
 
     async def run_from(self, run_id: str, inputs: dict[str, Any], prior: PriorState) -> RunResult:
-        run = RunContext(self.store, run_id, self.workflow.name, self.workflow_id, inputs, prior.done, self.on_event)
+        run = RunContext(self.store, run_id, self.workflow.name, self.workflow_id, inputs, prior.done, self.on_event,
+                         self.workflow.spec.llm)
         schedule = _Schedule(self, run, prior)
         await schedule.run()
         result = finish_run(self.store, run_id, output_step=self.workflow.output_step, order=self.workflow.order,

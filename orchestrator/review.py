@@ -84,7 +84,8 @@ def _accepted_record(rec: StepRecordView, workflow_id: int, origin: str, output_
         inputs=jsonio.dumps(rec.inputs) if rec.inputs is not None else None, output=output_json,
         consumed=jsonio.dumps([[c["record_id"], c["step_id"], c["delay"]] for c in rec.consumed])
         if rec.consumed else None,
-        injected=jsonio.dumps(rec.injected) if rec.injected else None, gates=gates or [])
+        injected=jsonio.dumps(rec.injected) if rec.injected else None, gates=gates or [],
+        llm=jsonio.dumps(rec.llm) if rec.llm else None)
 
 
 def approve(store: Store, run_id: str, *, step: str | None = None, reviewer: str | None = None,
@@ -109,7 +110,8 @@ def check_edit(workflow: BoundWorkflow, store: Store, run_id: str, rec: StepReco
     upstream = {r.step_id: r.output for r in store.step_records(run_id, latest_only=True) if r.status == "succeeded"}
     ctx = StepContext(run_id=run_id, step_id=step.id, workflow=workflow.name, agent=step.spec.agent_name,
                       step_type=step.spec.type, attempt=rec.attempt, idempotency_key=idempotency_key(run_id, step.id),
-                      upstream=upstream, workflow_inputs=store.get_run(run_id).inputs)
+                      upstream=upstream, workflow_inputs=store.get_run(run_id).inputs,
+                      llm_defaults=workflow.spec.llm)
     rows = []
     for gate in step.gates:
         ev = evaluate_gate(gate.check, gate.label, plain, ctx)

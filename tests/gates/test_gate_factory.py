@@ -17,7 +17,7 @@ def _module(tmp_path, source: str) -> str:
 
 
 def test_importing_gates_registers_every_builtin():
-    assert set(BUILTIN_GATES) == {"schema", "required_fields", "not_empty", "range", "regex", "min_items",
+    assert set(BUILTIN_GATES) == {"schema", "required_fields", "not_empty", "range", "regex", "min_items", "llm_judge",
                                   "evidence", "similarity", "max_words", "one_of"}
 
 
@@ -43,7 +43,7 @@ def test_build_gate_lists_builtin_names_for_an_unknown_gate(build):
         build({"gate": "min_itmes", "count": 3})
     message = str(err.value)
     assert message.startswith("step 'retrieve' gate 'min_itmes': unknown gate (did you mean 'min_items'?)")
-    assert "built-in gates: evidence, max_words, min_items, not_empty, one_of, range, regex, " \
+    assert "built-in gates: evidence, llm_judge, max_words, min_items, not_empty, one_of, range, regex, " \
            "required_fields, schema, similarity" in message
 
 
