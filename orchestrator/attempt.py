@@ -23,7 +23,7 @@ from gates.base import normalize as normalize_verdict
 from orchestrator import jsonio
 from orchestrator.binding import BoundStep
 from orchestrator.context import StepContext
-from orchestrator.events import EventHook, StepFinished, StepStarted
+from orchestrator.events import EventHook, StepFinished, StepStarted, Verdict
 from orchestrator.invoke import call_step
 from orchestrator.llm.config import LLMConfig
 from orchestrator.llm.errors import LLMStepError
@@ -132,12 +132,13 @@ class StepRunner:
                           gate_feedback=list(state.feedback), inputs=kwargs, upstream=UpstreamView(run.done),
                           workflow_inputs=run.inputs, llm_defaults=run.llm_defaults)
         if run.on_event is not None:
-            run.on_event(StepStarted(run_id=run.run_id, step_id=step.id, attempt=attempt, started_at=started))
+            run.on_event(StepStarted(run_id=run.run_id, step_id=step.id, attempt=attempt, started_at=started,
+                                     agent=step.spec.agent_name, step_type=step.spec.type))
         common: dict[str, Any] = {"inputs": stored_inputs, "consumed": consumed, "injected": step.injected_json}
         try:
             output = await self.call(kwargs, ctx)
         except Exception as exc:
-            state.last = self.failed(attempt, started, exc, {**common, "llm": llm_json(ctx)})
+            state.last = self.failed(attempt, started, exc, {**common, "llm": llm_json(ctx)}, ctx)
             raise AttemptFailed(exc) from exc
         common["llm"] = llm_json(ctx)
         return await self.settle(attempt, started, output, ctx, state, common, is_last=is_last)
@@ -149,7 +150,8 @@ class StepRunner:
         with anyio.fail_after(timeout):
             return await call_step(self.step.function, kwargs, ctx)
 
-    def failed(self, attempt: int, started: float, exc: Exception, common: dict[str, Any]) -> StepOutcome:
+    def failed(self, attempt: int, started: float, exc: Exception, common: dict[str, Any],
+               ctx: StepContext) -> StepOutcome:
         """Record an attempt that raised (a timeout included)."""
         ended = time.time()
         timeout = self.step.spec.timeout
@@ -159,15 +161,17 @@ class StepRunner:
             error_type, message = type(exc).__name__, str(exc)
         rid = self.run.record(self.step, attempt, started, status="failed", ended_at=ended, error_type=error_type,
                               error_message=message, **common)
-        self.emit_finished(attempt, "failed", ended - started, f"{error_type}: {message}")
+        self.emit_finished(attempt, "failed", ended - started, f"{error_type}: {message}", ctx=ctx)
         return StepOutcome(self.step.id, "failed", rid, error=f"{error_type}: {message}")
 
-    def emit_finished(self, attempt: int, status: Any, duration: float, error: str | None,
-                      gates: int = 0, failed_gates: int = 0) -> None:
+    def emit_finished(self, attempt: int, status: Any, duration: float, error: str | None, *,
+                      verdicts: tuple[Verdict, ...] = (), failed_gates: int = 0,
+                      ctx: StepContext | None = None) -> None:
         if self.run.on_event is not None:
+            llm = ctx.llm_records[-1] if ctx is not None and ctx.llm_records else None
             self.run.on_event(StepFinished(run_id=self.run.run_id, step_id=self.step.id, status=status,
-                                           attempt=attempt, duration=duration, error=error, gates=gates,
-                                           failed_gates=failed_gates))
+                                           attempt=attempt, duration=duration, error=error, gates=len(verdicts),
+                                           failed_gates=failed_gates, verdicts=verdicts, llm=llm))
 
     async def settle(self, attempt: int, started: float, output: Any, ctx: StepContext, state: AttemptState,
                      common: dict[str, Any], *, is_last: bool) -> StepOutcome:
@@ -185,7 +189,7 @@ class StepRunner:
             problem = f"step {step.id!r} returned a value that cannot be stored as JSON: {exc}"
             rid = self.run.record(step, attempt, started, status="failed", ended_at=ended,
                                   error_type="NotSerializableError", error_message=problem, **common)
-            self.emit_finished(attempt, "failed", ended - started, problem)
+            self.emit_finished(attempt, "failed", ended - started, problem, ctx=ctx)
             return StepOutcome(step.id, "failed", rid, error=problem)
         # JSON scalars come back from JSON as themselves; anything else is converted (models -> dicts)
         plain_output = output if type(output) in _JSON_SCALARS else jsonio.loads(output_json)
@@ -199,7 +203,10 @@ class StepRunner:
         rid = self.run.record(step, attempt, started, status=status, ended_at=ended, output=output_json,
                               error_type="GateFailed" if message else None, error_message=message,
                               gates=[gate_row(name, v, dur, sev) for name, v, dur, sev in verdicts], **common)
-        self.emit_finished(attempt, status, ended - started, message, len(verdicts), len(blocking))
+        if self.run.on_event is not None:
+            self.emit_finished(attempt, status, ended - started, message, failed_gates=len(blocking), ctx=ctx,
+                               verdicts=tuple(Verdict(n, v.passed, v.score, v.reason, sev)
+                                              for n, v, _, sev in verdicts))
         if status == "failed" and step.on_gate_fail == "retry":
             state.feedback = [named(name, v) for name, v, _, sev in verdicts if not v.passed and sev == "block"]
             state.last = StepOutcome(step.id, "failed", rid, error=message)

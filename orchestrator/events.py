@@ -6,8 +6,9 @@ match on its type; adding a field to an event never breaks a listener that ignor
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.model import RunStatus, StepStatus
 
@@ -27,6 +28,19 @@ class StepStarted:
     step_id: str
     attempt: int
     started_at: float
+    agent: str = ""
+    step_type: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One gate's verdict on an attempt, as listeners see it."""
+
+    gate: str
+    passed: bool
+    score: float | None
+    reason: str
+    severity: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,6 +53,9 @@ class StepFinished:
     error: str | None = None
     gates: int = 0
     failed_gates: int = 0
+    verdicts: tuple[Verdict, ...] = ()
+    llm: Mapping[str, Any] | None = None
+    """The attempt's model call record (LLM steps): provider, model, usage, turns..."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

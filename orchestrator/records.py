@@ -155,6 +155,7 @@ class RunView:
     parent_step: str | None
     created_at: float
     updated_at: float
+    trace_id: str | None = None
 
     def summary_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "workflow": self.workflow, "status": self.status,

@@ -24,6 +24,7 @@ from orchestrator.model import WorkflowSpec
 from orchestrator.records import StepRecordView
 from orchestrator.store import GateRow, NewReview, NewStepRecord, Store
 from orchestrator.stored_workflow import load_run_workflow
+from orchestrator.telemetry import get_tracer
 
 
 @dataclass
@@ -43,6 +44,16 @@ def default_reviewer() -> str:
         return getpass.getuser()
     except Exception:  # no login name in some containers
         return "unknown"
+
+
+def announce(store: Store, decision: Decision, reviewer: str | None) -> Decision:
+    """Add the decision to the run's trace as a ``review`` event, when tracing is configured."""
+    tracer = get_tracer()
+    if tracer.enabled:
+        tracer.decision_event(decision.run_id, store.get_run(decision.run_id).trace_id, decision.decision,
+                              decision.step_id, reviewer or default_reviewer())
+        tracer.force_flush()
+    return decision
 
 
 def waiting_records(store: Store, run_id: str) -> list[StepRecordView]:
@@ -97,7 +108,7 @@ def approve(store: Store, run_id: str, *, step: str | None = None, reviewer: str
     review_id = store.decide(NewReview(run_id, rec.id, rec.step_id, decision="approve",
                                        reviewer=reviewer or default_reviewer(), comment=comment,
                                        output_before=rec.output, output_after=rec.output), new_records=[new])
-    return Decision(run_id, rec.step_id, "approve", review_id, True)
+    return announce(store, Decision(run_id, rec.step_id, "approve", review_id, True), reviewer)
 
 
 def check_edit(workflow: BoundWorkflow, store: Store, run_id: str, rec: StepRecordView, output: Any) -> list[GateRow]:
@@ -136,7 +147,7 @@ def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, rev
                                        reviewer=reviewer or default_reviewer(), comment=comment,
                                        output_before=rec.output, output_after=plain, forced=bool(failing) and force),
                              new_records=[new])
-    return Decision(run_id, rec.step_id, "edit", review_id, True)
+    return announce(store, Decision(run_id, rec.step_id, "edit", review_id, True), reviewer)
 
 
 def retry(store: Store, run_id: str, *, step: str | None = None, reviewer: str | None = None,
@@ -146,7 +157,7 @@ def retry(store: Store, run_id: str, *, step: str | None = None, reviewer: str |
     review_id = store.decide(NewReview(run_id, rec.id, rec.step_id, decision="retry",
                                        reviewer=reviewer or default_reviewer(), comment=comment,
                                        output_before=rec.output))
-    return Decision(run_id, rec.step_id, "retry", review_id, True)
+    return announce(store, Decision(run_id, rec.step_id, "retry", review_id, True), reviewer)
 
 
 def reject(store: Store, run_id: str, *, step: str | None = None, reviewer: str | None = None,
@@ -164,7 +175,7 @@ def reject(store: Store, run_id: str, *, step: str | None = None, reviewer: str 
     review_id = store.decide(NewReview(run_id, rec.id, rec.step_id, decision="reject",
                                        reviewer=reviewer or default_reviewer(), comment=comment,
                                        output_before=rec.output), new_records=skipped, run_status="rejected")
-    return Decision(run_id, rec.step_id, "reject", review_id, False)
+    return announce(store, Decision(run_id, rec.step_id, "reject", review_id, False), reviewer)
 
 
 def apply_review_timeouts(store: Store, run_id: str, spec: WorkflowSpec, *, now: float | None = None) -> list[Decision]:

@@ -24,16 +24,51 @@ from orchestrator.review import apply_review_timeouts, next_review_deadline
 from orchestrator.runstate import RunResult
 from orchestrator.store import Store
 from orchestrator.stored_workflow import load_run_workflow
+from orchestrator.telemetry import get_tracer
+from orchestrator.telemetry.listener import TracingListener
 
 
 def start_run(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any], *, max_concurrency: int = 8,
-              on_event: EventHook | None = None) -> RunResult:
-    """Convert inputs, create the run and execute it to its end or first pause."""
+              on_event: EventHook | None = None, otel: str | None = None) -> RunResult:
+    """Convert inputs, create the run and execute it to its end or first pause.
+
+    ``otel`` (else ``OTEL_EXPORTER_OTLP_ENDPOINT``) exports the run's spans over OTLP/HTTP.
+    """
     inputs = resolve_inputs(workflow.spec, given_inputs)
-    executor = Executor(store, workflow, max_concurrency=max_concurrency, on_event=on_event)
-    result = anyio.run(executor.start, inputs)
+    with Tracing(store, otel, on_event) as tracing:
+        executor = Executor(store, workflow, max_concurrency=max_concurrency, on_event=tracing.hook)
+        result = anyio.run(executor.start, inputs)
+        tracing.keep(result.run_id)
     score_outcome(store, workflow, result, on_event)
     return result
+
+
+class Tracing:
+    """Spans for one execution when telemetry is on (see :mod:`orchestrator.telemetry`); else nothing.
+
+    The run's trace id is stored on the run, so a later resume continues the same trace.
+    """
+
+    def __init__(self, store: Store, endpoint: str | None, on_event: EventHook | None,
+                 trace_id: str | None = None) -> None:
+        self.store = store
+        self.tracer = get_tracer(endpoint)
+        self.listener = TracingListener(self.tracer, trace_id=trace_id, inner=on_event) if self.tracer.enabled \
+            else None
+        self.hook: EventHook | None = self.listener if self.listener is not None else on_event
+        self.stored = trace_id
+
+    def __enter__(self) -> Tracing:
+        return self
+
+    def keep(self, run_id: str) -> None:
+        """Store the run's trace id if this execution started the trace."""
+        if self.listener is not None and self.listener.trace_id and self.listener.trace_id != self.stored:
+            self.store.set_trace_id(run_id, self.listener.trace_id)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.listener is not None:
+            self.tracer.force_flush()
 
 
 def _live_owner(owner: str | None) -> str | None:
@@ -53,7 +88,7 @@ def _live_owner(owner: str | None) -> str | None:
 
 
 def continue_run(store: Store, run_id: str, *, max_concurrency: int = 8,
-                 on_event: EventHook | None = None) -> RunResult:
+                 on_event: EventHook | None = None, otel: str | None = None) -> RunResult:
     """Resume a run from its stored records (after a crash, a pause or a review decision).
 
     A run still marked ``running`` by a live process on this host is refused, so two processes
@@ -66,8 +101,11 @@ def continue_run(store: Store, run_id: str, *, max_concurrency: int = 8,
             raise ReviewError(f"run {run_id} is being executed by process {owner}; "
                               "wait for it to finish or stop that process first")
     workflow, workflow_id = load_run_workflow(store, run_id)
-    executor = Executor(store, workflow, max_concurrency=max_concurrency, on_event=on_event, workflow_id=workflow_id)
-    result = anyio.run(executor.resume, run_id)
+    with Tracing(store, otel, on_event, trace_id=run.trace_id) as tracing:
+        executor = Executor(store, workflow, max_concurrency=max_concurrency, on_event=tracing.hook,
+                            workflow_id=workflow_id)
+        result = anyio.run(executor.resume, run_id)
+        tracing.keep(run_id)
     if run.status != "succeeded":
         score_outcome(store, workflow, result, on_event)
     return result

@@ -129,6 +129,9 @@ class MarkingStore(Store):
     def claim_queued_run(self, owner: str) -> str | None:
         return self.store.claim_queued_run(owner)
 
+    def set_trace_id(self, run_id: str, trace_id: str) -> None:
+        self.store.set_trace_id(run_id, trace_id)
+
     def run_owner(self, run_id: str) -> str | None:
         return self.store.run_owner(run_id)
 
@@ -347,7 +350,8 @@ class ReplayEngine:
                 for param, val in rec.inputs.items():
                     if isinstance(val, dict) and "$record" in val:
                         source = self.step_of_record.get(val["$record"])
-                        val = {**val, "$record": new_ids.get(source, val["$record"])}
+                        new_id = new_ids.get(source, val["$record"]) if source is not None else val["$record"]
+                        val = {**val, "$record": new_id}
                     inputs[param] = val
             gated = self.gated.get(sid)
             gates = []

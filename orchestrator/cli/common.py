@@ -33,6 +33,8 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print the JSON documen
 StepOption = Annotated[str | None, typer.Option("--step", help="The paused step (needed when several wait).")]
 CommentOption = Annotated[str | None, typer.Option("--comment", help="Why; stored with the decision.")]
 ReviewerOption = Annotated[str | None, typer.Option("--reviewer", help="Who decides (default: the OS user).")]
+OtelOption = Annotated[str | None, typer.Option("--otel", help="Export OpenTelemetry spans to this OTLP/HTTP "
+                                               "endpoint (default: $OTEL_EXPORTER_OTLP_ENDPOINT).")]
 ConcurrencyOption = Annotated[int, typer.Option("--max-concurrency", min=1, help="Steps run at once.")]
 
 STATUS_STYLE = {"succeeded": "green", "failed": "red", "gate_failed": "yellow", "paused": "yellow",

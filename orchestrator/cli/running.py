@@ -15,6 +15,7 @@ from orchestrator.cli.common import (
     ConcurrencyOption,
     DbOption,
     JsonOption,
+    OtelOption,
     err,
     exit_code,
     guarded,
@@ -154,6 +155,7 @@ def run(
     max_concurrency: ConcurrencyOption = 8,
     queue: Annotated[bool, typer.Option("--queue", help="Only enqueue the run; `orchestrator worker` "
                                                      "executes it.")] = False,
+    otel: OtelOption = None,
     db: DbOption = None,
 ) -> None:
     """Run a workflow to its end or to its first pause for review."""
@@ -183,14 +185,14 @@ def run(
         return
     progress = Progress(enabled=not as_json)
     with progress:
-        result = start_run(store, workflow, given, max_concurrency=max_concurrency, on_event=progress)
+        result = start_run(store, workflow, given, max_concurrency=max_concurrency, on_event=progress, otel=otel)
         result = wait_for_review_timeouts(store, result, max_concurrency=max_concurrency, on_event=progress)
     report_result(store, result, as_json)
 
 
 @guarded
 def resume(run_id: Annotated[str, typer.Argument(help="Run id.")], as_json: JsonOption = False,
-           max_concurrency: ConcurrencyOption = 8, db: DbOption = None) -> None:
+           max_concurrency: ConcurrencyOption = 8, otel: OtelOption = None, db: DbOption = None) -> None:
     """Continue a paused, interrupted or failed run; completed steps are not run again."""
     from orchestrator.review import apply_review_timeouts
     from orchestrator.runner import continue_run
@@ -206,7 +208,7 @@ def resume(run_id: Annotated[str, typer.Argument(help="Run id.")], as_json: Json
         report_result(store, RunResult(run_id, status, output=run_view.output), as_json)
     progress = Progress(enabled=not as_json)
     with progress:
-        result = continue_run(store, run_id, max_concurrency=max_concurrency, on_event=progress)
+        result = continue_run(store, run_id, max_concurrency=max_concurrency, on_event=progress, otel=otel)
     report_result(store, result, as_json)
 
 

@@ -179,6 +179,10 @@ class Store(ABC):
         """Move a run to ``status``; with ``expect``, only from one of those states (False if not)."""
 
     @abstractmethod
+    def set_trace_id(self, run_id: str, trace_id: str) -> None:
+        """Remember the run's OpenTelemetry trace id."""
+
+    @abstractmethod
     def claim_queued_run(self, owner: str) -> str | None:
         """Atomically take the oldest queued run for ``owner``; None when the queue is empty."""
 

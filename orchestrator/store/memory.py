@@ -69,6 +69,7 @@ class _Run:
     updated_at: float
     output: str | None = None
     error: str | None = None
+    trace_id: str | None = None
     records: list[int] = field(default_factory=list)
     """Ids of the run's step records, in insertion order."""
 
@@ -251,6 +252,10 @@ class MemoryStore(Store):
                 run.owner = owner
             return True
 
+    def set_trace_id(self, run_id: str, trace_id: str) -> None:
+        with self.lock:
+            self.run_row(run_id).trace_id = trace_id
+
     def claim_queued_run(self, owner: str) -> str | None:
         with self.lock:
             for run in self.runs.values():  # dicts keep insertion order: oldest first
@@ -431,7 +436,8 @@ def run_view(run: _Run) -> RunView:
     return RunView(id=run.id, run_id=run.run_id, workflow=run.workflow, workflow_id=run.workflow_id,
                    status=cast(RunStatus, run.status), kind=run.kind, inputs=jsonio.loads(run.inputs) or {},
                    output=jsonio.loads(run.output), error=run.error, parent_run_id=run.parent_run_id,
-                   parent_step=run.parent_step, created_at=run.created_at, updated_at=run.updated_at)
+                   parent_step=run.parent_step, created_at=run.created_at, updated_at=run.updated_at,
+                   trace_id=run.trace_id)
 
 
 def gate_view(g: _Gate) -> GateView:

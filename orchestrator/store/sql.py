@@ -125,11 +125,12 @@ class SqlStore(Store):
         from orchestrator.store.tables import metadata
 
         metadata.create_all(self.engine)
-        # databases written before LLM steps existed lack the step records' ``llm`` column
-        columns = {c["name"] for c in inspect_db(self.engine).get_columns("step_records")}
-        if "llm" not in columns:
-            with self.engine.begin() as conn:
-                conn.execute(text("ALTER TABLE step_records ADD COLUMN llm TEXT"))
+        # databases written before LLM steps and tracing lack these columns
+        inspector = inspect_db(self.engine)
+        for table, column in (("step_records", "llm"), ("runs", "trace_id")):
+            if column not in {c["name"] for c in inspector.get_columns(table)}:
+                with self.engine.begin() as conn:
+                    conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} TEXT"))
 
     def close(self) -> None:
         with self.lock:
@@ -211,6 +212,9 @@ class SqlStore(Store):
         """Unconditional update of one run's columns."""
         with self.lock, self.conn.begin():
             return self.conn.execute(update_run_by_pk, {"pk_": pk, **values}).rowcount == 1
+
+    def set_trace_id(self, run_id: str, trace_id: str) -> None:
+        self.update_run(self.run_pk(run_id), {"trace_id": trace_id})
 
     def get_run(self, run_id: str) -> RunView:
         rows = self.read(select(runs_t).where(runs_t.c.run_id == run_id))
@@ -386,7 +390,8 @@ def run_view(row: Any) -> RunView:
     return RunView(id=row.id, run_id=row.run_id, workflow=row.workflow, workflow_id=row.workflow_id,
                    status=row.status, kind=row.kind, inputs=jsonio.loads(row.inputs) or {},
                    output=jsonio.loads(row.output), error=row.error, parent_run_id=row.parent_run_id,
-                   parent_step=row.parent_step, created_at=row.created_at, updated_at=row.updated_at)
+                   parent_step=row.parent_step, created_at=row.created_at, updated_at=row.updated_at,
+                   trace_id=row.trace_id)
 
 
 def gate_view(g: Any) -> GateView:

@@ -44,6 +44,8 @@ class RunRow(SQLModel, table=True):
     owner: str | None = None
     """Which process is executing the run; lets ``resume`` and workers avoid double execution."""
     heartbeat_at: float | None = None
+    trace_id: str | None = None
+    """The OpenTelemetry trace of the run, so a resumed run and later decisions continue it."""
     created_at: float
     updated_at: float
 

@@ -1,0 +1,62 @@
+"""A real run exports its span tree: the LLM triage workflow through the CLI, against an OTLP receiver.
+
+The run pauses at a failing gate, a reviewer sends it back, and the resumed execution lands in
+the same trace as the first, with the decision as an event.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.llm.fake_openai_server import FakeOpenAI, completion, tool_call
+
+pytest.importorskip("opentelemetry.sdk", reason="the 'otel' extra (opentelemetry-sdk) is not installed")
+
+if TYPE_CHECKING:
+    from tests.telemetry.conftest import Receiver
+
+from tests.llm.test_llm_steps import WORKFLOWS  # noqa: E402
+
+
+@pytest.fixture
+def fake_openai():
+    server = FakeOpenAI().start()
+    yield server
+    server.stop()
+
+
+def test_a_paused_and_resumed_run_is_one_trace_with_genai_spans(cli, fake_openai, receiver: Receiver,
+                                                                monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", fake_openai.base_url)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url.removesuffix("/v1/traces"))
+    fake_openai.respond(completion(json.dumps({"category": "refund", "confidence": 0.5}), prompt_tokens=30,
+                                   completion_tokens=8))
+    first = cli("run", str(WORKFLOWS / "triage.yaml"), "--input", "ticket=charged twice", "--json")
+    assert first.exit_code == 3
+    run_id = first.json()["run_id"]
+    fake_openai.respond(completion(json.dumps({"category": "billing", "confidence": 0.9})))
+    fake_openai.respond(completion(None, tool_calls=[tool_call("c1", "lookup_order", {"order_id": "7"})],
+                                   finish_reason="tool_calls"))
+    fake_openai.respond(completion("Refunded."))
+    assert cli("retry", run_id, "--json").exit_code == 0
+
+    runs = receiver.named("run llm-triage")
+    assert len(runs) == 2 and len({s.trace_id for s in receiver.spans}) == 1
+    first_run = next(s for s in runs if not s.attributes.get("orchestrator.resumed"))
+    assert ("paused", {"orchestrator.steps": "classify"}) in first_run.events
+    attempts = receiver.named("step classify")
+    assert len(attempts) == 2 and attempts[0].parent_span_id == first_run.span_id
+    gate_events = [e for e in attempts[0].events if e[0] == "gate"]
+    assert gate_events and gate_events[0][1]["orchestrator.gate.passed"] is False
+    chats = [s for s in receiver.named("chat gpt-4o-mini") if s.parent_span_id == attempts[0].span_id]
+    assert chats[0].attributes["gen_ai.request.model"] == "gpt-4o-mini"
+    assert chats[0].attributes["gen_ai.usage.input_tokens"] == 30
+    assert chats[0].attributes["gen_ai.usage.output_tokens"] == 8
+    assert chats[0].attributes["gen_ai.system"] == "openai"
+    reply = receiver.one("step reply")
+    assert receiver.one("execute_tool lookup_order").parent_span_id == reply.span_id
+    review = receiver.one("review retry")
+    assert review.events[0][1]["orchestrator.decision"] == "retry"
