@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+from orchestrator.records import StepRecordView
 
 from orchestrator.store import Store
 
@@ -31,8 +34,25 @@ def run_document(store: Store, run_id: str) -> dict[str, Any]:
         "reviews": [r.to_json() for r in reviews],
         "outcomes": [o.to_json() for o in store.outcomes(run_id)],
         "paused_steps": [r.step_id for r in latest.values() if r.status == "gate_failed" and r.id not in decided],
+        "llm": llm_totals(records),
     })
     return doc
+
+
+def llm_totals(records: Sequence[StepRecordView]) -> dict[str, Any] | None:
+    """Tokens and cost of every model call of the run (every attempt, retries included); None without any.
+
+    ``cost`` is None when a model's price is unknown (see ``ORCHESTRATOR_LLM_PRICES``).
+    """
+    calls = [r.llm for r in records if r.llm and r.origin == "executed"]
+    if not calls:
+        return None
+    costs = [c.get("cost") for c in calls]
+    usage = [c.get("usage") or {} for c in calls]
+    return {"input_tokens": sum(int(u.get("input_tokens") or 0) for u in usage),
+            "output_tokens": sum(int(u.get("output_tokens") or 0) for u in usage),
+            "cost": None if any(c is None for c in costs) else round(sum(costs), 8),
+            "calls": sum(int(c.get("calls") or 0) for c in calls)}
 
 
 def runs_document(store: Store, *, status: str | None = None, workflow: str | None = None) -> list[dict[str, Any]]:

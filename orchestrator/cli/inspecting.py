@@ -106,6 +106,11 @@ def show(run_id: str, as_json: JsonOption = False, db: DbOption = None) -> None:
         out.print(f"outcome: {o['value']:.3f} {verdict} ({o['source']}, {o['termination']})", highlight=False)
     if doc["status"] == "succeeded":
         out.print(f"output: {escape(_preview(doc['output'], 400))}", highlight=False, soft_wrap=True)
+    if doc.get("llm"):
+        t = doc["llm"]
+        cost = "unknown cost" if t["cost"] is None else f"${t['cost']:.6f}"
+        out.print(f"model calls: {t['calls']}, {t['input_tokens']} tokens in, {t['output_tokens']} out, {cost}",
+                  highlight=False)
     if doc.get("error"):
         out.print(f"error: {escape(doc['error'])}", highlight=False, soft_wrap=True)
 

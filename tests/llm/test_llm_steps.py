@@ -47,6 +47,7 @@ def test_an_llm_workflow_runs_and_records_every_prompt_response_and_token(cli, f
     assert "the ticket's category, one of billing, bug or other" in user
     assert [t["kind"] for t in reply["llm"]["turns"]] == ["model", "tool", "model"]
     assert json.loads(reply["llm"]["turns"][1]["result"]) == {"order_id": "42", "status": "shipped"}
+    assert doc["llm"]["input_tokens"] == 40 + 11 + 60 and doc["llm"]["calls"] == 3
     # the request the SDK sent carried the rendered messages and the JSON-schema response format
     first = fake_openai.requests[0]
     assert first["messages"][0] == {"role": "system", "content": "You route support tickets."}

@@ -58,3 +58,8 @@ def score(output: dict) -> float:
     if not advice or not reply:
         return 0.0
     return min(1.0, 2 * len(advice & reply) / len(advice))
+
+
+def lookup_order(order_id: str) -> dict:
+    """Look up an order by its id: its status and the amount charged (a tool an LLM step may call)."""
+    return {"order_id": order_id, "status": "shipped", "charges": 2}
