@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.records import StepRecordView
-
 from orchestrator.store import Store
 
 
