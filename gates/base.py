@@ -10,7 +10,7 @@ import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from orchestrator.context import StepContext
 from orchestrator.model import GateResult
@@ -35,7 +35,10 @@ BUILTIN_GATES: dict[str, type] = {}
 """Built-in gate classes by YAML name; filled by :func:`register`."""
 
 
-def register(cls: type) -> type:
+_GateClass = TypeVar("_GateClass", bound=type[Gate])
+
+
+def register(cls: _GateClass) -> _GateClass:
     """Class decorator adding a built-in gate under its ``name``."""
     BUILTIN_GATES[cls.name] = cls
     return cls

@@ -272,9 +272,9 @@ def _bind_llm_function(workflow: WorkflowSpec, step: StepSpec, resolver: _Resolv
         except ResolveError as exc:
             problems.add(f"steps.{step.id}.run", f"step {step.id!r}: {exc}")
             return None
-        message = signature_mismatch(step, post_process, extra=(REPLY_PARAMETER,))
-        if message:
-            problems.add(f"steps.{step.id}.inputs", message)
+        mismatch = signature_mismatch(step, post_process, extra=(REPLY_PARAMETER,))
+        if mismatch:
+            problems.add(f"steps.{step.id}.inputs", mismatch)
     try:
         function = make_llm_step(workflow, step, resolve=resolver.callable, post_process=post_process)
     except ResolveError as exc:

@@ -50,7 +50,7 @@ def llm_totals(records: Sequence[StepRecordView]) -> dict[str, Any] | None:
     usage = [c.get("usage") or {} for c in calls]
     return {"input_tokens": sum(int(u.get("input_tokens") or 0) for u in usage),
             "output_tokens": sum(int(u.get("output_tokens") or 0) for u in usage),
-            "cost": None if any(c is None for c in costs) else round(sum(costs), 8),
+            "cost": None if any(c is None for c in costs) else round(sum(float(c or 0) for c in costs), 8),
             "calls": sum(int(c.get("calls") or 0) for c in calls)}
 
 

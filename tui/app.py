@@ -156,8 +156,11 @@ class ReviewApp(App[None]):
     def request_label(self, run_id: str, output_preview: str = "") -> None:
         from tui.screens.label import LabelScreen
 
-        self.push_screen(LabelScreen(run_id, output_preview, cursor_blink=self.cursor_blink),
-                         lambda choice: None if choice is None else self.label_run(run_id, choice))
+        def on_choice(choice: LabelChoice | None) -> None:
+            if choice is not None:
+                self.label_run(run_id, choice)
+
+        self.push_screen(LabelScreen(run_id, output_preview, cursor_blink=self.cursor_blink), on_choice)
 
     @work(thread=True, group="labels", exit_on_error=False)
     def label_run(self, run_id: str, choice: LabelChoice) -> None:

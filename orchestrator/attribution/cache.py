@@ -110,7 +110,7 @@ class InputKeys:
         self.plan: dict[str, list[tuple[str, str, str, str | None]]] = {}
         """Per step: (param, kind, digest-or-step, field) with kind const | input | step."""
         for sid, step in steps.items():
-            rows = []
+            rows: list[tuple[str, str, str, str | None]] = []
             for param, ref in step.inputs.items():
                 parsed = parse_reference(ref)
                 if parsed is None:

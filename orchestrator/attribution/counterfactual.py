@@ -35,10 +35,12 @@ def counterfactual(store: Store, run_id: str, *, workflow: BoundWorkflow | None 
     engine = engine or ReplayEngine(store, run_id, workflow=workflow, failure_value=failure_value)
     require_evaluator(engine.workflow)
     actual = engine.evaluate(Plan(), kind="counterfactual", label=None)
+    assert actual.value is not None, "require_evaluator ran above, so every replay is scored"
     candidates = []
     for sid in engine.relevant:
         replay = engine.evaluate(Plan(reference=frozenset({sid})), kind="counterfactual", label=sid,
                                  force_run=True)
+        assert replay.value is not None, "require_evaluator ran above, so every replay is scored"
         rec = engine.latest.get(sid)
         candidates.append(Candidate(sid, engine.steps[sid].agent_name, actual.value - replay.value, {
             "reference": engine.reference_kind(sid), "value_actual": actual.value,

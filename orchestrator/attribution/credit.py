@@ -14,7 +14,7 @@ evidence). Difference credit is ``v(all) - v(all without the player)``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from orchestrator.attribution import shapley as math_
@@ -47,12 +47,15 @@ def _players(engine: ReplayEngine, by: str) -> tuple[list[str], dict[str, list[s
     return list(steps_of), steps_of
 
 
-def coalition_value(engine: ReplayEngine, steps_of: dict[str, list[str]]) -> Callable[[frozenset], float]:
+def coalition_value(engine: ReplayEngine,
+                    steps_of: dict[str, list[str]]) -> Callable[[frozenset[Hashable]], float]:
     """v(S): members keep their behaviour, every other player's steps take their reference."""
-    def value(coalition: frozenset) -> float:
+    def value(coalition: frozenset[Hashable]) -> float:
         replaced = frozenset(sid for player, sids in steps_of.items() if player not in coalition for sid in sids)
         label = next(iter(replaced)) if len(replaced) == 1 else None
-        return engine.evaluate(Plan(reference=replaced), kind="counterfactual", label=label).value
+        score = engine.evaluate(Plan(reference=replaced), kind="counterfactual", label=label).value
+        assert score is not None, "callers run require_evaluator first, so every replay is scored"
+        return score
     return value
 
 

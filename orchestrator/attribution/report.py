@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import Counter
@@ -136,7 +137,7 @@ def build_report(store: Store, workflow: str | None = None, *, now: float | None
     for name in names:
         rows = store.step_history(name)
         if len(names) > 1:
-            rows = [{**row, "step_id": f"{name}:{row['step_id']}"} for row in rows]
+            rows = [dataclasses.replace(row, step_id=f"{name}:{row.step_id}") for row in rows]
         history.extend(rows)
     steps_per_run: Counter[str] = Counter()
     attempts_per_run: Counter[str] = Counter()

@@ -22,7 +22,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
-ValueFn = Callable[[frozenset], float]
+ValueFn = Callable[[frozenset[Hashable]], float]
 
 EXACT_LIMIT = 12
 """Up to this many players the Shapley value is computed exactly (2^n coalitions)."""
@@ -60,9 +60,9 @@ class _Memo:
 
     def __init__(self, value: ValueFn) -> None:
         self.value = value
-        self.seen: dict[frozenset, float] = {}
+        self.seen: dict[frozenset[Hashable], float] = {}
 
-    def __call__(self, coalition: frozenset) -> float:
+    def __call__(self, coalition: frozenset[Hashable]) -> float:
         if coalition not in self.seen:
             self.seen[coalition] = float(self.value(coalition))
         return self.seen[coalition]
@@ -102,7 +102,7 @@ def sampled_shapley(players: Sequence[Hashable], value: ValueFn, *, samples: int
     squares = {p: 0.0 for p in players}
     for _ in range(samples):
         rng.shuffle(order)
-        coalition: frozenset = frozenset()
+        coalition: frozenset[Hashable] = frozenset()
         previous = v(coalition)
         for player in order:
             coalition = coalition | {player}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -125,7 +126,8 @@ def choose_workflow(store: Store, workflow: str | None) -> str:
 
 def _attribution_for(outcome: OutcomeView, views: list[AttributionView]) -> AttributionView | None:
     linked = [v for v in views if v.outcome_id == outcome.id]
-    return (linked or views or [None])[-1]
+    chosen = linked or views
+    return chosen[-1] if chosen else None
 
 
 def compute_stats(store: Store, workflow: str | None = None, *, since: float | None = None, period: str = "week",
@@ -150,7 +152,7 @@ def _step_order(store: Store, runs: list[RunView]) -> list[tuple[str, str | None
 
 def build_stats(workflow: str, runs: list[RunView], history: list[StepHistoryRow],
                 outcomes: dict[str, list[OutcomeView]], attributions: list[AttributionView], *,
-                step_order: list[tuple[str, str | None]] = (), period: str = "week", since: float | None = None,
+                step_order: Sequence[tuple[str, str | None]] = (), period: str = "week", since: float | None = None,
                 alert_drop: float = 5.0, min_runs: int = 1, now: float | None = None) -> StatsReport:
     """Pure: the dashboard from already-read runs, step history, outcomes and attribution records.
 
@@ -181,8 +183,8 @@ def build_stats(workflow: str, runs: list[RunView], history: list[StepHistoryRow
     for run in runs:
         found = outcomes.get(run.run_id) or []
         if found and found[-1].correct is False:
-            view = _attribution_for(found[-1], by_run.get(run.run_id, []))
-            blamed_of[run.run_id] = view.blamed_step if view is not None else None
+            chosen = _attribution_for(found[-1], by_run.get(run.run_id, []))
+            blamed_of[run.run_id] = chosen.blamed_step if chosen is not None else None
     incorrect = len(blamed_of)
     order = [sid for sid, _ in step_order]
     agents = dict(step_order)
@@ -247,11 +249,13 @@ def _alert(step: StepStats, drop: float, min_runs: int) -> Alert | None:
     if len(points) < 2:
         return None
     previous, current = points[-2], points[-1]
-    points_dropped = round((previous.gate_pass_rate - current.gate_pass_rate) * 100, 2)
+    previous_rate, current_rate = previous.gate_pass_rate, current.gate_pass_rate
+    assert previous_rate is not None and current_rate is not None  # points without a rate were left out above
+    points_dropped = round((previous_rate - current_rate) * 100, 2)
     if points_dropped < drop:
         return None
     return Alert(step_id=step.step_id, previous_period=previous.period, current_period=current.period,
-                 previous=previous.gate_pass_rate, current=current.gate_pass_rate, drop_points=points_dropped,
-                 message=f"step {step.step_id!r}: gate pass rate fell from {previous.gate_pass_rate:.0%} "
-                         f"({previous.period}) to {current.gate_pass_rate:.0%} ({current.period}), "
+                 previous=previous_rate, current=current_rate, drop_points=points_dropped,
+                 message=f"step {step.step_id!r}: gate pass rate fell from {previous_rate:.0%} "
+                         f"({previous.period}) to {current_rate:.0%} ({current.period}), "
                          f"{points_dropped:g} points")

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 _FENCE = re.compile(r"^\s*```(?:json|JSON)?\s*\n(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
-def _is_model(source: Any) -> bool:
+def _is_model(source: Any) -> TypeGuard[type[BaseModel]]:
     return isinstance(source, type) and issubclass(source, BaseModel)
 
 
@@ -60,8 +60,8 @@ def validate(schema_source: Any, text: str) -> tuple[Any, list[str]]:
 
 
 def _validate_dict(schema: dict[str, Any], data: Any) -> tuple[Any, list[str]]:
-    from jsonschema import validators  # type: ignore[import-untyped]
-    from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+    from jsonschema import validators
+    from jsonschema.exceptions import SchemaError
 
     cls = validators.validator_for(schema)
     try:

@@ -41,7 +41,7 @@ class DashboardLoaded(Message):
     report: StatsReport | None
 
 
-class DashboardScreen(Screen):
+class DashboardScreen(Screen[None]):
     """Opens on ``workflow`` (the runs screen passes the highlighted run's); ``w`` picks another."""
 
     app: ReviewApp
@@ -159,7 +159,7 @@ class DashboardScreen(Screen):
                                      "give the workflow an evaluator (`outcome:`); each incorrect one is traced "
                                      "back to the step that caused it.", classes="dash-note"))
         alerted = {a.step_id for a in report.alerts}
-        rows: list = [TrendHeader(report.period)]
+        rows: list[TrendHeader | StepTrend] = [TrendHeader(report.period)]
         rows += [StepTrend(s, alert=s.step_id in alerted, id=f"trend-{s.step_id}") for s in report.steps]
         await steps.mount_all(rows)
 

@@ -143,10 +143,16 @@ class EditScreen(Screen[None]):
         if self.record is None or self.query_one("#editor", TextArea).text == self.original:
             self.dismiss()
             return
+
+        async def discard(answer: str | None) -> None:
+            # Textual awaits the callback, so the screen is popped before the callback completes
+            if answer is not None:
+                await self.dismiss()
+
         self.app.push_screen(
             ConfirmScreen("Discard the edited output?", "Nothing has been saved; the step stays paused.",
                           confirm_label="Discard", ask_comment=False),
-            lambda answer: self.dismiss() if answer is not None else None)
+            discard)
 
 
 def _error_text(exc: Exception) -> str:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from tui.app import ReviewApp
 
 
-class RunDetailScreen(Screen):
+class RunDetailScreen(Screen[None]):
     """Opens on the paused step; decisions apply to the selected step when it waits for review."""
 
     app: ReviewApp
@@ -132,7 +132,8 @@ class RunDetailScreen(Screen):
         elif run.error:
             text.append("\n" + truncate(run.error, 200), style="red")
         for outcome in detail.outcomes:
-            verdict = {True: "correct", False: "incorrect"}.get(outcome.correct, "unjudged")
+            verdicts: dict[bool | None, str] = {True: "correct", False: "incorrect"}
+            verdict = verdicts.get(outcome.correct, "unjudged")
             text.append(f"\noutcome: {verdict} ({outcome.value:.2f}, {outcome.source}"
                         + (f" {outcome.reviewer}" if outcome.reviewer else "") + ")")
             if outcome.reason:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from tui.app import ReviewApp
 
 
-class RunsScreen(Screen):
+class RunsScreen(Screen[None]):
     """Run id, workflow, status, the paused step and age; ``enter`` opens a run."""
 
     app: ReviewApp

@@ -7,7 +7,7 @@ as given; the screen reads the store and decides which rows exist.
 from __future__ import annotations
 
 import statistics
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult, RenderResult
 from textual.containers import Horizontal
@@ -90,7 +90,7 @@ class TrendHeader(Horizontal):
     {_columns('TrendHeader')}
     """
 
-    def __init__(self, period: str, **kwargs) -> None:
+    def __init__(self, period: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.period = period
 
@@ -117,7 +117,7 @@ class StepTrend(Horizontal):
     {_columns('StepTrend')}
     """
 
-    def __init__(self, step: StepStats, *, alert: bool = False, **kwargs) -> None:
+    def __init__(self, step: StepStats, *, alert: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.step = step
         self.rates = [p.gate_pass_rate for p in step.trend if p.gate_pass_rate is not None]
@@ -161,7 +161,7 @@ class BlameRow(Horizontal):
     BlameRow > .blame-count {{ width: auto; margin: 0 0 0 1; color: $text-muted; }}
     """
 
-    def __init__(self, name: str, share: float, count: int, total: int, **kwargs) -> None:
+    def __init__(self, name: str, share: float, count: int, total: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.step_id, self.share, self.count, self.total = name, share, count, total
         self.set_class(name == UNATTRIBUTED, "-unattributed")

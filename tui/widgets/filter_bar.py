@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Input, Label, Select
@@ -12,7 +14,7 @@ from tui.queries import RUN_STATUSES
 class FilterBar(Horizontal):
     """A status choice and a workflow-name search; the screen reacts to their Changed messages."""
 
-    def __init__(self, *, cursor_blink: bool = True, **kwargs) -> None:
+    def __init__(self, *, cursor_blink: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._blink = cursor_blink
 

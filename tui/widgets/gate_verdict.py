@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.widgets import Static
 
@@ -12,7 +14,7 @@ from tui.format import format_score
 class GateVerdict(Static):
     """``✗ range  0.10  field 'score' = 0.1 is below min 0.5``; the class says pass, fail or warn."""
 
-    def __init__(self, gate: GateView, **kwargs) -> None:
+    def __init__(self, gate: GateView, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.gate = gate
         self.set_class(gate.passed, "-passed")

@@ -3,13 +3,15 @@ or, when nothing is happening, a hint about the screen."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.widgets import Static
 
 
 class LiveStatus(Static):
     """Mirrors the app's ``activity`` text; the class ``-busy`` is set while a run is continuing."""
 
-    def __init__(self, hint: str = "", **kwargs) -> None:
+    def __init__(self, hint: str = "", **kwargs: Any) -> None:
         super().__init__(hint, **kwargs)
         self.hint = hint
 

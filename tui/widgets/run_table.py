@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
@@ -12,7 +12,7 @@ from tui.format import STATUS_STYLE, format_age, truncate
 from tui.queries import RunRow
 
 
-class RunTable(DataTable):
+class RunTable(DataTable[str | Text]):
     """Runs keyed by run id; refreshing keeps the cursor on the same run."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -22,9 +22,9 @@ class RunTable(DataTable):
     COLUMNS = (("run", "run"), ("workflow", "workflow"), ("status", "status"), ("paused at", "paused"),
                ("age", "age"))
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
-        self._shown: tuple = ()
+        self._shown: tuple[tuple[str, str, str, str, str], ...] = ()
 
     def on_mount(self) -> None:
         for label, key in self.COLUMNS:

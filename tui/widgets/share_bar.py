@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.reactive import reactive
 from textual.widget import Widget
 
@@ -31,7 +33,7 @@ class ShareBar(Widget):
 
     share: reactive[float] = reactive(0.0)
 
-    def __init__(self, share: float = 0.0, **kwargs) -> None:
+    def __init__(self, share: float = 0.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.share = share
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
@@ -47,7 +49,7 @@ class StepDetail(VerticalScroll):
                 else:
                     yield Static(id=f"{key}-text")
 
-    _shown: tuple | None = None
+    _shown: tuple[str, str, bool, int | None, int, int] | None = None
 
     async def show(self, item: StepItem | None, *, now: float) -> None:
         """Show ``item``; a refresh that changes nothing about it keeps the pane (and its scroll) as is."""
@@ -61,8 +63,8 @@ class StepDetail(VerticalScroll):
         title = self.query_one("#step-title", Static)
         if item is None:
             title.update("No step selected.")
-            for key, _ in SECTIONS:
-                self.query_one(f"#section-{key}").add_class("-empty")
+            for section, _ in SECTIONS:
+                self.query_one(f"#section-{section}").add_class("-empty")
             return
         title.update(self._title(item))
         title.set_class(item.waiting, "-waiting")
@@ -125,7 +127,7 @@ class StepDetail(VerticalScroll):
         return text
 
     @staticmethod
-    def _injected(injected: list[dict]) -> Text:
+    def _injected(injected: list[dict[str, Any]]) -> Text:
         text = Text()
         for i, need in enumerate(injected):
             if i:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.widgets import DataTable
 
@@ -13,16 +15,16 @@ SHARE = 0.55
 STEP_WIDTH, AGENT_WIDTH = 22, 12
 
 
-class StepList(DataTable):
+class StepList(DataTable[str | Text]):
     """Steps keyed by step id. The screen decides which one is selected.
 
     When the columns would not fit in their share of the terminal (long step ids at 80 columns),
     the agent column is left out: the detail pane names the agent, and attempt and duration stay.
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", show_header=True, cell_padding=1, **kwargs)
-        self._shown: tuple = ()
+        self._shown: tuple[tuple[str, str, bool, str, int, str, bool], ...] = ()
         self._with_agent: bool | None = None
         self._steps: list[StepItem] = []
         self._blamed: str | None = None
@@ -72,7 +74,7 @@ class StepList(DataTable):
                 name = Text(truncate(step_id, STEP_WIDTH), style="bold" if waiting else "")
                 if is_blamed:
                     name.append(" ◀", style="bold red")
-                row = [Text(STEP_ICON.get(status, "?"), style=style), name]
+                row: list[str | Text] = [Text(STEP_ICON.get(status, "?"), style=style), name]
                 if self._with_agent:
                     row.append(truncate(agent, AGENT_WIDTH))
                 row += [Text(str(attempt) if attempt else "", justify="right"), Text(duration, justify="right")]

@@ -61,7 +61,7 @@ class CandidateView(Vertical):
     line (most steps of a long workflow), so the signalled ones stand out.
     """
 
-    def __init__(self, rank: int, candidate: dict[str, Any], *, blamed: bool, **kwargs) -> None:
+    def __init__(self, rank: int, candidate: dict[str, Any], *, blamed: bool, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.rank = rank
         self.candidate = candidate
@@ -88,7 +88,7 @@ class CandidateView(Vertical):
 class TracePanel(VerticalScroll):
     """Replaces the step detail while the trace is open; the screen flips ``-tracing`` to show it."""
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.view: AttributionView | None = None
         self.reason: str | None = None
@@ -155,7 +155,8 @@ class TracePanel(VerticalScroll):
         text.append(f" · confidence {view.confidence or 0.0:.2f} · method {view.method}")
         outcome = (view.evidence or {}).get("outcome")
         if isinstance(outcome, dict):
-            verdict = {True: "correct", False: "incorrect"}.get(outcome.get("correct"), "unjudged")
+            verdicts: dict[object, str] = {True: "correct", False: "incorrect"}
+            verdict = verdicts.get(outcome.get("correct"), "unjudged")
             who = " ".join(str(p) for p in (outcome.get("source"), outcome.get("reviewer")) if p)
             text.append(f"\noutcome {verdict} ({float(outcome.get('value') or 0.0):.2f}, {who})", style="not bold")
         elif (view.evidence or {}).get("run_status"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.style import Style
 
@@ -18,7 +18,7 @@ class TracedStepList(StepList):
 
     COMPONENT_CLASSES: ClassVar[set[str]] = StepList.COMPONENT_CLASSES | {"steplist--blamed"}
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.traced: str | None = None
         """The step the shown trace blames (None: no trace shown, or it blames no step)."""
@@ -37,6 +37,7 @@ class TracedStepList(StepList):
 
     def _get_row_style(self, row_index: int, base_style: Style) -> Style:
         # DataTable's hook for per-row styles (zebra stripes use it); the blamed row adds its component style.
+        # Private, and Textual has no public per-row hook: tests/tui/test_textual_pins.py pins it.
         style = super()._get_row_style(row_index, base_style)
         if self.row_is_blamed(row_index):
             style += self.get_component_rich_style("steplist--blamed", partial=True)

@@ -75,13 +75,14 @@ def _load(path: Path) -> tuple[Llama, threading.Lock]:
             return _models[key]
         try:
             import llama_cpp.llama as llama_module
+            import llama_cpp.llama_cpp as llama_bindings  # the module llama_module calls into
         except ImportError:
             raise LLMError(f"the local model needs llama-cpp-python: {INSTALL_HINT}") from None
         # llama.cpp's "extra buffer types" repack weights for AMX/AVX512 kernels; on some CPUs
         # (seen with AMX) multi-token decoding then segfaults. A 135M model gains nothing from
         # repacking, and llama-cpp-python has no option for it, so the default params are
         # patched while this one model loads (under _load_lock, so no other load sees it).
-        defaults = llama_module.llama_cpp.llama_model_default_params
+        defaults = llama_bindings.llama_model_default_params
 
         def without_extra_buffers() -> Any:
             params = defaults()
@@ -89,13 +90,13 @@ def _load(path: Path) -> tuple[Llama, threading.Lock]:
                 params.use_extra_bufts = False
             return params
 
-        llama_module.llama_cpp.llama_model_default_params = without_extra_buffers
+        llama_bindings.llama_model_default_params = without_extra_buffers
         try:
             llama = llama_module.Llama(model_path=key, n_ctx=N_CTX, verbose=False, seed=0)
         except (ValueError, RuntimeError) as exc:
             raise LLMError(f"cannot load the local model {key}: {exc}") from None
         finally:
-            llama_module.llama_cpp.llama_model_default_params = defaults
+            llama_bindings.llama_model_default_params = defaults
         _models[key] = (llama, threading.Lock())
         return _models[key]
 

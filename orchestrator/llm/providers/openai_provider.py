@@ -117,7 +117,7 @@ class OpenAIProvider:
             store: Any = self._limiters
         except RuntimeError:  # trio
             loop, store = _NO_LOOP, self._fallback
-        limiter = store.get(loop)
+        limiter: anyio.CapacityLimiter | None = store.get(loop)
         if limiter is None:
             limiter = store[loop] = anyio.CapacityLimiter(self.max_concurrency)
         return limiter
