@@ -72,12 +72,14 @@ class RunContext:
     done: dict[str, Done]
     on_event: EventHook | None = None
     llm_defaults: LLMConfig | None = None
+    lease_token: str | None = None
+    """Records are written only while the run's lease has this token (None: no lease, e.g. replays)."""
 
     def record(self, step: BoundStep, attempt: int, started: float, **fields: Any) -> int:
         spec = step.spec
         return self.store.insert_step_record(NewStepRecord(
             run_id=self.run_id, workflow_id=self.workflow_id, step_id=spec.id, step_type=spec.type,
-            agent=spec.agent_name, attempt=attempt, started_at=started, **fields))
+            agent=spec.agent_name, attempt=attempt, started_at=started, lease_token=self.lease_token, **fields))
 
 
 class StepRunner:

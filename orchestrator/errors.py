@@ -9,7 +9,9 @@ and an exit code, never a traceback::
     ├── ReviewError          a review decision does not apply (not paused, already decided,
     │                        an edit that fails the step's gates) (exit 2)
     ├── NotFoundError        an unknown run or step id (exit 2)
-    └── StoreMismatchError   stored records disagree with the workflow spec on resume (exit 2)
+    ├── StoreMismatchError   stored records disagree with the workflow spec on resume (exit 2)
+    ├── LeaseHeldError       another live process holds the run's lease (exit 2)
+    └── LeaseLostError       this process's lease was taken over; it stopped writing (exit 1)
 """
 
 from __future__ import annotations
@@ -71,3 +73,13 @@ class NotFoundError(OrchestratorError):
 
 class StoreMismatchError(OrchestratorError):
     """Stored step records disagree with the workflow they are resumed under."""
+
+
+class LeaseHeldError(OrchestratorError):
+    """Another process holds the run's lease and is alive (its lease has not expired)."""
+
+
+class LeaseLostError(OrchestratorError):
+    """The lease was taken over (this process stalled past its expiry); nothing more was written."""
+
+    exit_code = 1

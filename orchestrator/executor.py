@@ -13,23 +13,46 @@ from __future__ import annotations
 import contextvars
 import heapq
 import os
+import secrets
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
 
 from orchestrator.attempt import RunContext, StepRunner
 from orchestrator.binding import BoundWorkflow
-from orchestrator.errors import StoreMismatchError
+from orchestrator.errors import InputError, LeaseLostError, StoreMismatchError
 from orchestrator.events import EventHook, RunFinished, RunStarted
 from orchestrator.runstate import Done, PriorState, RunResult, StepOutcome, finish_run
-from orchestrator.store import Store
+from orchestrator.store import Lease, Store
+from orchestrator.store.base import lease_lost
+
+DEFAULT_LEASE_SECONDS = 15.0
+"""How long a run's lease lasts without a heartbeat (renewed every third of it): a process that
+dies mid-run is taken over (by ``resume`` or a worker) at most this long after its last renewal."""
 
 
 def owner_token() -> str:
     """Who executes a run: ``host:pid``."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def lease_seconds() -> float:
+    """``ORCHESTRATOR_LEASE_SECONDS``, else the default."""
+    text = os.environ.get("ORCHESTRATOR_LEASE_SECONDS")
+    try:
+        value = float(text) if text else DEFAULT_LEASE_SECONDS
+    except ValueError:
+        raise InputError(f"ORCHESTRATOR_LEASE_SECONDS={text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise InputError(f"ORCHESTRATOR_LEASE_SECONDS={text!r} must be positive")
+    return value
+
+
+def new_lease(run_id: str = "") -> Lease:
+    """A fresh lease for this process (``run_id`` empty when the run is yet to be created)."""
+    return Lease(run_id, owner_token(), secrets.token_hex(8), lease_seconds())
 
 
 @dataclass
@@ -45,7 +68,8 @@ class Executor:
     """Runs one bound workflow against one store."""
 
     def __init__(self, store: Store, workflow: BoundWorkflow, *, max_concurrency: int = 8,
-                 on_event: EventHook | None = None, workflow_id: int | None = None) -> None:
+                 on_event: EventHook | None = None, workflow_id: int | None = None, leased: bool = True) -> None:
+        """``leased``: hold the run's lease while executing (replays, private to one process, do not)."""
         self.store = store
         self.workflow = workflow
         self.max_concurrency = max(1, max_concurrency)
@@ -54,24 +78,26 @@ class Executor:
             workflow.name, str(workflow.spec.version), dict(workflow.definition), workflow.source,
             workflow.content_hash)
         self.position = {sid: i for i, sid in enumerate(workflow.order)}
+        self.lease: Lease | None = new_lease() if leased else None
 
     async def start(self, inputs: dict[str, Any], *, kind: str = "run") -> RunResult:
-        """Create a run for already-converted inputs and execute it."""
-        run_id = self.store.create_run(self.workflow_id, self.workflow.name, inputs, kind=kind, owner=owner_token())
+        """Create a run, held under this executor's lease, for already-converted inputs and execute it."""
+        run_id = self.store.create_run(self.workflow_id, self.workflow.name, inputs, kind=kind, owner=owner_token(),
+                                       lease=self.lease)
+        if self.lease is not None:
+            self.lease = replace(self.lease, run_id=run_id)
         if self.on_event is not None:
             self.on_event(RunStarted(run_id=run_id, workflow=self.workflow.name, steps=self.workflow.order))
         return await self.run_from(run_id, inputs, PriorState())  # a new run has no records yet
 
-    async def resume(self, run_id: str) -> RunResult:
-        """Continue a paused, interrupted or failed run from its stored records."""
-        run = self.store.get_run(run_id)
-        if run.status in ("succeeded", "rejected"):
-            return RunResult(run_id, run.status, output=run.output, error=run.error)
-        self.store.set_run_status(run_id, "running", owner=owner_token())
+    async def resume(self, lease: Lease) -> RunResult:
+        """Continue a run whose lease the caller has just acquired, from its stored records."""
+        self.lease = lease
+        run = self.store.get_run(lease.run_id)
         if self.on_event is not None:
-            self.on_event(RunStarted(run_id=run_id, workflow=self.workflow.name, steps=self.workflow.order,
+            self.on_event(RunStarted(run_id=lease.run_id, workflow=self.workflow.name, steps=self.workflow.order,
                                      resumed=True))
-        return await self.execute(run_id, run.inputs)
+        return await self.execute(lease.run_id, run.inputs)
 
     async def execute(self, run_id: str, inputs: dict[str, Any]) -> RunResult:
         """Run every step that can run, starting from the run's stored records."""
@@ -87,16 +113,33 @@ class Executor:
         return await self.run_from(run_id, inputs, PriorState.from_records(records, reviews))
 
     async def run_from(self, run_id: str, inputs: dict[str, Any], prior: PriorState) -> RunResult:
+        lease = self.lease if self.lease is not None and self.lease.run_id == run_id else None
         run = RunContext(self.store, run_id, self.workflow.name, self.workflow_id, inputs, prior.done, self.on_event,
-                         self.workflow.spec.llm)
+                         self.workflow.spec.llm, lease.token if lease else None)
         schedule = _Schedule(self, run, prior)
-        await schedule.run()
+        async with anyio.create_task_group() as tg:
+            if lease is not None:
+                tg.start_soon(self.heartbeat, lease, schedule)
+            await schedule.run()
+            tg.cancel_scope.cancel()
+        if schedule.lost:
+            raise lease_lost(run_id)
         result = finish_run(self.store, run_id, output_step=self.workflow.output_step, order=self.workflow.order,
-                            done=run.done, waiting=schedule.waiting, failed=schedule.failed, errors=schedule.errors)
+                            done=run.done, waiting=schedule.waiting, failed=schedule.failed, errors=schedule.errors,
+                            lease=lease)
         if self.on_event is not None:
             self.on_event(RunFinished(run_id=run_id, status=result.status, paused_steps=tuple(result.paused_steps),
                                       failed_steps=tuple(result.failed_steps), error=result.error))
         return result
+
+
+    async def heartbeat(self, lease: Lease, schedule: _Schedule) -> None:
+        """Renew the lease every third of its duration; on losing it, stop the execution at once."""
+        while True:
+            await anyio.sleep(lease.seconds / 3)
+            if not self.store.renew_lease(lease):
+                schedule.stop()
+                return
 
 
 class _Schedule:
@@ -126,6 +169,8 @@ class _Schedule:
                         for sid in self.workflow.order}
         self.ready = [i for i, sid in enumerate(self.workflow.order) if self.pending[sid] == 0]  # already a heap
         self.runners = {sid: StepRunner(run, step) for sid, step in steps.items()}
+        self.lost = False
+        """The lease was taken over: nothing more may be written or started."""
 
     async def run(self) -> None:
         # New tasks are spawned from a copy of this task's context, as if from here, even when the
@@ -136,8 +181,13 @@ class _Schedule:
         async with anyio.create_task_group() as self.tg:
             self.spawn_context.run(self.schedule, None)
 
+    def stop(self) -> None:
+        """The lease is lost: cancel the steps in flight and start none."""
+        self.lost = True
+        self.tg.cancel_scope.cancel()
+
     def schedule(self, handoff: list[_Handoff] | None) -> None:
-        if self.failed:
+        if self.failed or self.lost:
             return
         order = self.workflow.order
         while self.ready and len(self.in_flight) < self.executor.max_concurrency:
@@ -157,6 +207,9 @@ class _Schedule:
         while next_job is not None:
             try:
                 outcome = await self.runners[next_job.step_id].run_step(next_job.first_attempt, next_job.feedback)
+            except LeaseLostError:
+                self.stop()
+                return
             except Exception as exc:  # a bug in the executor itself; still report a value
                 outcome = StepOutcome(next_job.step_id, "failed", -1, error=f"{type(exc).__name__}: {exc}")
             next_job = self.report(outcome)

@@ -23,8 +23,8 @@ StepType = Literal["retrieval", "reasoning", "action", "verification", "critic",
 OnGateFail = Literal["pause", "retry", "fail", "warn"]
 """What happens when one of a step's gates fails."""
 
-RunStatus = Literal["queued", "running", "paused", "succeeded", "failed", "rejected"]
-"""The closed set of run states."""
+RunStatus = Literal["queued", "running", "paused", "succeeded", "failed", "rejected", "interrupted"]
+"""The closed set of run states; ``interrupted`` is a ``running`` run whose executor's lease expired (it died)."""
 
 StepStatus = Literal["pending", "running", "succeeded", "failed", "gate_failed", "skipped"]
 """The closed set of step-record states; `gate_failed` means waiting for review."""

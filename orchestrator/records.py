@@ -156,6 +156,9 @@ class RunView:
     created_at: float
     updated_at: float
     trace_id: str | None = None
+    owner: str | None = None
+    """``host:pid`` of the process executing (or last executing) the run."""
+    lease_expires_at: float | None = None
 
     def summary_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "workflow": self.workflow, "status": self.status,

@@ -6,23 +6,22 @@ outcome of a succeeded run). Waiting for a pause's review timeout lives here too
 
 from __future__ import annotations
 
-import os
-import socket
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio
 
 from orchestrator.binding import BoundWorkflow
-from orchestrator.errors import ReviewError, SpecError, StoreMismatchError
+from orchestrator.errors import LeaseHeldError, LeaseLostError, SpecError, StoreMismatchError
 from orchestrator.events import EventHook
-from orchestrator.executor import Executor, owner_token
+from orchestrator.executor import Executor, new_lease
 from orchestrator.inputs import resolve_inputs
 from orchestrator.outcomes import score_outcome
 from orchestrator.review import apply_review_timeouts, next_review_deadline
 from orchestrator.runstate import RunResult
-from orchestrator.store import Store
+from orchestrator.store import Lease, Store
 from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.telemetry import get_tracer
 from orchestrator.telemetry.listener import TracingListener
@@ -71,43 +70,43 @@ class Tracing:
             self.tracer.force_flush()
 
 
-def _live_owner(owner: str | None) -> str | None:
-    """The owner token if it names another live process on this host, else None."""
-    if not owner or ":" not in owner:
-        return None
-    host, _, pid_text = owner.rpartition(":")
-    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
-        return None
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        return owner
-    return owner
+RESUMABLE = ("paused", "failed", "running", "queued")
+"""Stored statuses a run may be continued from (``running`` only once its lease has expired)."""
 
 
-def continue_run(store: Store, run_id: str, *, max_concurrency: int = 8,
-                 on_event: EventHook | None = None, otel: str | None = None) -> RunResult:
+def claim(store: Store, run_id: str) -> Lease:
+    """This process's lease on the run, or LeaseHeldError naming whoever holds it."""
+    lease = new_lease(run_id)
+    if store.acquire_lease(lease, statuses=RESUMABLE):
+        return lease
+    run = store.get_run(run_id)
+    if run.status in ("running", "interrupted") and run.lease_expires_at is not None:
+        left = max(0.0, run.lease_expires_at - time.time())
+        raise LeaseHeldError(f"run {run_id} is being executed by {run.owner} (its lease runs {left:.1f} s more); "
+                             "wait for it to finish, or for the lease to expire if that process died")
+    raise LeaseHeldError(f"run {run_id} is {run.status}; there is nothing to continue")
+
+
+def continue_run(store: Store, run_id: str, *, max_concurrency: int = 8, on_event: EventHook | None = None,
+                 otel: str | None = None, lease: Lease | None = None) -> RunResult:
     """Resume a run from its stored records (after a crash, a pause or a review decision).
 
-    A run still marked ``running`` by a live process on this host is refused, so two processes
-    never execute the same run; one whose process died (SIGKILL, power loss) is taken over.
+    The run's lease is taken first (``lease`` when the caller already holds it, as a worker that
+    claimed a queued run does): of any number of processes resuming one run, exactly one
+    executes it; the others get LeaseHeldError (exit 2) naming the holder. A run whose executor
+    died is taken over once its lease has expired. Completed steps are never executed again.
     """
     run = store.get_run(run_id)
-    if run.status == "running":
-        owner = _live_owner(store.run_owner(run_id))
-        if owner is not None:
-            raise ReviewError(f"run {run_id} is being executed by process {owner}; "
-                              "wait for it to finish or stop that process first")
-    workflow, workflow_id = load_run_workflow(store, run_id)
+    if run.status in ("succeeded", "rejected"):
+        return RunResult(run_id, run.status, output=run.output, error=run.error)
+    workflow, workflow_id = load_run_workflow(store, run_id)  # a workflow that no longer loads claims nothing
+    lease = lease or claim(store, run_id)
     with Tracing(store, otel, on_event, trace_id=run.trace_id) as tracing:
         executor = Executor(store, workflow, max_concurrency=max_concurrency, on_event=tracing.hook,
                             workflow_id=workflow_id)
-        result = anyio.run(executor.resume, run_id)
+        result = anyio.run(executor.resume, lease)
         tracing.keep(run_id)
-    if run.status != "succeeded":
-        score_outcome(store, workflow, result, on_event)
+    score_outcome(store, workflow, result, on_event)
     return result
 
 
@@ -153,17 +152,28 @@ def _decide_timed_out_reviews(store: Store) -> None:
             store.set_run_status(paused.run_id, "queued", expect=["running"])
 
 
+def recover_one(store: Store, lease: Lease) -> str | None:
+    """Take over one interrupted run (its executor died, whoever started it), as DBOS recovers pending
+    workflows: the same path as a resume, so completed steps are not executed again."""
+    for run in store.list_runs(status="interrupted", kind=None, limit=20):
+        if store.acquire_lease(replace(lease, run_id=run.run_id), statuses=("running",)):
+            return run.run_id
+    return None
+
+
 def work(store: Store, *, once: bool = False, poll: float = 1.0, max_runs: int | None = None,
          max_concurrency: int = 8, on_event: EventHook | None = None,
-         on_result: Callable[[RunResult], None] | None = None) -> int:
+         on_result: Callable[[RunResult], None] | None = None, recover: bool = True) -> int:
     """Claim and execute queued runs until the queue is empty (``once``) or ``max_runs`` are done.
 
     Several workers may share one database (PostgreSQL, or a SQLite file on one host): each run
-    is claimed by exactly one of them. Paused runs whose review timed out are decided here too.
+    is claimed by exactly one of them. With ``recover``, workers also take over interrupted runs
+    (a process died mid-run). Paused runs whose review timed out are decided here too.
     """
     done = 0
     while max_runs is None or done < max_runs:
-        run_id = store.claim_queued_run(owner_token())
+        lease = new_lease()
+        run_id = store.claim_queued_run(lease) or (recover_one(store, lease) if recover else None)
         if run_id is None:
             _decide_timed_out_reviews(store)
             if store.list_runs(status="queued", limit=1):
@@ -172,11 +182,14 @@ def work(store: Store, *, once: bool = False, poll: float = 1.0, max_runs: int |
                 break
             time.sleep(poll)
             continue
+        lease = replace(lease, run_id=run_id)
         try:
-            result = continue_run(store, run_id, max_concurrency=max_concurrency, on_event=on_event)
+            result = continue_run(store, run_id, max_concurrency=max_concurrency, on_event=on_event, lease=lease)
         except (SpecError, StoreMismatchError) as exc:
-            store.set_run_status(run_id, "failed", error=str(exc), owner=None)
+            store.end_lease(lease, "failed", error=str(exc))
             result = RunResult(run_id, "failed", error=str(exc))
+        except LeaseLostError:
+            continue  # this worker stalled and another took the run over; it wrote nothing more
         done += 1
         if on_result is not None:
             on_result(result)

@@ -15,7 +15,8 @@ from typing import Any
 
 from orchestrator.model import GateResult, RunStatus
 from orchestrator.records import ReviewView, StepRecordView
-from orchestrator.store import Store
+from orchestrator.store import Lease, Store
+from orchestrator.store.base import lease_lost
 
 
 @dataclass
@@ -119,16 +120,20 @@ class PriorState:
 
 
 def finish_run(store: Store, run_id: str, *, output_step: str, order: Sequence[str], done: Mapping[str, Done],
-               waiting: set[str], failed: list[str], errors: list[str]) -> RunResult:
-    """Store how an execution ended (failed, paused or succeeded) and release the run's owner."""
+               waiting: set[str], failed: list[str], errors: list[str], lease: Lease | None = None) -> RunResult:
+    """Store how an execution ended (failed, paused or succeeded) and release the run's lease.
+
+    Under a lease the end is written only while the lease is still this execution's; a stalled
+    executor whose lease was taken over gets LeaseLostError and writes nothing.
+    """
     if failed:
         result = RunResult(run_id, "failed", failed_steps=failed, error="; ".join(errors))
-        store.set_run_status(run_id, "failed", error=result.error, owner=None)
     elif waiting:
         result = RunResult(run_id, "paused", paused_steps=[s for s in order if s in waiting])
-        store.set_run_status(run_id, "paused", owner=None)
     else:
-        output = done[output_step].output
-        result = RunResult(run_id, "succeeded", output=output)
-        store.set_run_status(run_id, "succeeded", output=output, owner=None)
+        result = RunResult(run_id, "succeeded", output=done[output_step].output)
+    if lease is None:
+        store.set_run_status(run_id, result.status, output=result.output, error=result.error, owner=None)
+    elif not store.end_lease(lease, result.status, output=result.output, error=result.error):
+        raise lease_lost(run_id)
     return result

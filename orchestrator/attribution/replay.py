@@ -44,6 +44,7 @@ from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunVi
 from orchestrator.store import (
     UNCHANGED,
     GateRow,
+    Lease,
     NewAttribution,
     NewOutcome,
     NewReview,
@@ -115,9 +116,9 @@ class MarkingStore(Store):
 
     def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
                    kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
-                   owner: str | None = None) -> str:
+                   owner: str | None = None, lease: Lease | None = None) -> str:
         return self.store.create_run(workflow_id, workflow, inputs, status=status, kind=kind,
-                                     parent_run_id=parent_run_id, parent_step=parent_step, owner=owner)
+                                     parent_run_id=parent_run_id, parent_step=parent_step, owner=owner, lease=lease)
 
     def get_run(self, run_id: str) -> RunView:
         return self.store.get_run(run_id)
@@ -126,8 +127,17 @@ class MarkingStore(Store):
                        expect: Iterable[str] | None = None, owner: str | None = UNCHANGED) -> bool:
         return self.store.set_run_status(run_id, status, output=output, error=error, expect=expect, owner=owner)
 
-    def claim_queued_run(self, owner: str) -> str | None:
-        return self.store.claim_queued_run(owner)
+    def claim_queued_run(self, lease: Lease) -> str | None:
+        return self.store.claim_queued_run(lease)
+
+    def acquire_lease(self, lease: Lease, *, statuses: Iterable[str]) -> bool:
+        return self.store.acquire_lease(lease, statuses=statuses)
+
+    def renew_lease(self, lease: Lease) -> bool:
+        return self.store.renew_lease(lease)
+
+    def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None) -> bool:
+        return self.store.end_lease(lease, status, output=output, error=error)
 
     def set_trace_id(self, run_id: str, trace_id: str) -> None:
         self.store.set_trace_id(run_id, trace_id)
@@ -376,7 +386,8 @@ class ReplayEngine:
             replaced = {sid: replace(step, function=StepFunction(self._wrap(step), takes_ctx=True, is_async=True))
                         for sid, step in warned.steps.items()}
             self._executor = Executor(MarkingStore(self.store, self._marks), warned.with_steps(replaced),
-                                      max_concurrency=self.max_concurrency, workflow_id=self.run.workflow_id)
+                                      max_concurrency=self.max_concurrency, workflow_id=self.run.workflow_id,
+                                      leased=False)  # a replay run is private to this process
         return self._executor
 
     def _wrap(self, step: BoundStep) -> Any:

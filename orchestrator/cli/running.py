@@ -217,7 +217,10 @@ def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queu
            poll: Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between queue checks.")] = 1.0,
            max_runs: Annotated[int | None, typer.Option("--max-runs", min=1, help="Exit after this many runs.")]
            = None,
-           max_concurrency: ConcurrencyOption = 8, db: DbOption = None) -> None:
+           max_concurrency: ConcurrencyOption = 8,
+           recover: Annotated[bool, typer.Option("--recover/--no-recover", help="Also take over interrupted runs "
+                                                 "(their executor died).")] = True,
+           db: DbOption = None) -> None:
     """Claim and execute queued runs from a shared database (run several for more throughput)."""
     from orchestrator.runner import work
 
@@ -228,7 +231,7 @@ def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queu
         out.print(f"run {result.run_id} [{style}]{result.status}[/]", highlight=False)
 
     count = work(store, once=once, poll=poll, max_runs=max_runs, max_concurrency=max_concurrency,
-                 on_result=report)
+                 on_result=report, recover=recover)
     err.print(f"worker done: {count} run(s) executed", highlight=False)
 
 

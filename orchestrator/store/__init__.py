@@ -17,6 +17,7 @@ import os
 from orchestrator.store.base import (
     UNCHANGED,
     GateRow,
+    Lease,
     NewAttribution,
     NewOutcome,
     NewReview,
@@ -25,7 +26,7 @@ from orchestrator.store.base import (
     Store,
 )
 
-__all__ = ["Store", "open_store", "default_url", "normalize_url", "GateRow", "NewStepRecord", "NewReview",
+__all__ = ["Store", "open_store", "Lease", "default_url", "normalize_url", "GateRow", "NewStepRecord", "NewReview",
            "NewOutcome", "NewAttribution", "StepHistoryRow", "UNCHANGED", "DEFAULT_DB_DIR"]
 
 DEFAULT_DB_DIR = ".orchestrator"

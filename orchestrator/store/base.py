@@ -13,11 +13,13 @@ arrive already encoded: the executor encodes each output once and keeps the text
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.errors import LeaseLostError
 from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView
 
 UNCHANGED: Any = object()
@@ -65,6 +67,21 @@ class NewStepRecord:
     gates: Sequence[GateRow] = field(default_factory=tuple)
     llm: str | None = None
     """JSON text of the attempt's model call record, for LLM steps."""
+    lease_token: str | None = None
+    """When set, the record is written only while the run's lease has this token (else LeaseLostError)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Who executes a run right now: exactly one holder at a time, across hosts."""
+
+    run_id: str
+    holder: str
+    """``host:pid`` of the executing process."""
+    token: str
+    """A random secret only the holder knows."""
+    seconds: float
+    """How long the lease lasts without a renewal."""
 
 
 @dataclass(slots=True)
@@ -127,6 +144,18 @@ class StepHistoryRow:
     output: str | None
 
 
+def lease_lost(run_id: str) -> LeaseLostError:
+    return LeaseLostError(f"lost the lease on run {run_id}: another process took it over after this one stalled; "
+                          "stopped without writing")
+
+
+def shown_status(status: str, lease_expires_at: float | None) -> Any:
+    """``interrupted`` for a running run whose lease lapsed (its executor died), else the stored status."""
+    if status == "running" and lease_expires_at is not None and lease_expires_at < time.time():
+        return "interrupted"
+    return status
+
+
 class Store(ABC):
     """Runs, step records, gate results, reviews, outcomes and attribution records.
 
@@ -166,8 +195,8 @@ class Store(ABC):
     @abstractmethod
     def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
                    kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
-                   owner: str | None = None) -> str:
-        """Create a run and return its id."""
+                   owner: str | None = None, lease: Lease | None = None) -> str:
+        """Create a run and return its id; with ``lease``, the run is created held (its run_id is ignored)."""
 
     @abstractmethod
     def get_run(self, run_id: str) -> RunView:
@@ -183,8 +212,24 @@ class Store(ABC):
         """Remember the run's OpenTelemetry trace id."""
 
     @abstractmethod
-    def claim_queued_run(self, owner: str) -> str | None:
-        """Atomically take the oldest queued run for ``owner``; None when the queue is empty."""
+    def claim_queued_run(self, lease: Lease) -> str | None:
+        """Atomically take the oldest queued run under ``lease`` (its run_id is ignored); None when none is queued."""
+
+    @abstractmethod
+    def acquire_lease(self, lease: Lease, *, statuses: Iterable[str]) -> bool:
+        """Take the run's lease and mark it ``running``, in one conditional update.
+
+        Succeeds only when the run is in one of ``statuses`` and nobody else holds a live lease
+        (none, expired, or this very token): exactly one of any number of claimants wins.
+        """
+
+    @abstractmethod
+    def renew_lease(self, lease: Lease) -> bool:
+        """Extend a held lease (the heartbeat); False when it was taken over."""
+
+    @abstractmethod
+    def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None) -> bool:
+        """Write the run's end and release the lease, only if still held; False when it was taken over."""
 
     @abstractmethod
     def run_owner(self, run_id: str) -> str | None:

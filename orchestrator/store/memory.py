@@ -16,20 +16,22 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from orchestrator import jsonio
 from orchestrator.errors import NotFoundError, ReviewError
-from orchestrator.model import RunStatus
 from orchestrator.records import AttributionView, GateView, OutcomeView, ReviewView, RunView, StepRecordView
 from orchestrator.store.base import (
     UNCHANGED,
+    Lease,
     NewAttribution,
     NewOutcome,
     NewReview,
     NewStepRecord,
     StepHistoryRow,
     Store,
+    lease_lost,
+    shown_status,
 )
 
 TABLE_NAMES = ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions")
@@ -70,6 +72,8 @@ class _Run:
     output: str | None = None
     error: str | None = None
     trace_id: str | None = None
+    lease_token: str | None = None
+    lease_expires_at: float | None = None
     records: list[int] = field(default_factory=list)
     """Ids of the run's step records, in insertion order."""
 
@@ -213,7 +217,7 @@ class MemoryStore(Store):
 
     def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
                    kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
-                   owner: str | None = None) -> str:
+                   owner: str | None = None, lease: Lease | None = None) -> str:
         text = jsonio.dumps(inputs)
         now = time.time()
         with self.lock:
@@ -225,8 +229,9 @@ class MemoryStore(Store):
             pk = self.next_id("runs")
             self.runs[pk] = _Run(id=pk, run_id=run_id, workflow_id=int(workflow_id), workflow=workflow,
                                  status=status, kind=kind, inputs=text, parent_run_id=parent_run_id,
-                                 parent_step=parent_step, owner=owner, heartbeat_at=now, created_at=now,
-                                 updated_at=now)
+                                 parent_step=parent_step, owner=lease.holder if lease else owner, heartbeat_at=now,
+                                 created_at=now, updated_at=now, lease_token=lease.token if lease else None,
+                                 lease_expires_at=now + lease.seconds if lease else None)
             self.run_pks[run_id] = pk
         return run_id
 
@@ -256,12 +261,13 @@ class MemoryStore(Store):
         with self.lock:
             self.run_row(run_id).trace_id = trace_id
 
-    def claim_queued_run(self, owner: str) -> str | None:
+    def claim_queued_run(self, lease: Lease) -> str | None:
         with self.lock:
             for run in self.runs.values():  # dicts keep insertion order: oldest first
                 if run.status == "queued":
                     now = time.time()
-                    run.status, run.owner, run.heartbeat_at, run.updated_at = "running", owner, now, now
+                    run.status, run.owner, run.heartbeat_at, run.updated_at = "running", lease.holder, now, now
+                    run.lease_token, run.lease_expires_at = lease.token, now + lease.seconds
                     return run.run_id
             return None
 
@@ -277,7 +283,8 @@ class MemoryStore(Store):
             for run in reversed(self.runs.values()):
                 if len(out) >= limit:
                     break
-                if (status and run.status != status) or (workflow and run.workflow != workflow) \
+                shown = shown_status(run.status, run.lease_expires_at)
+                if (status and shown != status) or (workflow and run.workflow != workflow) \
                         or (kind and run.kind != kind):
                     continue
                 out.append(run_view(run))
@@ -291,7 +298,38 @@ class MemoryStore(Store):
 
     def insert_step_record(self, record: NewStepRecord) -> int:
         with self.lock:
-            return self.write_record(record, self.run_row(record.run_id))
+            run = self.run_row(record.run_id)
+            if record.lease_token is not None and run.lease_token != record.lease_token:
+                raise lease_lost(record.run_id)
+            return self.write_record(record, run)
+
+    def acquire_lease(self, lease: Lease, *, statuses: Iterable[str]) -> bool:
+        now = time.time()
+        with self.lock:
+            run = self.run_row(lease.run_id)
+            free = run.lease_token in (None, lease.token) or (run.lease_expires_at or 0) < now
+            if run.status not in set(statuses) or not free:
+                return False
+            run.status, run.owner, run.lease_token = "running", lease.holder, lease.token
+            run.lease_expires_at, run.heartbeat_at, run.updated_at = now + lease.seconds, now, now
+            return True
+
+    def renew_lease(self, lease: Lease) -> bool:
+        now = time.time()
+        with self.lock:
+            run = self.run_row(lease.run_id)
+            if run.lease_token != lease.token:
+                return False
+            run.lease_expires_at, run.heartbeat_at = now + lease.seconds, now
+            return True
+
+    def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None) -> bool:
+        with self.lock:
+            run = self.run_row(lease.run_id)
+            if run.lease_token != lease.token:
+                return False
+            run.lease_token = run.lease_expires_at = None
+        return self.set_run_status(lease.run_id, status, output=output, error=error, owner=None)
 
     def write_record(self, record: NewStepRecord, run: _Run) -> int:
         """Store a record and its gates (caller holds the lock and has checked everything)."""
@@ -434,10 +472,11 @@ class MemoryStore(Store):
 
 def run_view(run: _Run) -> RunView:
     return RunView(id=run.id, run_id=run.run_id, workflow=run.workflow, workflow_id=run.workflow_id,
-                   status=cast(RunStatus, run.status), kind=run.kind, inputs=jsonio.loads(run.inputs) or {},
+                   status=shown_status(run.status, run.lease_expires_at), kind=run.kind,
+                   inputs=jsonio.loads(run.inputs) or {},
                    output=jsonio.loads(run.output), error=run.error, parent_run_id=run.parent_run_id,
                    parent_step=run.parent_step, created_at=run.created_at, updated_at=run.updated_at,
-                   trace_id=run.trace_id)
+                   trace_id=run.trace_id, owner=run.owner, lease_expires_at=run.lease_expires_at)
 
 
 def gate_view(g: _Gate) -> GateView:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import and_, bindparam, create_engine, func, insert, select, update
+from sqlalchemy import and_, bindparam, create_engine, exists, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, CursorResult, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
@@ -25,12 +25,15 @@ from orchestrator.records import AttributionView, GateView, OutcomeView, ReviewV
 from orchestrator.store.base import (
     UNCHANGED,
     GateRow,
+    Lease,
     NewAttribution,
     NewOutcome,
     NewReview,
     NewStepRecord,
     StepHistoryRow,
     Store,
+    lease_lost,
+    shown_status,
 )
 from orchestrator.store.tables import TABLES
 
@@ -48,7 +51,8 @@ STEP_COLUMNS = ("run_pk", "workflow_id", "step_id", "step_type", "agent", "attem
 GATE_COLUMNS = ("record_id", "run_pk", "step_id", "gate", "passed", "score", "reason", "details", "severity",
                 "duration")
 RUN_COLUMNS = ("run_id", "workflow_id", "workflow", "status", "kind", "inputs", "parent_run_id", "parent_step",
-               "owner", "heartbeat_at", "created_at", "updated_at")
+               "owner", "heartbeat_at", "lease_token", "lease_expires_at", "created_at", "updated_at")
+"""In the table's column order (the SQLite fast path binds them positionally)."""
 RUN_KEYS = tuple(c.key for c in runs_t.columns)
 
 _insert_steps = insert(steps_t)
@@ -64,6 +68,14 @@ def new_key(result: CursorResult[Any]) -> int:
     key = result.inserted_primary_key
     assert key is not None, "an INSERT always has a primary key"
     return int(key[0])
+
+
+_insert_leased_step = insert(steps_t).from_select(
+    list(STEP_COLUMNS),
+    select(*(bindparam(c, type_=steps_t.c[c].type) for c in STEP_COLUMNS)).where(exists().where(
+        and_(runs_t.c.id == bindparam("pk_"), runs_t.c.lease_token == bindparam("token_"))))).returning(steps_t.c.id)
+"""INSERT ... SELECT ... WHERE the run's lease still has the writer's token: a stalled executor that
+lost its lease writes nothing, and the check costs one primary-key lookup in the same statement."""
 
 
 def new_run_id() -> str:
@@ -127,10 +139,11 @@ class SqlStore(Store):
         metadata.create_all(self.engine)
         # databases written before LLM steps and tracing lack these columns
         inspector = inspect_db(self.engine)
-        for table, column in (("step_records", "llm"), ("runs", "trace_id")):
+        for table, column, kind in (("step_records", "llm", "TEXT"), ("runs", "trace_id", "TEXT"),
+                                    ("runs", "lease_token", "TEXT"), ("runs", "lease_expires_at", "FLOAT")):
             if column not in {c["name"] for c in inspector.get_columns(table)}:
                 with self.engine.begin() as conn:
-                    conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} TEXT"))
+                    conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
 
     def close(self) -> None:
         with self.lock:
@@ -175,11 +188,12 @@ class SqlStore(Store):
 
     def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
                    kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
-                   owner: str | None = None) -> str:
+                   owner: str | None = None, lease: Lease | None = None) -> str:
         run_id = new_run_id()
         now = time.time()
         values = (run_id, workflow_id, workflow, status, kind, jsonio.dumps(inputs), parent_run_id, parent_step,
-                  owner, now, now, now)
+                  lease.holder if lease else owner, now, lease.token if lease else None,
+                  now + lease.seconds if lease else None, now, now)
         self.run_pks[run_id] = self.insert_run(values)
         return run_id
 
@@ -216,14 +230,41 @@ class SqlStore(Store):
     def set_trace_id(self, run_id: str, trace_id: str) -> None:
         self.update_run(self.run_pk(run_id), {"trace_id": trace_id})
 
+    def acquire_lease(self, lease: Lease, *, statuses: Iterable[str]) -> bool:
+        now = time.time()
+        free = or_(runs_t.c.lease_token.is_(None), runs_t.c.lease_expires_at < now,
+                   runs_t.c.lease_token == lease.token)
+        with self.lock, self.conn.begin():
+            return bool(self.conn.execute(update(runs_t).where(
+                and_(runs_t.c.run_id == lease.run_id, runs_t.c.status.in_(list(statuses)), free)).values(
+                status="running", owner=lease.holder, lease_token=lease.token, lease_expires_at=now + lease.seconds,
+                heartbeat_at=now, updated_at=now)).rowcount == 1)
+
+    def renew_lease(self, lease: Lease) -> bool:
+        now = time.time()
+        with self.lock, self.conn.begin():
+            return bool(self.conn.execute(update(runs_t).where(
+                and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token)).values(
+                lease_expires_at=now + lease.seconds, heartbeat_at=now)).rowcount == 1)
+
+    def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None) -> bool:
+        values = {**run_update_values(status, output, error, None), "lease_token": None, "lease_expires_at": None}
+        with self.lock, self.conn.begin():
+            return bool(self.conn.execute(update(runs_t).where(
+                and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token)).values(**values))
+                .rowcount == 1)
+
     def get_run(self, run_id: str) -> RunView:
         rows = self.read(select(runs_t).where(runs_t.c.run_id == run_id))
         if not rows:
             raise NotFoundError(f"no run {run_id!r} in {self.display_url}; list runs with `orchestrator runs`")
         return run_view(rows[0])
 
-    def claim_queued_run(self, owner: str) -> str | None:
-        """Optimistic claiming: a conditional UPDATE per candidate, so exactly one racing worker wins."""
+    def claim_queued_run(self, lease: Lease) -> str | None:
+        """Optimistic claiming: a conditional UPDATE per candidate, so exactly one racing worker wins.
+
+        No lock is held between statements, so a worker stopped mid-claim cannot stall the others.
+        """
         while True:
             candidates = self.read(select(runs_t.c.id, runs_t.c.run_id).where(runs_t.c.status == "queued")
                                    .order_by(runs_t.c.id).limit(8))
@@ -234,7 +275,8 @@ class SqlStore(Store):
                 with self.lock, self.conn.begin():
                     claimed = self.conn.execute(update(runs_t).where(
                         and_(runs_t.c.id == pk, runs_t.c.status == "queued")).values(
-                        status="running", owner=owner, heartbeat_at=now, updated_at=now)).rowcount
+                        status="running", owner=lease.holder, heartbeat_at=now, updated_at=now,
+                        lease_token=lease.token, lease_expires_at=now + lease.seconds)).rowcount
                 if claimed == 1:
                     return str(run_id)
 
@@ -245,7 +287,13 @@ class SqlStore(Store):
     def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
                   limit: int = 1000) -> list[RunView]:
         query = select(runs_t).order_by(runs_t.c.id.desc()).limit(limit)
-        if status:
+        expired = and_(runs_t.c.status == "running", runs_t.c.lease_expires_at < time.time())
+        if status == "interrupted":
+            query = query.where(expired)
+        elif status == "running":  # (NULL < now is NULL in SQL: a run without a lease is simply running)
+            query = query.where(and_(runs_t.c.status == "running", or_(runs_t.c.lease_expires_at.is_(None),
+                                                                       runs_t.c.lease_expires_at >= time.time())))
+        elif status:
             query = query.where(runs_t.c.status == status)
         if workflow:
             query = query.where(runs_t.c.workflow == workflow)
@@ -265,9 +313,16 @@ class SqlStore(Store):
             return self.write_record(record, run_pk)
 
     def write_record(self, record: NewStepRecord, run_pk: int) -> int:
-        """Insert a record and its gates inside the caller's transaction."""
-        record_id = int(new_key(self.conn.execute(_insert_steps, dict(zip(STEP_COLUMNS, step_values(record, run_pk),
-                                                                  strict=True)))))
+        """Insert a record and its gates inside the caller's transaction (under its lease, when it names one)."""
+        params = dict(zip(STEP_COLUMNS, step_values(record, run_pk), strict=True))
+        if record.lease_token is None:
+            record_id = new_key(self.conn.execute(_insert_steps, params))
+        else:
+            found = self.conn.execute(_insert_leased_step, {**params, "pk_": run_pk, "token_": record.lease_token})
+            key = found.scalar()
+            if key is None:
+                raise lease_lost(record.run_id)
+            record_id = int(key)
         if record.gates:
             self.conn.execute(_insert_gates, [dict(zip(GATE_COLUMNS, gate_values(g, record_id, run_pk,
                                                                                   record.step_id), strict=True))
@@ -388,10 +443,11 @@ class SqlStore(Store):
 
 def run_view(row: Any) -> RunView:
     return RunView(id=row.id, run_id=row.run_id, workflow=row.workflow, workflow_id=row.workflow_id,
-                   status=row.status, kind=row.kind, inputs=jsonio.loads(row.inputs) or {},
+                   status=shown_status(row.status, row.lease_expires_at), kind=row.kind,
+                   inputs=jsonio.loads(row.inputs) or {},
                    output=jsonio.loads(row.output), error=row.error, parent_run_id=row.parent_run_id,
                    parent_step=row.parent_step, created_at=row.created_at, updated_at=row.updated_at,
-                   trace_id=row.trace_id)
+                   trace_id=row.trace_id, owner=row.owner, lease_expires_at=row.lease_expires_at)
 
 
 def gate_view(g: Any) -> GateView:

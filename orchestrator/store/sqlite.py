@@ -21,7 +21,7 @@ from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.exc import DBAPIError
 
 from orchestrator.errors import InputError
-from orchestrator.store.base import NewStepRecord
+from orchestrator.store.base import NewStepRecord, lease_lost
 from orchestrator.store.sql import (
     GATE_COLUMNS,
     RUN_COLUMNS,
@@ -177,6 +177,10 @@ class SqliteStore(SqlStore):
         self.raw_steps = raw_statement("insert", steps_t, STEP_COLUMNS, dialect)
         self.raw_gates = raw_statement("insert", TABLES["gate_results"], GATE_COLUMNS, dialect)
         self.raw_runs = raw_statement("insert", runs_t, RUN_COLUMNS, dialect)
+        # the leased insert: the same columns and values, written only while the run's lease has the token
+        columns = self.raw_steps.sql[self.raw_steps.sql.index("(") + 1:self.raw_steps.sql.index(")")]
+        self.raw_leased_steps = (f"INSERT INTO step_records ({columns}) SELECT {', '.join('?' * len(STEP_COLUMNS))} "
+                                 "WHERE EXISTS (SELECT 1 FROM runs WHERE runs.id = ? AND runs.lease_token = ?)")
 
     def create_engine(self) -> Engine:
         engine = create_engine(self.url, connect_args={"check_same_thread": False})
@@ -215,8 +219,14 @@ class SqliteStore(SqlStore):
             if tx is None:
                 return super().insert_step_record(record)
             with tx:
-                record_id = int(tx.execute(self.raw_steps.sql, self.raw_steps.row(step_values(record, run_pk)))
-                                .lastrowid)
+                values = self.raw_steps.row(step_values(record, run_pk))
+                if record.lease_token is None:
+                    record_id = int(tx.execute(self.raw_steps.sql, values).lastrowid)
+                else:
+                    cursor = tx.execute(self.raw_leased_steps, (*values, run_pk, record.lease_token))
+                    if cursor.rowcount != 1:
+                        raise lease_lost(record.run_id)
+                    record_id = int(cursor.lastrowid)
                 if record.gates:
                     tx.executemany(self.raw_gates.sql, [
                         self.raw_gates.row(gate_values(g, record_id, run_pk, record.step_id)) for g in record.gates])

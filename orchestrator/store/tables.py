@@ -45,6 +45,10 @@ class RunRow(SQLModel, table=True):
     """Which process is executing the run; lets ``resume`` and workers avoid double execution."""
     heartbeat_at: float | None = None
     trace_id: str | None = None
+    lease_token: str | None = None
+    """The executor's secret: step records and the run's end are written only while it matches."""
+    lease_expires_at: float | None = None
+    """When the lease lapses unless renewed by the executor's heartbeat."""
     """The OpenTelemetry trace of the run, so a resumed run and later decisions continue it."""
     created_at: float
     updated_at: float

@@ -1,5 +1,7 @@
 """A story about crashes: the process is killed with SIGKILL in the middle of a run, and
-`orchestrator resume` finishes it without re-executing the steps that had completed."""
+`orchestrator resume` finishes it without re-executing the steps that had completed, once the dead
+process's lease has expired (``ORCHESTRATOR_LEASE_SECONDS=2`` here). Two resumes at once: one
+executes, the other is refused naming the holder."""
 
 from __future__ import annotations
 
@@ -14,6 +16,69 @@ from orchestrator.store import open_store
 from tests.conftest import FIXTURES, REPO
 
 
+LEASE = 2.0
+
+
+def _wait_until_interrupted(store, run_id: str) -> None:
+    """The killed process's lease lapses within LEASE seconds of its last heartbeat."""
+    deadline = time.time() + 3 * LEASE
+    while store.get_run(run_id).status != "interrupted":
+        assert time.time() < deadline, f"run {run_id} never showed as interrupted"
+        time.sleep(0.1)
+
+
+def _killed_mid_run(tmp_path, url: str) -> tuple[str, Path, dict[str, str]]:
+    """Start the 6-step chain, SIGKILL it after step 3 committed; the run id, the step log and the env."""
+    log = tmp_path / "steps.log"
+    log.touch()
+    env = {**os.environ, "STEP_LOG": str(log), "CHAIN_SLEEP": "0.3", "PYTHONPATH": str(REPO),
+           "ORCHESTRATOR_LEASE_SECONDS": str(LEASE)}
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(FIXTURES / "chain.yaml"),
+                             "--db", url], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    store = open_store(url)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        runs = store.list_runs()
+        if runs and len([r for r in store.step_records(runs[0].run_id) if r.status == "succeeded"]) >= 3:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    return store.list_runs()[0].run_id, log, env
+
+
+def test_a_resume_while_the_dead_processs_lease_lives_is_refused_naming_the_holder(tmp_path, durable_url):
+    run_id, _, env = _killed_mid_run(tmp_path, durable_url)
+    early = subprocess.run([sys.executable, "-m", "orchestrator", "resume", run_id, "--db", durable_url],
+                           env=env, capture_output=True, text=True, timeout=60)
+    if early.returncode == 2:  # the lease had not lapsed yet
+        assert f"run {run_id} is being executed by" in early.stderr and "lease runs" in early.stderr
+        assert len(early.stderr.strip().splitlines()) == 1
+    _wait_until_interrupted(open_store(durable_url), run_id)
+
+
+def test_two_resumes_of_one_killed_run_execute_each_step_once(tmp_path, durable_url):
+    run_id, log, env = _killed_mid_run(tmp_path, durable_url)
+    store = open_store(durable_url)
+    _wait_until_interrupted(store, run_id)
+    before = [step for step, _ in _log_lines(log)]
+    cmd = [sys.executable, "-m", "orchestrator", "resume", run_id, "--db", durable_url]
+    racers = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for _ in range(2)]
+    outcomes = [(p.wait(timeout=60), p.stderr.read() if p.stderr else "") for p in racers]
+    assert sorted(code for code, _ in outcomes) == [0, 2], outcomes
+    refused = next(err for code, err in outcomes if code == 2)
+    assert f"run {run_id} is being executed by" in refused
+    assert store.get_run(run_id).status == "succeeded"
+    executions = [step for step, _ in _log_lines(log)]
+    after_kill = executions[len(before):]
+    # each remaining step ran once, by the one resume that won; the step in flight at the kill
+    # (started, never committed) is the only one that ran twice
+    assert sorted(after_kill) == sorted(set(after_kill)), executions
+    assert [s for s in ("s1", "s2", "s3") if executions.count(s) != 1] == [], executions
+    assert executions.count("s6") == 1
+
+
 def _log_lines(path: Path) -> list[tuple[str, str]]:
     return [tuple(line.split()) for line in path.read_text().splitlines() if line.strip()]
 
@@ -21,7 +86,8 @@ def _log_lines(path: Path) -> list[tuple[str, str]]:
 def test_sigkill_mid_run_then_resume_finishes_without_repeating_completed_steps(tmp_path, durable_url):
     log = tmp_path / "steps.log"
     log.touch()
-    env = {**os.environ, "STEP_LOG": str(log), "CHAIN_SLEEP": "0.4", "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "STEP_LOG": str(log), "CHAIN_SLEEP": "0.4", "PYTHONPATH": str(REPO),
+           "ORCHESTRATOR_LEASE_SECONDS": str(LEASE)}
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(FIXTURES / "chain.yaml"),
                              "--db", durable_url], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 30
@@ -40,11 +106,12 @@ def test_sigkill_mid_run_then_resume_finishes_without_repeating_completed_steps(
     assert proc.returncode == -signal.SIGKILL
 
     run = store.list_runs()[0]
-    assert run.status == "running"  # nobody finished it
+    assert run.status in ("running", "interrupted")  # nobody finished it
     completed = [r.step_id for r in store.step_records(run.run_id) if r.status == "succeeded"]
     assert completed[:3] == ["s1", "s2", "s3"]
     keys_before = {step: key for step, key in _log_lines(log)}
 
+    _wait_until_interrupted(store, run.run_id)
     resumed = subprocess.run([sys.executable, "-m", "orchestrator", "resume", run.run_id, "--db", durable_url],
                              env=env, capture_output=True, text=True, timeout=60)
     assert resumed.returncode == 0, resumed.stderr
@@ -87,7 +154,7 @@ def test_resume_refuses_a_run_that_a_live_process_is_executing(tmp_path, durable
         run_id = store.list_runs()[0].run_id
         result = cli("resume", run_id, "--db", durable_url, db=False)
         assert result.exit_code == 2
-        assert f"run {run_id} is being executed by process" in result.stderr
+        assert f"run {run_id} is being executed by" in result.stderr
     finally:
         proc.kill()
         proc.wait(timeout=10)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.store import GateRow, NewReview, NewStepRecord, Store
+from orchestrator.store import GateRow, Lease, NewReview, NewStepRecord, Store
 
 DEFINITION: dict[str, Any] = {"name": "wf", "steps": {"a": {"run": "m:f"}, "b": {"run": "m:g", "needs": ["a"]}}}
 
@@ -49,3 +50,8 @@ def paused_run(store: Store) -> tuple[str, int, int]:
     paused = store.insert_step_record(step(run_id, wf, "b", status="paused", gates=[gate(passed=False)]))
     assert store.set_run_status(run_id, "paused")
     return run_id, wf, paused
+
+
+def lease(holder: str, run_id: str = "", *, seconds: float = 30.0) -> Lease:
+    """A lease for ``holder`` with a fresh token."""
+    return Lease(run_id, holder, secrets.token_hex(8), seconds)

@@ -16,7 +16,7 @@ import pytest
 from orchestrator.errors import ReviewError
 from orchestrator.store import Store
 from tests.store.conftest import Backend
-from tests.store.rows import add_run, add_workflow, paused_run, review, step
+from tests.store.rows import add_run, add_workflow, lease, paused_run, review, step
 
 QUEUED = 30
 
@@ -54,7 +54,7 @@ def test_two_workers_racing_claim_every_queued_run_exactly_once(backend: Backend
 
     def drain(i: int) -> list[str]:
         claimed = []
-        while (run_id := stores[i].claim_queued_run(f"worker-{i}")) is not None:
+        while (run_id := stores[i].claim_queued_run(lease(f"worker-{i}"))) is not None:
             claimed.append(run_id)
         return claimed
 

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from orchestrator.errors import NotFoundError
-from orchestrator.store import NewAttribution, NewOutcome, Store
-from tests.store.rows import DEFINITION, add_run, add_workflow, paused_run, review, step
+from orchestrator.errors import LeaseLostError, NotFoundError
+from orchestrator.store import Lease, NewAttribution, NewOutcome, Store
+from tests.store.rows import DEFINITION, add_run, add_workflow, lease, paused_run, review, step
 
 # -- workflows -------------------------------------------------------------------------------
 
@@ -196,34 +196,34 @@ def test_claim_queued_run_takes_the_oldest_queued_run_for_the_owner(store: Store
     add_run(store, wf)  # running: not claimable
     first = add_run(store, wf, status="queued")
     second = add_run(store, wf, status="queued")
-    assert store.claim_queued_run("host:1") == first
+    assert store.claim_queued_run(lease("host:1")) == first
     run = store.get_run(first)
     assert run.status == "running" and store.run_owner(first) == "host:1"
     assert store.get_run(second).status == "queued"
-    assert store.claim_queued_run("host:2") == second
+    assert store.claim_queued_run(lease("host:2")) == second
     assert store.run_owner(second) == "host:2"
 
 
 def test_claim_queued_run_is_none_when_nothing_is_queued(store: Store):
-    assert store.claim_queued_run("host:1") is None
+    assert store.claim_queued_run(lease("host:1")) is None
     wf = add_workflow(store)
     add_run(store, wf)
     add_run(store, wf, status="paused")
-    assert store.claim_queued_run("host:1") is None
+    assert store.claim_queued_run(lease("host:1")) is None
 
 
 def test_a_claimed_run_is_never_claimed_again(store: Store):
     wf = add_workflow(store)
     runs = [add_run(store, wf, status="queued") for _ in range(4)]
-    claimed = [store.claim_queued_run(f"host:{i}") for i in range(6)]
+    claimed = [store.claim_queued_run(lease(f"host:{i}")) for i in range(6)]
     assert claimed == [*runs, None, None]
 
 
 def test_a_requeued_run_can_be_claimed_again(store: Store):
     run_id = add_run(store, add_workflow(store), status="queued")
-    assert store.claim_queued_run("host:1") == run_id
+    assert store.claim_queued_run(lease("host:1")) == run_id
     assert store.set_run_status(run_id, "queued", expect=["running"], owner=None)
-    assert store.claim_queued_run("host:2") == run_id
+    assert store.claim_queued_run(lease("host:2")) == run_id
 
 
 def test_a_returned_run_view_is_a_copy(store: Store):
@@ -272,3 +272,67 @@ def test_a_read_the_database_refuses_leaves_the_store_usable(store: Store):
     assert store.get_run(run_id).status == "running"
     assert store.set_run_status(run_id, "failed") is True
     assert store.count_rows()["runs"] == 1
+
+
+# -- leases: exactly one executor per run ------------------------------------------------------------
+
+def test_of_two_claimants_of_a_free_run_exactly_one_wins_the_lease(store: Store):
+    run_id = add_run(store, add_workflow(store), status="paused")
+    first, second = lease("host:1", run_id), lease("host:2", run_id)
+    assert store.acquire_lease(first, statuses=["paused"]) is True
+    assert store.acquire_lease(second, statuses=["paused", "running"]) is False
+    run = store.get_run(run_id)
+    assert (run.status, run.owner) == ("running", "host:1")
+
+
+def test_an_expired_lease_is_taken_over_and_shown_as_interrupted_meanwhile(store: Store):
+    run_id = add_run(store, add_workflow(store), status="paused")
+    dead = lease("host:1", run_id, seconds=0.05)
+    assert store.acquire_lease(dead, statuses=["paused"])
+    time.sleep(0.1)
+    assert store.get_run(run_id).status == "interrupted"
+    assert [r.run_id for r in store.list_runs(status="interrupted")] == [run_id]
+    assert store.list_runs(status="running") == []
+    assert store.acquire_lease(lease("host:2", run_id), statuses=["running"]) is True
+    assert store.get_run(run_id).owner == "host:2"
+
+
+def test_a_lost_lease_can_neither_be_renewed_nor_write_records_nor_end_the_run(store: Store):
+    wf = add_workflow(store)
+    run_id = add_run(store, wf, status="paused")
+    stalled = lease("host:1", run_id, seconds=0.05)
+    assert store.acquire_lease(stalled, statuses=["paused"])
+    time.sleep(0.1)
+    assert store.acquire_lease(lease("host:2", run_id), statuses=["running"])
+    before = store.count_rows()
+    assert store.renew_lease(stalled) is False
+    record = step(run_id, wf, "a")
+    record.lease_token = stalled.token
+    with pytest.raises(LeaseLostError, match=f"lost the lease on run {run_id}"):
+        store.insert_step_record(record)
+    assert store.end_lease(stalled, "failed", error="late") is False
+    assert store.count_rows() == before
+    assert store.get_run(run_id).status == "running"
+
+
+def test_the_holder_writes_renews_and_ends_its_lease(store: Store):
+    wf = add_workflow(store)
+    run_id = add_run(store, wf, status="paused")
+    held = lease("host:1", run_id)
+    assert store.acquire_lease(held, statuses=["paused"])
+    assert store.renew_lease(held) is True
+    record = step(run_id, wf, "a")
+    record.lease_token = held.token
+    assert store.insert_step_record(record) > 0
+    assert store.end_lease(held, "succeeded", output={"ok": True}) is True
+    run = store.get_run(run_id)
+    assert (run.status, run.output, run.lease_expires_at) == ("succeeded", {"ok": True}, None)
+    assert store.acquire_lease(lease("host:2", run_id), statuses=["paused", "running"]) is False  # finished
+
+
+def test_a_run_created_under_a_lease_is_held_from_its_first_moment(store: Store):
+    wf = add_workflow(store)
+    held = lease("host:1")
+    run_id = store.create_run(wf, "wf", {}, lease=held)
+    assert store.acquire_lease(lease("host:2", run_id), statuses=["running"]) is False
+    assert store.renew_lease(Lease(run_id, held.holder, held.token, held.seconds)) is True

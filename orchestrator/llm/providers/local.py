@@ -19,6 +19,7 @@ Earlier tool turns are shown to the model in that same JSON form.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import threading
@@ -97,8 +98,18 @@ def _load(path: Path) -> tuple[Llama, threading.Lock]:
             raise LLMError(f"cannot load the local model {key}: {exc}") from None
         finally:
             llama_bindings.llama_model_default_params = defaults
+        if not _models:
+            atexit.register(_close_models)
         _models[key] = (llama, threading.Lock())
         return _models[key]
+
+
+def _close_models() -> None:
+    """Free the models before interpreter shutdown: left to the garbage collector, llama.cpp's
+    finaliser runs after its library handle is gone and prints a TypeError traceback at exit."""
+    for llama, _ in _models.values():
+        llama.close()
+    _models.clear()
 
 
 def _tool_protocol(tools: list[dict[str, Any]], answer_schema: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
