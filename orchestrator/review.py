@@ -19,7 +19,7 @@ from orchestrator import jsonio
 from orchestrator.attempt import gate_row, idempotency_key
 from orchestrator.binding import BoundWorkflow
 from orchestrator.context import StepContext
-from orchestrator.errors import ReviewError
+from orchestrator.errors import ReviewError, SpecError, StoreMismatchError
 from orchestrator.model import WorkflowSpec
 from orchestrator.records import StepRecordView
 from orchestrator.store import GateRow, NewReview, NewStepRecord, Store
@@ -44,6 +44,16 @@ def default_reviewer() -> str:
         return getpass.getuser()
     except Exception:  # no login name in some containers
         return "unknown"
+
+
+def continuable(store: Store, run_id: str) -> tuple[BoundWorkflow, int]:
+    """The run's workflow, bound again; a decision that continues the run is refused (and nothing
+    stored) when the run could not continue, e.g. its step function was renamed since."""
+    try:
+        return load_run_workflow(store, run_id)
+    except (SpecError, StoreMismatchError) as exc:
+        first = exc.problems[0] if isinstance(exc, SpecError) else exc
+        raise ReviewError(f"run {run_id} cannot continue, so nothing was decided: {first}") from None
 
 
 def announce(store: Store, decision: Decision, reviewer: str | None) -> Decision:
@@ -103,8 +113,8 @@ def approve(store: Store, run_id: str, *, step: str | None = None, reviewer: str
             comment: str | None = None) -> Decision:
     """Accept the paused output as it is; the override is recorded for attribution."""
     rec = paused_record(store, run_id, step)
-    run = store.get_run(run_id)
-    new = _accepted_record(rec, run.workflow_id, "approved", jsonio.dumps(rec.output))
+    _, workflow_id = continuable(store, run_id)
+    new = _accepted_record(rec, workflow_id, "approved", jsonio.dumps(rec.output))
     review_id = store.decide(NewReview(run_id, rec.id, rec.step_id, decision="approve",
                                        reviewer=reviewer or default_reviewer(), comment=comment,
                                        output_before=rec.output, output_after=rec.output), new_records=[new])
@@ -134,7 +144,7 @@ def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, rev
          comment: str | None = None, force: bool = False) -> Decision:
     """Replace the paused output. It must pass all of the step's blocking gates unless ``force``."""
     rec = paused_record(store, run_id, step)
-    workflow, workflow_id = load_run_workflow(store, run_id)
+    workflow, workflow_id = continuable(store, run_id)
     rows = check_edit(workflow, store, run_id, rec, output)
     failing = [r for r in rows if not r.passed and r.severity == "block"]
     if failing and not force:
@@ -154,6 +164,7 @@ def retry(store: Store, run_id: str, *, step: str | None = None, reviewer: str |
           comment: str | None = None) -> Decision:
     """Run the paused step again, handing it the failed gate verdicts as ``ctx.gate_feedback``."""
     rec = paused_record(store, run_id, step)
+    continuable(store, run_id)
     review_id = store.decide(NewReview(run_id, rec.id, rec.step_id, decision="retry",
                                        reviewer=reviewer or default_reviewer(), comment=comment,
                                        output_before=rec.output))

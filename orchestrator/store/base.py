@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.errors import LeaseLostError
-from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView
+from orchestrator.errors import LeaseLostError, ReviewError
+from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView, iso
 
 UNCHANGED: Any = object()
 """Sentinel for :meth:`Store.set_run_status`: leave the owner column as it is."""
@@ -154,6 +154,13 @@ def shown_status(status: str, lease_expires_at: float | None) -> Any:
     if status == "running" and lease_expires_at is not None and lease_expires_at < time.time():
         return "interrupted"
     return status
+
+
+def already_decided(review: NewReview, winner: ReviewView | None) -> ReviewError:
+    """The loser's message in a race of decisions on one pause: who decided it, and when."""
+    who = f": {winner.decision} by {winner.reviewer} at {iso(winner.created_at)}" if winner is not None else ""
+    return ReviewError(f"step {review.step_id!r} of run {review.run_id} was already decided by another reviewer"
+                       f"{who}; see `orchestrator show {review.run_id}`")
 
 
 class Store(ABC):

@@ -30,6 +30,7 @@ from orchestrator.store.base import (
     NewStepRecord,
     StepHistoryRow,
     Store,
+    already_decided,
     lease_lost,
     shown_status,
 )
@@ -383,8 +384,8 @@ class MemoryStore(Store):
         with self.lock:
             run = self.run_row(review.run_id)
             if review.record_id in self.reviewed_records:
-                raise ReviewError(f"step {review.step_id!r} of run {review.run_id} was already decided by another "
-                                  f"reviewer; see `orchestrator show {review.run_id}`")
+                winner = next((r for r in self.reviews(review.run_id) if r.record_id == review.record_id), None)
+                raise already_decided(review, winner)
             if review.record_id not in self.records:
                 raise ReviewError(f"step record {review.record_id} ({review.step_id!r}) is not stored in run "
                                   f"{review.run_id}; see `orchestrator show {review.run_id}`")

@@ -32,6 +32,7 @@ from orchestrator.store.base import (
     NewStepRecord,
     StepHistoryRow,
     Store,
+    already_decided,
     lease_lost,
     shown_status,
 )
@@ -384,8 +385,8 @@ class SqlStore(Store):
             raise ReviewError(f"run {review.run_id} is no longer paused (another decision is being applied); "
                               f"see `orchestrator show {review.run_id}`") from None
         except IntegrityError:
-            raise ReviewError(f"step {review.step_id!r} of run {review.run_id} was already decided by another "
-                              f"reviewer; see `orchestrator show {review.run_id}`") from None
+            winner = next((r for r in self.reviews(review.run_id) if r.record_id == review.record_id), None)
+            raise already_decided(review, winner) from None
         return int(review_id)
 
     def reviews(self, run_id: str) -> list[ReviewView]:

@@ -191,6 +191,24 @@ class TestDecisions:
         assert second.returncode == 0, second.stderr
         assert open_store(db_url).get_run(run_id).status == "succeeded"
 
+    def test_approve_after_the_workflow_stopped_loading_decides_nothing_and_says_why(self, tmp_path, store, db_url):
+        workflow = tmp_path / "gated.yaml"
+        workflow.write_text((FIXTURES / "gated.yaml").read_text())
+        (tmp_path / "steps.py").write_text((FIXTURES / "steps.py").read_text())
+        env = {**os.environ, "PYTHONPATH": str(REPO), "STEP_LOG": str(tmp_path / "log")}
+        orchestrator = [sys.executable, "-m", "orchestrator"]
+        first = subprocess.run([*orchestrator, "run", str(workflow), "--db", db_url, "--json"], env=env,
+                               capture_output=True, text=True, timeout=60)
+        run_id = json.loads(first.stdout)["run_id"]
+        (tmp_path / "steps.py").write_text((FIXTURES / "steps.py").read_text().replace("def double(", "def twice("))
+        before = store.count_rows()
+        result = subprocess.run([*orchestrator, "approve", run_id, "--db", db_url], env=env, capture_output=True,
+                                text=True, timeout=60)
+        assert result.returncode == 2, result.stderr
+        assert f"run {run_id} cannot continue, so nothing was decided" in result.stderr
+        assert "double" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+        assert store.count_rows() == before and store.get_run(run_id).status == "paused"
+
     def test_two_racing_decisions_exactly_one_wins(self, durable_url):
         spec = load_workflow(FIXTURES / "gated.yaml")
         setup = open_store(durable_url)
