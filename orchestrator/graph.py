@@ -1,12 +1,19 @@
-"""Build, check and order the workflow DAG. Pure functions over the spec model."""
+"""Build, check and order the workflow DAG. Pure functions over the spec model.
+
+Ordering and reachability are plain Python (a run never pays networkx's ~80 ms import);
+networkx is imported only to name the steps of a cycle, when a workflow has one.
+"""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from orchestrator.model import WorkflowSpec, parse_reference
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 Problem = tuple[str, str]
 """(dotted key, message): spec.py attaches file and line."""
@@ -14,6 +21,8 @@ Problem = tuple[str, str]
 
 def build_graph(spec: WorkflowSpec) -> nx.DiGraph:
     """Edges point from producer to consumer. Unknown references are left out (see check_references)."""
+    import networkx as nx
+
     graph = nx.DiGraph()
     ids = set(spec.step_ids)
     for step in spec.steps:
@@ -66,6 +75,10 @@ def check_references(spec: WorkflowSpec) -> list[Problem]:
 
 def find_cycles(spec: WorkflowSpec) -> list[list[str]]:
     """Each cycle as the list of its steps, in order, starting from the first declared one."""
+    if _kahn(spec) is not None:
+        return []  # acyclic: the common case needs no graph library
+    import networkx as nx
+
     graph = build_graph(spec)
     order = {sid: i for i, sid in enumerate(spec.step_ids)}
     cycles = []
@@ -82,24 +95,56 @@ def find_cycles(spec: WorkflowSpec) -> list[list[str]]:
     return sorted(cycles, key=lambda c: order[c[0]])
 
 
+def _kahn(spec: WorkflowSpec) -> list[str] | None:
+    """Kahn's algorithm, always taking the ready step declared first; None when there is a cycle."""
+    ids = spec.step_ids
+    index = {sid: i for i, sid in enumerate(ids)}
+    users = consumers(spec)
+    indegree = {sid: 0 for sid in ids}
+    for sid in ids:
+        for user in users.get(sid, ()):
+            indegree[user] += 1
+    heap = [index[sid] for sid in ids if indegree[sid] == 0]
+    heapq.heapify(heap)
+    order: list[str] = []
+    while heap:
+        sid = ids[heapq.heappop(heap)]
+        order.append(sid)
+        for user in users.get(sid, ()):
+            indegree[user] -= 1
+            if indegree[user] == 0:
+                heapq.heappush(heap, index[user])
+    return order if len(order) == len(ids) else None
+
+
 def topological_order(spec: WorkflowSpec) -> list[str]:
     """Steps in dependency order, ties broken by declaration order so output is stable."""
-    graph = build_graph(spec)
-    order = {sid: i for i, sid in enumerate(spec.step_ids)}
-    return list(nx.lexicographical_topological_sort(graph, key=lambda n: order[n]))
+    order = _kahn(spec)
+    if order is None:
+        raise ValueError(f"workflow {spec.name!r} has a cycle: {find_cycles(spec)[0]}")
+    return order
+
+
+def _reach(start: Iterable[str], edges: dict[str, list[str]]) -> set[str]:
+    out: set[str] = set()
+    stack = list(start)
+    while stack:
+        for nxt in edges.get(stack.pop(), ()):
+            if nxt not in out:
+                out.add(nxt)
+                stack.append(nxt)
+    return out
 
 
 def ancestors(spec: WorkflowSpec, step_id: str) -> set[str]:
-    return set(nx.ancestors(build_graph(spec), step_id))
+    ids = set(spec.step_ids)
+    deps = {s.id: [d for d in s.step_dependencies() if d in ids] for s in spec.steps}
+    return _reach([step_id], deps)
 
 
 def descendants(spec: WorkflowSpec, step_ids: Iterable[str]) -> set[str]:
     """All steps downstream of any of ``step_ids`` (not including them)."""
-    graph = build_graph(spec)
-    out: set[str] = set()
-    for sid in step_ids:
-        out |= nx.descendants(graph, sid)
-    return out
+    return _reach(step_ids, consumers(spec))
 
 
 def consumers(spec: WorkflowSpec) -> dict[str, list[str]]:
