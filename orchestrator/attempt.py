@@ -139,7 +139,9 @@ class StepRunner:
         common: dict[str, Any] = {"inputs": stored_inputs, "consumed": consumed, "injected": step.injected_json}
         try:
             output = await self.call(kwargs, ctx)
-        except Exception as exc:
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt from a step are step failures too
+            if is_cancellation(exc):
+                raise
             state.last = self.failed(attempt, started, exc, {**common, "llm": llm_json(ctx)}, ctx)
             raise AttemptFailed(exc) from exc
         common["llm"] = llm_json(ctx)
@@ -152,7 +154,7 @@ class StepRunner:
         with anyio.fail_after(timeout):
             return await call_step(self.step.function, kwargs, ctx)
 
-    def failed(self, attempt: int, started: float, exc: Exception, common: dict[str, Any],
+    def failed(self, attempt: int, started: float, exc: BaseException, common: dict[str, Any],
                ctx: StepContext) -> StepOutcome:
         """Record an attempt that raised (a timeout included)."""
         ended = time.time()
@@ -161,6 +163,10 @@ class StepRunner:
             error_type, message = "TimeoutError", f"step {self.step.id!r} timed out after {timeout:g} s"
         else:
             error_type, message = type(exc).__name__, str(exc)
+            if isinstance(exc, SystemExit):
+                message = f"step {self.step.id!r} called exit({exc.code!r})"
+            elif not isinstance(exc, Exception) and not message:
+                message = f"step {self.step.id!r} raised {error_type}"
         rid = self.run.record(self.step, attempt, started, status="failed", ended_at=ended, error_type=error_type,
                               error_message=message, **common)
         self.emit_finished(attempt, "failed", ended - started, f"{error_type}: {message}", ctx=ctx)
@@ -185,12 +191,15 @@ class StepRunner:
             output = verdict.to_json()
             verdicts.append(("critic", verdict, 0.0, "block"))
         try:
-            output_json = jsonio.dumps(output)
+            output_json = jsonio.dumps_strict(output)
         except jsonio.NotSerializableError as exc:
             ended = time.time()
-            problem = f"step {step.id!r} returned a value that cannot be stored as JSON: {exc}"
+            if isinstance(exc, jsonio.NonFiniteError):
+                problem = f"step {step.id!r} {exc}"  # "step 's' output field 'scores.2' is NaN; ..."
+            else:
+                problem = f"step {step.id!r} returned a value that cannot be stored as JSON: {exc}"
             rid = self.run.record(step, attempt, started, status="failed", ended_at=ended,
-                                  error_type="NotSerializableError", error_message=problem, **common)
+                                  error_type=type(exc).__name__, error_message=problem, **common)
             self.emit_finished(attempt, "failed", ended - started, problem, ctx=ctx)
             return StepOutcome(step.id, "failed", rid, error=problem)
         # JSON scalars come back from JSON as themselves; anything else is converted (models -> dicts)
@@ -216,6 +225,11 @@ class StepRunner:
         if status == "failed":
             return StepOutcome(step.id, "failed", rid, error=f"gate failed: {message}")
         return StepOutcome(step.id, status, rid, output=plain_output, ended_at=ended, error=message)
+
+
+def is_cancellation(exc: BaseException) -> bool:
+    """Whether ``exc`` is the event loop cancelling the attempt (never a step failure; it propagates)."""
+    return isinstance(exc, (anyio.get_cancelled_exc_class(), GeneratorExit))
 
 
 def llm_json(ctx: StepContext) -> str | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -182,6 +183,10 @@ def bind(spec: WorkflowSpec, *, source: str | None = None, objects: Mapping[str,
         raise SpecError(problems.rows)
     for key, message in graph.check_references(spec):
         problems.add(key, message)
+    for name, decl in spec.inputs.items():
+        mismatch = default_mismatch(decl.type, decl.default)
+        if mismatch:
+            problems.add(f"inputs.{name}.default", f"input {name!r} default {mismatch}")
     for cycle in graph.find_cycles(spec):
         problems.add(f"steps.{cycle[0]}", "cycle: " + " -> ".join([*cycle, cycle[0]]) + "; a workflow must be acyclic")
     resolver = _Resolver(os.path.dirname(source) if source else None, objects or {})
@@ -223,8 +228,17 @@ def _bind_step(step: StepSpec, spec: WorkflowSpec, by_id: Mapping[str, StepSpec]
             baseline = StepFunction.of(resolver.callable(step.baseline))
         except ResolveError as exc:
             problems.add(f"steps.{step.id}.baseline", f"step {step.id!r} baseline: {exc}")
-    gates = tuple(g for i, gate in enumerate(step.gates)
-                  if (g := _bind_gate(step.id, i, gate, resolver, problems)) is not None)
+    bound_gates = [(i, _bind_gate(step.id, i, gate, resolver, problems)) for i, gate in enumerate(step.gates)]
+    gates = tuple(g for _, g in bound_gates if g is not None)
+    for i, g in bound_gates:
+        upstream = getattr(g.check, "upstream_steps", None) if g is not None else None
+        if g is None or not callable(upstream):
+            continue
+        for source in upstream():
+            if source not in by_id:
+                problems.add(f"steps.{step.id}.gates[{i}]",
+                             f"step {step.id!r} gate {g.label!r} reads step {source!r}, which is not defined. "
+                             f"Defined steps: {list(by_id)}")
     retry_on = _bind_retry_exceptions(step, resolver, problems)
     users = consumers.get(step.id, [])
     needs = tuple(NextNeed(step_id=u, agent=by_id[u].agent_name, needs=by_id[u].needs,
@@ -312,6 +326,23 @@ def _bind_retry_exceptions(step: StepSpec, resolver: _Resolver,
             continue
         kinds.append(kind)
     return tuple(kinds)
+
+
+_DEFAULT_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float),
+                                               "boolean": (bool,), "object": (dict,), "array": (list,)}
+
+
+def default_mismatch(declared: str, default: Any) -> str | None:
+    """Why an input's ``default`` does not fit its declared ``type`` (None when it does, or there is none)."""
+    if default is None or declared not in _DEFAULT_TYPES:
+        return None
+    fits = isinstance(default, _DEFAULT_TYPES[declared]) and (declared == "boolean" or not isinstance(default, bool))
+    if fits and isinstance(default, float) and not math.isfinite(default):
+        return f"{default!r} is not a finite number"
+    if fits:
+        return None
+    article = "an" if declared[0] in "aeiou" else "a"
+    return f"{default!r} is not {article} {declared}, the input's declared type"
 
 
 def signature_mismatch(step: StepSpec, fn: Any, *, extra: tuple[str, ...] = ()) -> str | None:

@@ -117,11 +117,18 @@ class Executor:
         run = RunContext(self.store, run_id, self.workflow.name, self.workflow_id, inputs, prior.done, self.on_event,
                          self.workflow.spec.llm, lease.token if lease else None)
         schedule = _Schedule(self, run, prior)
-        async with anyio.create_task_group() as tg:
-            if lease is not None:
-                tg.start_soon(self.heartbeat, lease, schedule)
-            await schedule.run()
-            tg.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as tg:
+                if lease is not None:
+                    tg.start_soon(self.heartbeat, lease, schedule)
+                await schedule.run()
+                tg.cancel_scope.cancel()
+        except BaseException:
+            # stopped from outside (Ctrl-C, a listener that stops it): hand the lease back at once so
+            # `resume` can continue the run now rather than after the lease expires
+            if lease is not None and not schedule.lost:
+                self.store.end_lease(lease, "running")
+            raise
         if schedule.lost:
             raise lease_lost(run_id)
         result = finish_run(self.store, run_id, output_step=self.workflow.output_step, order=self.workflow.order,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
+from orchestrator import jsonio
 from orchestrator.errors import InputError
 from orchestrator.model import WorkflowSpec
 
@@ -28,9 +30,10 @@ def convert(name: str, declared: str, raw: Any) -> Any:
         if declared == "number":
             if isinstance(raw, bool):
                 raise ValueError
-            if isinstance(raw, (int, float)):
-                return float(raw)
-            return float(str(raw).strip())
+            number = float(raw) if isinstance(raw, (int, float)) else float(str(raw).strip())
+            if not math.isfinite(number):  # float() accepts "nan" and "inf"; JSON and the store do not
+                raise InputError(f"input {name!r} must be a finite number; got {raw!r}")
+            return number
         if declared == "boolean":
             if isinstance(raw, bool):
                 return raw
@@ -41,9 +44,13 @@ def convert(name: str, declared: str, raw: Any) -> Any:
                 return False
             raise ValueError
         expected = dict if declared == "object" else list
-        value = json.loads(raw) if isinstance(raw, str) else raw
+        value = json.loads(raw, parse_constant=jsonio.reject_constant) if isinstance(raw, str) else raw
         if not isinstance(value, expected):
             raise ValueError
+        found = jsonio.non_finite(value)
+        if found is not None:
+            where = f" field {found[0]!r}" if found[0] else ""
+            raise InputError(f"input {name!r}{where} is {found[1]}; JSON has no {found[1].lstrip('-')}")
         return value
     except (ValueError, json.JSONDecodeError):
         raise InputError(f"input {name!r} must be {'an' if declared[0] in 'aeiou' else 'a'} {declared}; "

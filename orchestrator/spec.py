@@ -22,38 +22,110 @@ from orchestrator.resolve import import_module
 
 LineMap = dict[tuple[Any, ...], tuple[int, int]]
 
+MAX_ALIAS_NODES = 10_000
+"""How many nodes YAML aliases (``*name``) may expand to in one file, all aliases together.
+
+Each alias copies its anchored value, so nested anchors grow exponentially (the "billion
+laughs" file); beyond this limit the file is refused instead of exhausting memory.
+"""
+
+
+class _Alias(yaml.Node):
+    """Where an alias (``*name``) was used, wrapping the node it refers to."""
+
+    def __init__(self, target: yaml.Node, name: str, mark: Any) -> None:
+        super().__init__(target.tag, target.value, mark, mark)
+        self.target = target
+        self.name = name
+
+
+class _Loader(yaml.SafeLoader):
+    """The safe loader, marking each alias use so its expansion can be counted and located."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            target = super().compose_node(parent, index)
+            return _Alias(target, event.anchor, event.start_mark) if target is not None else None
+        return super().compose_node(parent, index)
+
+
+def read_text(p: Path, path: str) -> str:
+    """A workflow file's text; SpecError when it cannot be read or is not UTF-8 text."""
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise SpecError([SpecProblem(path, "", f"cannot read workflow file: {exc.strerror}")]) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise SpecError([SpecProblem(path, "", f"not a text file (UTF-8): byte 0x{data[exc.start]:02x} at "
+                                               f"offset {exc.start} is not UTF-8", line)]) from None
+    if "\x00" in text:
+        offset = text.index("\x00")
+        raise SpecError([SpecProblem(path, "", f"not a text file (UTF-8): a NUL byte at offset {offset}",
+                                     text.count("\n", 0, offset) + 1)])
+    return text
+
 
 def _compose(text: str, path: str) -> tuple[Any, LineMap]:
     """Parse YAML keeping the line and column (1-based) of every key and item."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         col = mark.column + 1 if mark else None
         raise SpecError([SpecProblem(path, "", f"YAML syntax error: {exc.problem or exc}", line, col)]) from None
+    except yaml.YAMLError as exc:  # the reader: a character YAML does not allow
+        raise SpecError([SpecProblem(path, "", f"not a YAML text file: {exc}")]) from None
+    except RecursionError:
+        raise SpecError([SpecProblem(path, "", "YAML nested too deeply (or an alias inside its own anchor)")]) from None
     lines: LineMap = {}
     constructor = yaml.SafeLoader("")
+    expanded = 0
 
-    def convert(n: yaml.Node, at: tuple[Any, ...]) -> Any:
+    def convert(n: yaml.Node, at: tuple[Any, ...], alias: tuple[_Alias, tuple[Any, ...]] | None = None) -> Any:
+        """``alias``: the outermost alias being expanded, and where it was used."""
+        nonlocal expanded
+        if isinstance(n, _Alias):
+            alias, n = alias or (n, at), n.target
+        if alias is not None:
+            expanded += 1
+            if expanded > MAX_ALIAS_NODES:
+                mark = alias[0].start_mark
+                raise SpecError([SpecProblem(
+                    path, _dotted(alias[1], None),
+                    f"alias *{alias[0].name} (with the aliases inside it): YAML aliases expand to more than "
+                    f"{MAX_ALIAS_NODES} values (nested anchors and aliases); write the values out or use fewer "
+                    "aliases", mark.line + 1, mark.column + 1)])
         lines.setdefault(at, (n.start_mark.line + 1, n.start_mark.column + 1))
         if isinstance(n, yaml.MappingNode):
             out: dict[Any, Any] = {}
             for key_node, value_node in n.value:
+                if isinstance(key_node, _Alias):
+                    key_node = key_node.target
+                if not isinstance(key_node, yaml.ScalarNode):
+                    raise SpecError([SpecProblem(path, _dotted(at, None), "a mapping key must be a plain value, "
+                                                 "not a list or mapping", key_node.start_mark.line + 1)])
                 key = constructor.construct_object(key_node, deep=True)
                 lines[(*at, key)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
                 if key in out:
                     raise SpecError([SpecProblem(path, ".".join(map(str, (*at, key))), f"duplicate key {key!r}",
                                                  key_node.start_mark.line + 1)])
-                out[key] = convert(value_node, (*at, key))
+                out[key] = convert(value_node, (*at, key), alias)
             return out
         if isinstance(n, yaml.SequenceNode):
-            return [convert(item, (*at, i)) for i, item in enumerate(n.value)]
+            return [convert(item, (*at, i), alias) for i, item in enumerate(n.value)]
         return constructor.construct_object(n, deep=True)
 
     if node is None:
         raise SpecError([SpecProblem(path, "", "the file is empty; a workflow needs 'name' and 'steps'")])
-    return convert(node, ()), lines
+    try:
+        return convert(node, ()), lines
+    except RecursionError:
+        raise SpecError([SpecProblem(path, "", "YAML nested too deeply (or an alias inside its own anchor)")]) from None
 
 
 def _dotted(loc: tuple[Any, ...], data: Any) -> str:
@@ -147,10 +219,7 @@ def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
 def parse_yaml(path: str | Path) -> tuple[WorkflowSpec, Any, LineMap]:
     """YAML file -> unbound spec, the raw data and the line map. Raises SpecError."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError([SpecProblem(str(path), "", f"cannot read workflow file: {exc.strerror}")]) from None
+    text = read_text(p, str(path))
     data, lines = _compose(text, str(path))
     if not isinstance(data, dict):
         raise SpecError([SpecProblem(str(path), "", "a workflow file must be a mapping with 'name' and 'steps'", 1)])
@@ -168,6 +237,7 @@ def load_workflow(path: str | Path) -> BoundWorkflow:
         raise SpecError([SpecProblem(str(path), "", "no such file")])
     source = str(p.resolve())
     if p.suffix == ".py":
+        read_text(p, str(path))  # a binary or non-UTF-8 file says so, not "importing failed"
         spec, objects = load_python(p)
         return bind(spec, source=source, objects=objects, path=str(path))
     if p.suffix not in (".yaml", ".yml", ".json"):

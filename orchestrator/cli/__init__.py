@@ -6,9 +6,12 @@ in the order ``--help`` lists them.
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from orchestrator.cli import attribution, inspecting, reviewing, running
+from orchestrator.cli.common import quiet_stdout
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Run agentic workflows with quality gates, human review and step-level attribution.")
@@ -21,5 +24,19 @@ for command in (running.validate, running.schema, running.run, running.resume, r
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="orchestrator")
+    """Console-script entry point.
+
+    A reader that leaves early (``orchestrator show RUN --json | head -1``) ends the command
+    quietly with exit 1, as the Python docs recommend: stdout goes to devnull, no traceback.
+    """
+    code: int | str | None = 0
+    try:
+        try:
+            app(prog_name="orchestrator")
+        except SystemExit as exc:
+            code = exc.code
+        sys.stdout.flush()  # output still buffered is written now, where a broken pipe can be handled
+    except BrokenPipeError:
+        quiet_stdout()
+        code = 1
+    sys.exit(code)

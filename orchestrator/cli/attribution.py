@@ -6,14 +6,22 @@ the same functions the TUI calls.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from orchestrator.cli.common import DbOption, JsonOption, ReviewerOption, guarded, open_store, out, read_json_file
+from orchestrator.cli.common import (
+    DbOption,
+    JsonOption,
+    ReviewerOption,
+    guarded,
+    open_store,
+    out,
+    print_json,
+    read_json_file,
+)
 
 if TYPE_CHECKING:
     from orchestrator.records import AttributionView
@@ -76,22 +84,26 @@ def print_attribution(view: AttributionView) -> None:
 
 @guarded
 def label(run_id: Annotated[str, typer.Argument(help="Run id.")],
-          correct: Annotated[bool | None, typer.Option("--correct/--incorrect",
-                                                       help="Was the final output right?")] = None,
+          correct: Annotated[bool, typer.Option("--correct", help="The final output was right.")] = False,
+          incorrect: Annotated[bool, typer.Option("--incorrect", help="The final output was wrong.")] = False,
           reward: Annotated[float | None, typer.Option("--reward", help="A reward in [0, 1] instead of (or "
                                                                          "besides) correct/incorrect.")] = None,
           reason: Annotated[str | None, typer.Option("--reason", help="Why; stored with the label.")] = None,
           reviewer: ReviewerOption = None, as_json: JsonOption = False, db: DbOption = None) -> None:
     """Record a human outcome for a finished run; an incorrect one is traced back to a step at once."""
+    from orchestrator.errors import InputError
     from orchestrator.labels import label_run
 
+    if correct and incorrect:
+        raise InputError("--correct and --incorrect contradict each other; give one of them")
+    verdict_given = True if correct else (False if incorrect else None)
     store = open_store(db)
-    result = label_run(store, run_id, correct=correct, reward=reward, reason=reason, reviewer=reviewer)
+    result = label_run(store, run_id, correct=verdict_given, reward=reward, reason=reason, reviewer=reviewer)
     if as_json:
-        print(json.dumps({"run_id": result.run_id, "outcome_id": result.outcome_id, "value": result.value,
-                          "correct": result.correct, "blamed_step": result.blamed_step,
-                          "confidence": result.confidence, "attribution_id": result.attribution_id,
-                          "explanation": result.explanation}, indent=2))
+        print_json({"run_id": result.run_id, "outcome_id": result.outcome_id, "value": result.value,
+                    "correct": result.correct, "blamed_step": result.blamed_step,
+                    "confidence": result.confidence, "attribution_id": result.attribution_id,
+                    "explanation": result.explanation})
         return
     verdict = "correct" if result.correct else "incorrect"
     out.print(f"labelled run [bold]{result.run_id}[/] {verdict} (reward {result.value:.2f})", highlight=False)
@@ -117,10 +129,10 @@ def trace(run_id: Annotated[str, typer.Argument(help="Run id.")],
     """The backward trace of a run's outcome: the latest stored one, or a new one."""
     from orchestrator.attribution.methods import trace_view
 
-    store = open_store(db)
+    store = open_store(db, create=False)
     view = trace_view(store, run_id, recompute=recompute)
     if as_json:
-        print(json.dumps(view.to_json(), indent=2, default=str))
+        print_json(view.to_json())
         return
     print_attribution(view)
 
@@ -144,7 +156,7 @@ def attribute(run_id: Annotated[str, typer.Argument(help="Run id.")],
     result = compute(store, run_id, method, by=by, samples=samples, seed=seed)
     view = stored_view(store, result)
     if as_json:
-        print(json.dumps(view.to_json(), indent=2, default=str))
+        print_json(view.to_json())
         return
     print_attribution(view)
 
@@ -193,10 +205,10 @@ def stats(workflow: WorkflowOption = None,
     from orchestrator.attribution.stats import compute_stats, parse_since
 
     start = parse_since(since) if since else None
-    store = open_store(db)
+    store = open_store(db, create=False)
     report_ = compute_stats(store, workflow, since=start, period=period, min_runs=min_runs)
     if as_json:
-        print(json.dumps(report_.to_json(), indent=2))
+        print_json(report_.to_json())
         return
     out.print(f"workflow [bold]{escape(report_.workflow)}[/]: {report_.runs} runs, "
               f"{report_.incorrect_outcomes} incorrect outcomes", highlight=False)
@@ -230,10 +242,10 @@ def report(workflow: WorkflowOption = None, as_json: JsonOption = False, db: DbO
     """The reporting checklist over stored runs: lengths, outcomes, non-determinism, composition, granularity."""
     from orchestrator.attribution.report import build_report
 
-    store = open_store(db)
+    store = open_store(db, create=False)
     doc = build_report(store, workflow).to_json()
     if as_json:
-        print(json.dumps(doc, indent=2))
+        print_json(doc)
         return
     o = doc["outcomes"]
     lines = [

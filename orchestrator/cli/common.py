@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -57,6 +58,9 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
+        except BrokenPipeError:  # `orchestrator show RUN --json | head -1`: the reader left; exit quietly
+            quiet_stdout()
+            raise typer.Exit(1) from None
         except SpecError as exc:
             for problem in exc.problems:
                 err.print(f"[bold red]error:[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
@@ -69,28 +73,68 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             if os.environ.get("ORCHESTRATOR_DEBUG"):
                 raise
             db_error = type(exc).__module__.startswith("sqlalchemy")
+            text = str(exc)
+            if db_error and ("database disk image is malformed" in text or "file is not a database" in text):
+                fail(f"the database {_opened or 'in use'} is corrupt (or not a SQLite database): "
+                     f"{text.splitlines()[0]}")
             what = "database error" if db_error else "internal error"
             fail(f"{what}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
                  "(set ORCHESTRATOR_DEBUG=1 for the traceback)", 1)
     return wrapper
 
 
+def quiet_stdout() -> None:
+    """After a broken pipe: point stdout at devnull so the interpreter's last flush cannot fail
+    (the recipe of the Python docs, "Note on SIGPIPE")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (a test runner's buffer)
+        pass
+
+
 def read_json_file(path: Path, option: str) -> Any:
     """A JSON file named by an option; InputError (exit 2) naming the option, line and column."""
+    from orchestrator import jsonio
     from orchestrator.errors import InputError
 
     try:
-        return json.loads(path.read_text())
+        return json.loads(path.read_text(encoding="utf-8"), parse_constant=jsonio.reject_constant)
     except OSError as exc:
         raise InputError(f"{option} {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{option} {path}: not a text file (UTF-8): byte at offset {exc.start} "
+                         "is not UTF-8") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{option} {path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except ValueError as exc:  # NaN / Infinity, which Python's json accepts and JSON does not
+        raise InputError(f"{option} {path}: {exc}") from None
 
 
-def open_store(db: str | None) -> Store:
+_opened: str | None = None
+"""The database the command opened, for messages about it."""
+
+
+def open_store(db: str | None, *, create: bool = True) -> Store:
+    """The store of ``--db`` (else the default); ``create=False`` for commands that only read."""
+    global _opened
+    from orchestrator.errors import InputError
     from orchestrator.store import open_store as open_url
 
-    return open_url(db)
+    if db is not None and not db.strip():
+        raise InputError("--db is empty; give a database URL such as sqlite:///path/to/orchestrator.db "
+                         "(or leave --db out for the default)")
+    store = open_url(db, create=create)
+    url = store.display_url
+    _opened = url.split("///", 1)[-1].split("?", 1)[0] if url.startswith("sqlite") and "///" in url else url
+    return store
+
+
+def print_json(doc: Any) -> None:
+    """A JSON document on stdout, strict: a NaN or infinity (JSON has none) is written as null."""
+    from orchestrator.jsonio import strict
+
+    print(json.dumps(strict(doc), indent=2, default=str, allow_nan=False))
 
 
 

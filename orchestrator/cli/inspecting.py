@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from orchestrator.cli.common import STATUS_STYLE, DbOption, JsonOption, guarded, open_store, out
+from orchestrator.cli.common import STATUS_STYLE, DbOption, JsonOption, guarded, open_store, out, print_json
 
 
 def _age(ts: float) -> str:
@@ -33,10 +33,10 @@ def runs(status: Annotated[str | None, typer.Option("--status", help="Only runs 
     valid = RunStatus.__args__  # type: ignore[attr-defined]
     if status is not None and status not in valid:
         raise InputError(f"--status {status!r} is not a run status; choose from {list(valid)}")
-    store = open_store(db)
+    store = open_store(db, create=False)
     docs = runs_document(store, status=status, workflow=workflow)
     if as_json:
-        print(json.dumps(docs, indent=2))
+        print_json(docs)
         return
     from rich.table import Table
 
@@ -63,10 +63,10 @@ def show(run_id: str, as_json: JsonOption = False, db: DbOption = None) -> None:
     """One run, step by step, with gate results, reviews and outcomes."""
     from orchestrator.documents import run_document
 
-    store = open_store(db)
+    store = open_store(db, create=False)
     doc = run_document(store, run_id)
     if as_json:
-        print(json.dumps(doc, indent=2, default=str))
+        print_json(doc)
         return
     from rich.table import Table
 

@@ -21,6 +21,7 @@ from orchestrator.cli.common import (
     guarded,
     open_store,
     out,
+    print_json,
     read_json_file,
 )
 
@@ -49,7 +50,12 @@ def schema(output: Annotated[Path | None, typer.Option("--output", "-o", help="W
 
     text = json.dumps(workflow_json_schema(), indent=2)
     if output:
-        output.write_text(text + "\n")
+        try:
+            output.write_text(text + "\n")
+        except OSError as exc:
+            from orchestrator.errors import InputError
+
+            raise InputError(f"-o {output}: cannot write the schema: {exc.strerror}") from None
     else:
         print(text)
 
@@ -121,7 +127,7 @@ def report_result(store: Store, result: RunResult, as_json: bool) -> None:
     from orchestrator.documents import run_document
 
     if as_json:
-        print(json.dumps(run_document(store, result.run_id), indent=2, default=str))
+        print_json(run_document(store, result.run_id))
     else:
         style = STATUS_STYLE.get(result.status, "")
         out.print(f"run [bold]{result.run_id}[/] [{style}]{result.status}[/]", highlight=False)
@@ -142,6 +148,9 @@ def report_result(store: Store, result: RunResult, as_json: bool) -> None:
             for o in store.outcomes(result.run_id):
                 out.print(f"  outcome ({o.source}): {o.value:.3f} {'correct' if o.correct else 'incorrect'}",
                           highlight=False)
+            error = store.get_run(result.run_id).error  # an evaluator error leaves the run succeeded
+            if error:
+                out.print(f"  [yellow]{escape(error)}[/]", highlight=False, soft_wrap=True)
     raise typer.Exit(exit_code(result.status))
 
 
@@ -179,7 +188,7 @@ def run(
 
         run_id = enqueue_run(store, workflow, given)
         if as_json:
-            print(json.dumps(store.get_run(run_id).summary_json(), indent=2))
+            print_json(store.get_run(run_id).summary_json())
         else:
             out.print(f"run [bold]{run_id}[/] queued", highlight=False)
         return

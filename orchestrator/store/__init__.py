@@ -45,8 +45,16 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def open_store(url: str | None = None) -> Store:
-    """The store for ``url`` (default: :func:`default_url`), its schema created if needed."""
+def open_store(url: str | None = None, *, create: bool = True) -> Store:
+    """The store for ``url`` (default: :func:`default_url`), its schema created if needed.
+
+    ``create=False`` is for readers: a SQLite path with no database is an InputError ("no
+    database at PATH") instead of a new empty file. An empty ``url`` is an InputError too.
+    """
+    if url is not None and not url.strip():
+        from orchestrator.errors import InputError
+
+        raise InputError("the database URL is empty; give one such as sqlite:///path/to/orchestrator.db")
     url = normalize_url(url or default_url())
     if url.startswith("memory://"):
         from orchestrator.store.memory import MemoryStore
@@ -55,7 +63,7 @@ def open_store(url: str | None = None) -> Store:
     if url.startswith("sqlite"):
         from orchestrator.store.sqlite import SqliteStore
 
-        return SqliteStore(url)
+        return SqliteStore(url, create=create)
     from orchestrator.store.sql import SqlStore
 
     return SqlStore(url)

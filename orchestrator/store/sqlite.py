@@ -164,15 +164,74 @@ class RawTransaction:
             self.cursor.close()
 
 
-class SqliteStore(SqlStore):
-    """SQLite: the embedded default (``sqlite:///path``; ``sqlite://`` alone is in memory)."""
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
-    def __init__(self, url: str) -> None:
+
+def sqlite_file_problem(path: Path) -> str | None:
+    """Why an existing file cannot be a healthy SQLite database, judged from its header alone (no write,
+    no lock); None when it may be one. An empty file is an empty database."""
+    size = path.stat().st_size
+    if size == 0:
+        return None
+    with path.open("rb") as fh:
+        header = fh.read(100)
+    if len(header) < 100 or not header.startswith(SQLITE_MAGIC):
+        return "it does not start with the SQLite header"
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):
+        return f"its header gives an impossible page size ({page_size})"
+    pages = int.from_bytes(header[28:32], "big")
+    header_valid = header[24:28] == header[92:96]  # the page count is valid only then
+    # a checkpoint in progress (a non-empty -wal) or a hot journal may leave the file short for a moment
+    busy = any(Path(f"{path}{suffix}").exists() and Path(f"{path}{suffix}").stat().st_size > 0
+               for suffix in ("-wal", "-journal"))
+    if pages and header_valid and not busy and size < pages * page_size:
+        return f"it is truncated ({size} bytes; its header says {pages * page_size})"
+    return None
+
+
+def corrupt(path: str, why: str) -> InputError:
+    return InputError(f"the database {path} is corrupt (or not a SQLite database): {why}; "
+                      "restore it from a backup or point --db elsewhere")
+
+
+class SqliteStore(SqlStore):
+    """SQLite: the embedded default (``sqlite:///path``; ``sqlite://`` alone is in memory).
+
+    ``create=False`` (read-only commands) refuses a path with no database instead of creating
+    the file and its directories. A file that is not a SQLite database, or a truncated one, is
+    refused before anything is written to it.
+    """
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
         self.url, self.synchronous = split_synchronous(url)
         path = self.url.split("///", 1)[-1] if "///" in self.url else ""
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        super().__init__(self.url)
+        path = path.split("?", 1)[0]
+        if path and path != ":memory:" and not path.startswith("file:"):
+            file = Path(path)
+            if file.is_dir():
+                raise InputError(f"the database {path} is a directory, not a SQLite file; check --db")
+            if file.exists():
+                try:
+                    why = sqlite_file_problem(file)
+                except OSError as exc:
+                    raise InputError(f"cannot read the database {path}: {exc.strerror}") from None
+                if why:
+                    raise corrupt(path, why)
+            elif not create:
+                raise InputError(f"no database at {path}; nothing has run with this --db yet "
+                                 "(check --db or ORCHESTRATOR_DB)")
+            else:
+                file.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            super().__init__(self.url)
+        except InputError as exc:
+            text = str(exc)
+            if path and ("file is not a database" in text or "malformed" in text):
+                raise corrupt(path, "SQLite says " + ("'file is not a database'" if "not a database" in text
+                                                      else "'database disk image is malformed'")) from None
+            raise
         dialect = self.engine.dialect
         self.raw_steps = raw_statement("insert", steps_t, STEP_COLUMNS, dialect)
         self.raw_gates = raw_statement("insert", TABLES["gate_results"], GATE_COLUMNS, dialect)

@@ -90,7 +90,7 @@ class TestTrace:
         assert "blamed step analyze (agent analyst), confidence 0.70" in shown.stdout
         assert "why: step 'analyze' is the earliest step" in shown.stdout
 
-    def test_trace_of_an_unknown_run_exits_2(self, cli):
+    def test_trace_of_an_unknown_run_exits_2(self, cli, store):
         result = cli("trace", "r404")
         assert result.exit_code == 2 and "no run 'r404'" in result.stderr
 

@@ -123,7 +123,7 @@ class TestStats:
         ambiguous = cli("stats")
         assert ambiguous.exit_code == 2 and "choose one with --workflow" in ambiguous.stderr
 
-    def test_stats_on_an_empty_store_exits_2(self, cli):
+    def test_stats_on_an_empty_store_exits_2(self, cli, store):
         result = cli("stats")
         assert result.exit_code == 2 and "no runs are stored yet" in result.stderr
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from orchestrator.store import open_store
 from tests.conftest import FIXTURES, REPO
 
-
 LEASE = 2.0
 
 
