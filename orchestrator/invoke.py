@@ -2,8 +2,9 @@
 
 A step function receives its inputs as keyword arguments, plus ``ctx`` when it declares a
 parameter of that name (the only rule). Coroutine functions are awaited on the event loop;
-plain functions run in a worker thread so a slow one cannot stall its siblings, and an
-awaitable they return is awaited too.
+plain functions run on a daemon worker thread (:mod:`orchestrator.threads`) so a slow one
+cannot stall its siblings, and an awaitable they return is awaited too. A step with
+``isolation: process`` runs in a child process instead (:mod:`orchestrator.isolation`).
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import anyio.to_thread
-
 from orchestrator.context import StepContext
+from orchestrator.threads import POOL
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ async def call_step(function: StepFunction, kwargs: dict[str, Any], ctx: StepCon
     call_kwargs = {**kwargs, "ctx": ctx} if function.takes_ctx else kwargs
     if function.is_async:
         return await fn(**call_kwargs)
-    result = await anyio.to_thread.run_sync(lambda: fn(**call_kwargs), abandon_on_cancel=True)
+    result = await POOL.run(lambda: fn(**call_kwargs))
     if inspect.isawaitable(result):
         result = await result
     return result

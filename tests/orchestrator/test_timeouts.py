@@ -1,0 +1,43 @@
+"""A sync step that outlives its timeout: recorded as timed out, its late output discarded, and the
+command exits promptly (the abandoned thread does not keep the process alive)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from orchestrator.store import open_store
+from tests.conftest import REPO
+
+STEPS = '''
+import os, time
+def nap(x: int) -> int:
+    time.sleep(float(os.environ.get("NAP", "6")))
+    open(os.environ["SIDE"], "a").write("late\\n")
+    return x
+'''
+WORKFLOW = """name: slow
+inputs: {x: {type: integer, default: 1}}
+steps:
+  - {id: nap, run: 'slow_steps:nap', inputs: {x: $inputs.x}, timeout: 0.5}
+"""
+
+
+def test_a_sync_step_past_its_timeout_is_recorded_and_the_process_exits_promptly(tmp_path):
+    (tmp_path / "slow_steps.py").write_text(STEPS)
+    (tmp_path / "slow.yaml").write_text(WORKFLOW)
+    side = tmp_path / "side.txt"
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SIDE": str(side), "NAP": "6"}
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(tmp_path / "slow.yaml"), "--db", db],
+                          env=env, capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 1
+    assert "step 'nap' timed out after 0.5 s" in proc.stdout
+    assert elapsed < 6, f"the process waited for the abandoned step ({elapsed:.1f} s)"
+    assert not side.exists()  # the process ended before the step's late side effect
+    records = open_store(db).step_records(open_store(db).list_runs()[0].run_id)
+    assert [(r.status, r.error_type, r.output) for r in records] == [("failed", "TimeoutError", None)]
