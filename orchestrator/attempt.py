@@ -162,7 +162,7 @@ class StepRunner:
         if isinstance(exc, TimeoutError) and timeout is not None and ended - started >= timeout * 0.99:
             error_type, message = "TimeoutError", f"step {self.step.id!r} timed out after {timeout:g} s"
         else:
-            error_type, message = type(exc).__name__, str(exc)
+            error_type, message = getattr(exc, "type_name", None) or type(exc).__name__, str(exc)
             if isinstance(exc, SystemExit):
                 message = f"step {self.step.id!r} called exit({exc.code!r})"
             elif not isinstance(exc, Exception) and not message:

@@ -264,7 +264,10 @@ def _bind_function(step: StepSpec, resolver: _Resolver, problems: _Problems) -> 
     message = signature_mismatch(step, fn)
     if message:
         problems.add(f"steps.{step.id}.inputs", message)
-    return StepFunction.of(fn)
+    function = StepFunction.of(fn)
+    if step.isolation == "process":
+        return replace(function, isolated_ref=step.run, base_dir=resolver.base_dir)
+    return function
 
 
 def _bind_llm_function(workflow: WorkflowSpec, step: StepSpec, resolver: _Resolver,

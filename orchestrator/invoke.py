@@ -25,6 +25,9 @@ class StepFunction:
     fn: Callable[..., Any]
     takes_ctx: bool
     is_async: bool
+    isolated_ref: str | None = None
+    """``module:function`` to run in a child process (``isolation: process``), else None."""
+    base_dir: str | None = None
 
     @classmethod
     def of(cls, fn: Callable[..., Any]) -> StepFunction:
@@ -37,6 +40,10 @@ class StepFunction:
 
 async def call_step(function: StepFunction, kwargs: dict[str, Any], ctx: StepContext) -> Any:
     """Call a step function with its inputs (and ``ctx`` if it takes one); returns its output."""
+    if function.isolated_ref is not None:
+        from orchestrator.isolation import call_isolated
+
+        return await call_isolated(function.isolated_ref, function.base_dir, kwargs, ctx, function.takes_ctx)
     fn = function.fn
     call_kwargs = {**kwargs, "ctx": ctx} if function.takes_ctx else kwargs
     if function.is_async:

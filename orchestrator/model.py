@@ -145,6 +145,8 @@ class StepSpec(_Strict):
     """``module:function`` producing a reference output, used by counterfactual attribution."""
     verifies: list[str] = Field(default_factory=list)
     """For critics: the steps whose outputs this step checks."""
+    isolation: Literal["thread", "process"] = "thread"
+    """``process`` runs each attempt in a child process that a timeout kills (inputs and output cross as JSON)."""
     side_effects: bool = False
     """Replays reuse this step's recorded output instead of acting again."""
     review_timeout: float | None = Field(default=None, gt=0)

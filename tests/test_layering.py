@@ -24,7 +24,8 @@ LAYERS: list[tuple[str, ...]] = [
      "orchestrator.context", "orchestrator.records", "orchestrator.inputs", "orchestrator.events",
      "orchestrator.jsonschema", "orchestrator.attribution.shapley", "orchestrator.llm.config"),
     # 1: binding a spec to code; gates; clients of models and tracing backends
-    ("orchestrator.resolve", "orchestrator.invoke", "orchestrator.binding", "orchestrator.spec",
+    ("orchestrator.resolve", "orchestrator.invoke", "orchestrator.threads", "orchestrator.isolation",
+     "orchestrator.binding", "orchestrator.spec",
      "orchestrator.pyapi", "gates", "orchestrator.llm", "orchestrator.telemetry"),
     # 2: the store
     ("orchestrator.store", "orchestrator.stored_workflow"),

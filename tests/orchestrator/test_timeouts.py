@@ -41,3 +41,35 @@ def test_a_sync_step_past_its_timeout_is_recorded_and_the_process_exits_promptly
     assert not side.exists()  # the process ended before the step's late side effect
     records = open_store(db).step_records(open_store(db).list_runs()[0].run_id)
     assert [(r.status, r.error_type, r.output) for r in records] == [("failed", "TimeoutError", None)]
+
+
+def test_an_isolated_step_is_killed_on_timeout_and_its_side_effect_never_happens(tmp_path):
+    (tmp_path / "slow_steps.py").write_text(STEPS)
+    (tmp_path / "slow.yaml").write_text(WORKFLOW.replace("timeout: 0.5}", "timeout: 2, isolation: process}"))
+    side = tmp_path / "side.txt"
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SIDE": str(side), "NAP": "4"}
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(tmp_path / "slow.yaml"), "--db", db],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "step 'nap' timed out after 2 s" in proc.stdout
+    time.sleep(3)  # past the moment the step would have written its side effect
+    assert not side.exists()
+
+
+def test_an_isolated_step_returns_its_output_and_reports_its_errors_by_type(tmp_path):
+    (tmp_path / "slow_steps.py").write_text(STEPS + "\ndef boom(x: int, ctx) -> int:\n"
+                                            "    raise KeyError(f'{ctx.step_id} T-{x}')\n")
+    (tmp_path / "ok.yaml").write_text(WORKFLOW.replace("timeout: 0.5}", "timeout: 30, isolation: process}"))
+    (tmp_path / "boom.yaml").write_text(WORKFLOW.replace("slow_steps:nap", "slow_steps:boom")
+                                        .replace("timeout: 0.5}", "isolation: process}"))
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SIDE": str(tmp_path / "side.txt"), "NAP": "0"}
+    ok = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(tmp_path / "ok.yaml"), "--input", "x=7",
+                         "--db", db, "--json"], env=env, capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert __import__("json").loads(ok.stdout)["output"] == 7
+    boom = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(tmp_path / "boom.yaml"), "--input",
+                           "x=99", "--db", db, "--json"], env=env, capture_output=True, text=True, timeout=60)
+    assert boom.returncode == 1
+    assert __import__("json").loads(boom.stdout)["steps"][0]["error"] == "KeyError: 'nap T-99'"
