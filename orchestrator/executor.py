@@ -27,6 +27,7 @@ from orchestrator.events import EventHook, RunFinished, RunStarted
 from orchestrator.runstate import Done, PriorState, RunResult, StepOutcome, finish_run
 from orchestrator.store import Lease, Store
 from orchestrator.store.base import lease_lost
+from orchestrator.threads import DEFAULT_CONCURRENCY
 
 DEFAULT_LEASE_SECONDS = 15.0
 """How long a run's lease lasts without a heartbeat (renewed every third of it): a process that
@@ -67,7 +68,7 @@ class _Handoff:
 class Executor:
     """Runs one bound workflow against one store."""
 
-    def __init__(self, store: Store, workflow: BoundWorkflow, *, max_concurrency: int = 8,
+    def __init__(self, store: Store, workflow: BoundWorkflow, *, max_concurrency: int = DEFAULT_CONCURRENCY,
                  on_event: EventHook | None = None, workflow_id: int | None = None, leased: bool = True) -> None:
         """``leased``: hold the run's lease while executing (replays, private to one process, do not)."""
         self.store = store

@@ -7,28 +7,47 @@ functions themselves travel beside the spec (``Workflow.objects``), keyed by tho
 and :meth:`Workflow.bind` hands both to the binder. Inputs left out are inferred from parameter
 names, as Hamilton does: a parameter named like a workflow input reads ``$inputs.NAME``, one
 named like an earlier step reads that step.
+
+LLM steps take the same keys as in YAML: ``@wf.llm(prompt=..., output_schema=Model, tools=[fn])``
+decorates a function that post-processes the model's answer (it receives the step's inputs plus
+``reply``), and ``wf.llm_step(id=..., prompt=...)`` declares one with no function. Objects given
+for ``output_schema`` (a pydantic model class) and ``tools`` (callables) become ``module:qualname``
+references in the spec and travel in ``Workflow.objects`` like step functions.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from orchestrator.binding import BoundWorkflow, bind, gate_object_key
 from orchestrator.errors import SpecError, SpecProblem
+from orchestrator.llm.config import LLMConfig
+from orchestrator.llm.step import REPLY_PARAMETER
 from orchestrator.model import GateSpec, StepSpec, WorkflowSpec
 
 STEP_KEYS = frozenset(StepSpec.model_fields) - {"run"}
-"""The keywords ``@wf.step(...)`` accepts: the YAML step keys (``run`` is the function itself)."""
+"""The keywords ``@wf.step(...)`` and ``@wf.llm(...)`` accept: the YAML step keys (``run`` is the function itself)."""
+
+LLM_KEYS = frozenset({"prompt", "system", "output_schema", "tools", "max_turns", "inject_needs", "max_tokens", "llm"})
+"""The keys that belong to LLM steps (``@wf.llm``, ``wf.llm_step``); all are also in :data:`STEP_KEYS`."""
 
 
 def _ref(fn: Any) -> str | None:
     if isinstance(fn, str) or fn is None:
         return fn
     return f"{fn.__module__}:{fn.__qualname__}"
+
+
+def _caller() -> str:
+    """``file:line`` of the code that called the public method calling this (for error messages)."""
+    frame = inspect.currentframe()
+    for _ in range(2):
+        frame = frame.f_back if frame is not None else None
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "<unknown>"
 
 
 def _where(fn: Callable[..., Any]) -> str:
@@ -51,7 +70,8 @@ class Workflow:
 
     def __init__(self, name: str, *, version: int | str = 1, description: str | None = None,
                  inputs: dict[str, Any] | None = None, output: str | None = None,
-                 outcome: str | Callable[..., float] | None = None, outcome_threshold: float = 0.5) -> None:
+                 outcome: str | Callable[..., float] | None = None, outcome_threshold: float = 0.5,
+                 llm: LLMConfig | Mapping[str, Any] | None = None) -> None:
         self.name = name
         self.version = version
         self.description = description
@@ -59,7 +79,9 @@ class Workflow:
         self.output = output
         self.outcome = outcome
         self.outcome_threshold = outcome_threshold
-        self._steps: list[tuple[Callable[..., Any], dict[str, Any]]] = []
+        self.llm_config = llm
+        """Defaults of every model call (the YAML ``llm:`` block); a step's ``llm=`` overrides any key."""
+        self._steps: list[_Registered] = []
 
     def step(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         """Register ``fn`` as a step; usable as ``@wf.step`` or ``@wf.step(type=..., gates=[...])``.
@@ -70,15 +92,61 @@ class Workflow:
         a SpecError naming it and the valid keys, as in YAML.
         """
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
-            unknown = sorted(set(options) - STEP_KEYS)
-            if unknown:
-                raise SpecError([SpecProblem(_where(func), f"steps.{options.get('id', func.__name__)}",
-                                             f"unknown key {unknown[0]!r} in @{self.name}.step(...); "
-                                             f"valid keys: {', '.join(sorted(STEP_KEYS))}")])
-            self._steps.append((func, options))
+            self._check_keys(options, options.get("id", func.__name__), "step", _where(func))
+            self._steps.append(_Registered(func, dict(options), _where(func)))
             return func
 
         return register(fn) if fn is not None else register
+
+    def llm(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+        """Register ``fn`` as an LLM step that post-processes the model's answer: ``@wf.llm(prompt=...)``.
+
+        The keywords are the YAML step keys, the LLM ones included (``prompt``, ``system``,
+        ``output_schema``, ``tools``, ``max_turns``, ``inject_needs``, ``max_tokens``, ``llm``);
+        ``prompt`` is required and ``type`` defaults to ``llm``. ``output_schema`` may be a pydantic
+        model class (or an inline JSON Schema dict) and ``tools`` plain functions; they become
+        ``module:qualname`` references. The function receives the step's inputs plus ``reply`` (the
+        model's answer, validated against ``output_schema``) and returns the step's output; inputs
+        left out are inferred from its other parameters.
+        """
+        def register(func: Callable[..., Any]) -> Callable[..., Any]:
+            where = _where(func)
+            step_id = options.get("id", func.__name__)
+            self._check_keys(options, step_id, "llm", where)
+            self._require_prompt(options, step_id, "llm", where)
+            self._steps.append(_Registered(func, {"type": "llm", **options}, where))
+            return func
+
+        return register(fn) if fn is not None else register
+
+    def llm_step(self, **options: Any) -> str:
+        """Declare an LLM step with no function: its output is the model's (validated) answer.
+
+        Takes the same keywords as :meth:`llm` plus a required ``id``; ``inputs`` left out are the
+        template's variables that name a workflow input or an earlier step. Returns the step id.
+        """
+        where = _caller()
+        step_id = options.get("id")
+        self._check_keys(options, step_id or "?", "llm_step", where)
+        if not isinstance(step_id, str):
+            raise SpecError([SpecProblem(where, "steps", f"{self.name}.llm_step(...) needs id='STEP_ID'")])
+        self._require_prompt(options, step_id, "llm_step", where)
+        self._steps.append(_Registered(None, {"type": "llm", **options}, where))
+        return step_id
+
+    def _check_keys(self, options: Mapping[str, Any], step_id: str, method: str, where: str) -> None:
+        unknown = sorted(set(options) - STEP_KEYS)
+        if unknown:
+            prefix = "@" if method != "llm_step" else ""
+            raise SpecError([SpecProblem(where, f"steps.{step_id}",
+                                         f"unknown key {unknown[0]!r} in {prefix}{self.name}.{method}(...); "
+                                         f"valid keys: {', '.join(sorted(STEP_KEYS))}")])
+
+    def _require_prompt(self, options: Mapping[str, Any], step_id: str, method: str, where: str) -> None:
+        if not isinstance(options.get("prompt"), str):
+            raise SpecError([SpecProblem(where, f"steps.{step_id}.prompt",
+                                         f"{self.name}.{method}(...) needs prompt='...' (a Jinja2 template of the "
+                                         "user message)")])
 
     @property
     def spec(self) -> WorkflowSpec:
@@ -99,9 +167,10 @@ class Workflow:
         steps: list[StepSpec] = []
         objects: dict[str, Any] = {}
         known: set[str] = set()
-        for fn, options in self._steps:
-            opts = dict(options)
-            step_id = opts.pop("id", fn.__name__)
+        for registered in self._steps:
+            fn = registered.fn
+            opts = dict(registered.options)
+            step_id = opts.pop("id", fn.__name__ if fn is not None else "")
             gates = []
             for index, gate in enumerate(opts.pop("gates", [])):
                 spec, obj = _gate_spec(gate)
@@ -109,36 +178,115 @@ class Workflow:
                 if obj is not None:
                     objects[gate_object_key(step_id, index)] = obj
             baseline = opts.pop("baseline", None)
+            for key, value in _object_refs(opts, objects).items():
+                opts[key] = value
             inputs = opts.pop("inputs", None)
             if inputs is None:
-                inputs = self._infer_inputs(fn, known)
+                inputs = (self._infer_inputs(fn, known, calls_model=opts.get("prompt") is not None)
+                          if fn is not None else self._template_inputs(opts, known))
             try:
                 step = StepSpec(id=step_id, run=_ref(fn), inputs=inputs, baseline=_ref(baseline), gates=gates, **opts)
             except ValidationError as exc:
-                raise SpecError([SpecProblem(_where(fn), f"steps.{step_id}.{'.'.join(map(str, e['loc']))}",
+                raise SpecError([SpecProblem(registered.where, f"steps.{step_id}.{'.'.join(map(str, e['loc']))}",
                                              f"{e['msg']} (got {e.get('input')!r})") for e in exc.errors()]) from None
-            objects[str(step.run)] = fn
+            if fn is not None:
+                objects[str(step.run)] = fn
             if baseline is not None and not isinstance(baseline, str):
                 objects[str(step.baseline)] = baseline
             steps.append(step)
             known.add(step_id)
         if self.outcome is not None and not isinstance(self.outcome, str):
             objects[str(_ref(self.outcome))] = self.outcome
-        workflow = WorkflowSpec(name=self.name, version=self.version, description=self.description,
-                                inputs=self.inputs, steps=steps, output=self.output,
-                                outcome=_ref(self.outcome), outcome_threshold=self.outcome_threshold)
+        try:
+            fields: dict[str, Any] = {"llm": self.llm_config}  # a mapping is validated like YAML's llm: block
+            workflow = WorkflowSpec(name=self.name, version=self.version, description=self.description,
+                                    inputs=self.inputs, steps=steps, output=self.output,
+                                    outcome=_ref(self.outcome), outcome_threshold=self.outcome_threshold, **fields)
+        except ValidationError as exc:
+            raise SpecError([SpecProblem(f"<workflow {self.name}>", ".".join(map(str, e["loc"])),
+                                         f"{e['msg']} (got {e.get('input')!r})") for e in exc.errors()]) from None
         return workflow, objects
 
-    def _infer_inputs(self, fn: Callable[..., Any], known: set[str]) -> dict[str, Any]:
+    def _infer_inputs(self, fn: Callable[..., Any], known: set[str], *, calls_model: bool = False) -> dict[str, Any]:
+        """Inputs from parameter names; an LLM step's ``reply`` (the model's answer) is not one."""
         inputs: dict[str, Any] = {}
         for name, param in inspect.signature(fn).parameters.items():
             if name == "ctx" or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
                 continue
-            if name in known:
-                inputs[name] = name
-            elif name in self.inputs:
-                inputs[name] = f"$inputs.{name}"
+            if calls_model and name == REPLY_PARAMETER:
+                continue
+            self._infer_one(name, known, inputs)
         return inputs
+
+    def _template_inputs(self, options: Mapping[str, Any], known: set[str]) -> dict[str, Any]:
+        """A function-less LLM step's inputs: template variables naming a workflow input or an earlier step."""
+        inputs: dict[str, Any] = {}
+        for key in ("system", "prompt"):
+            template = options.get(key)
+            if isinstance(template, str):
+                for name in _template_names(template):
+                    self._infer_one(name, known, inputs)
+        return inputs
+
+    def _infer_one(self, name: str, known: set[str], inputs: dict[str, Any]) -> None:
+        if name in inputs:
+            return
+        if name in known:
+            inputs[name] = name
+        elif name in self.inputs:
+            inputs[name] = f"$inputs.{name}"
+
+
+class _Registered:
+    """One registered step: its function (None for ``llm_step``), its keywords and where it was defined."""
+
+    __slots__ = ("fn", "options", "where")
+
+    def __init__(self, fn: Callable[..., Any] | None, options: dict[str, Any], where: str) -> None:
+        self.fn = fn
+        self.options = options
+        self.where = where
+
+
+def _object_refs(options: Mapping[str, Any], objects: dict[str, Any]) -> dict[str, Any]:
+    """``output_schema`` and ``tools`` given as objects, as references (the objects go into ``objects``)."""
+    out: dict[str, Any] = {}
+    schema = options.get("output_schema")
+    if schema is not None and not isinstance(schema, (str, dict)):
+        ref = str(_ref(schema))
+        objects[ref] = schema
+        out["output_schema"] = ref
+    tools = options.get("tools")
+    if tools is not None and not isinstance(tools, str):
+        refs = []
+        for tool in tools:
+            if isinstance(tool, str):
+                refs.append(tool)
+                continue
+            ref = str(_ref(tool))
+            objects[ref] = tool
+            refs.append(ref)
+        out["tools"] = refs
+    return out
+
+
+def _template_names(template: str) -> list[str]:
+    """The free variables a template reads, in the order they first appear (empty when it does not parse)."""
+    import jinja2
+    from jinja2 import nodes
+
+    from orchestrator.llm.template import environment, used_names
+
+    free = used_names(template)
+    try:
+        ast = environment().parse(template)
+    except jinja2.TemplateSyntaxError:
+        return []
+    ordered: list[str] = []
+    for node in ast.find_all(nodes.Name):
+        if node.ctx == "load" and node.name in free and node.name not in ordered:
+            ordered.append(node.name)
+    return ordered
 
 
 def _gate_spec(gate: Any) -> tuple[GateSpec, Any]:

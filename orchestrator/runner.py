@@ -25,10 +25,12 @@ from orchestrator.store import Lease, Store
 from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.telemetry import get_tracer
 from orchestrator.telemetry.listener import TracingListener
+from orchestrator.threads import DEFAULT_CONCURRENCY
 
 
-def start_run(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any], *, max_concurrency: int = 8,
-              on_event: EventHook | None = None, otel: str | None = None) -> RunResult:
+def start_run(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any], *,
+              max_concurrency: int = DEFAULT_CONCURRENCY, on_event: EventHook | None = None,
+              otel: str | None = None) -> RunResult:
     """Convert inputs, create the run and execute it to its end or first pause.
 
     ``otel`` (else ``OTEL_EXPORTER_OTLP_ENDPOINT``) exports the run's spans over OTLP/HTTP.
@@ -87,8 +89,8 @@ def claim(store: Store, run_id: str) -> Lease:
     raise LeaseHeldError(f"run {run_id} is {run.status}; there is nothing to continue")
 
 
-def continue_run(store: Store, run_id: str, *, max_concurrency: int = 8, on_event: EventHook | None = None,
-                 otel: str | None = None, lease: Lease | None = None) -> RunResult:
+def continue_run(store: Store, run_id: str, *, max_concurrency: int = DEFAULT_CONCURRENCY,
+                 on_event: EventHook | None = None, otel: str | None = None, lease: Lease | None = None) -> RunResult:
     """Resume a run from its stored records (after a crash, a pause or a review decision).
 
     The run's lease is taken first (``lease`` when the caller already holds it, as a worker that
@@ -110,7 +112,7 @@ def continue_run(store: Store, run_id: str, *, max_concurrency: int = 8, on_even
     return result
 
 
-def wait_for_review_timeouts(store: Store, result: RunResult, *, max_concurrency: int = 8,
+def wait_for_review_timeouts(store: Store, result: RunResult, *, max_concurrency: int = DEFAULT_CONCURRENCY,
                              on_event: EventHook | None = None) -> RunResult:
     """An unattended pause with ``review_timeout`` waits here and continues when the default applies."""
     while result.status == "paused":
@@ -162,7 +164,7 @@ def recover_one(store: Store, lease: Lease) -> str | None:
 
 
 def work(store: Store, *, once: bool = False, poll: float = 1.0, max_runs: int | None = None,
-         max_concurrency: int = 8, on_event: EventHook | None = None,
+         max_concurrency: int = DEFAULT_CONCURRENCY, on_event: EventHook | None = None,
          on_result: Callable[[RunResult], None] | None = None, recover: bool = True) -> int:
     """Claim and execute queued runs until the queue is empty (``once``) or ``max_runs`` are done.
 

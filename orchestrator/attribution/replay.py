@@ -53,6 +53,7 @@ from orchestrator.store import (
     Store,
 )
 from orchestrator.stored_workflow import load_run_workflow
+from orchestrator.threads import DEFAULT_CONCURRENCY
 
 MISSING: Any = object()
 
@@ -188,7 +189,7 @@ class ReplayEngine:
     """Evaluates plans against one stored run; one engine per attribution so the cache is shared."""
 
     def __init__(self, store: Store, run_id: str, *, workflow: BoundWorkflow | None = None,
-                 failure_value: float = 0.0, max_concurrency: int = 8) -> None:
+                 failure_value: float = 0.0, max_concurrency: int = DEFAULT_CONCURRENCY) -> None:
         self.store = store
         self.run = store.get_run(run_id)
         if self.run.status in ("running", "queued"):

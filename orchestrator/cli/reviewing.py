@@ -20,6 +20,7 @@ from orchestrator.cli.common import (
     read_json_file,
 )
 from orchestrator.cli.running import Progress, report_result
+from orchestrator.threads import DEFAULT_CONCURRENCY
 
 if TYPE_CHECKING:
     from orchestrator.store import Store
@@ -40,7 +41,8 @@ def _continue_after(store: Store, decision: Any, as_json: bool, max_concurrency:
 
 @guarded
 def approve(run_id: str, step: StepOption = None, comment: CommentOption = None, reviewer: ReviewerOption = None,
-            as_json: JsonOption = False, max_concurrency: ConcurrencyOption = 8, db: DbOption = None) -> None:
+            as_json: JsonOption = False,
+            max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY, db: DbOption = None) -> None:
     """Accept the paused step's output as it is and continue the run."""
     from orchestrator import review
 
@@ -51,7 +53,8 @@ def approve(run_id: str, step: StepOption = None, comment: CommentOption = None,
 
 @guarded
 def retry(run_id: str, step: StepOption = None, comment: CommentOption = None, reviewer: ReviewerOption = None,
-          as_json: JsonOption = False, max_concurrency: ConcurrencyOption = 8, db: DbOption = None) -> None:
+          as_json: JsonOption = False,
+            max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY, db: DbOption = None) -> None:
     """Run the paused step again (it sees the failed gates as ctx.gate_feedback) and continue."""
     from orchestrator import review
 
@@ -76,7 +79,8 @@ def edit(run_id: str,
          step: StepOption = None, comment: CommentOption = None, reviewer: ReviewerOption = None,
          force: Annotated[bool, typer.Option("--force", help="Accept an output that fails the step's gates; "
                                                          "the override is recorded.")] = False,
-         as_json: JsonOption = False, max_concurrency: ConcurrencyOption = 8, db: DbOption = None) -> None:
+         as_json: JsonOption = False,
+            max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY, db: DbOption = None) -> None:
     """Replace the paused step's output (it must pass the step's gates) and continue."""
     from orchestrator import review
 

@@ -24,6 +24,7 @@ from orchestrator.cli.common import (
     print_json,
     read_json_file,
 )
+from orchestrator.threads import DEFAULT_CONCURRENCY
 
 if TYPE_CHECKING:
     from orchestrator.events import Event
@@ -161,7 +162,7 @@ def run(
                                                      "declared type; repeatable.")] = None,
     input_file: Annotated[Path | None, typer.Option("--input-file", help="JSON object of inputs.")] = None,
     as_json: JsonOption = False,
-    max_concurrency: ConcurrencyOption = 8,
+    max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY,
     queue: Annotated[bool, typer.Option("--queue", help="Only enqueue the run; `orchestrator worker` "
                                                      "executes it.")] = False,
     otel: OtelOption = None,
@@ -201,7 +202,8 @@ def run(
 
 @guarded
 def resume(run_id: Annotated[str, typer.Argument(help="Run id.")], as_json: JsonOption = False,
-           max_concurrency: ConcurrencyOption = 8, otel: OtelOption = None, db: DbOption = None) -> None:
+           max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY, otel: OtelOption = None,
+           db: DbOption = None) -> None:
     """Continue a paused, interrupted or failed run; completed steps are not run again."""
     from orchestrator.review import apply_review_timeouts
     from orchestrator.runner import continue_run
@@ -226,7 +228,7 @@ def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queu
            poll: Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between queue checks.")] = 1.0,
            max_runs: Annotated[int | None, typer.Option("--max-runs", min=1, help="Exit after this many runs.")]
            = None,
-           max_concurrency: ConcurrencyOption = 8,
+           max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY,
            recover: Annotated[bool, typer.Option("--recover/--no-recover", help="Also take over interrupted runs "
                                                  "(their executor died).")] = True,
            db: DbOption = None) -> None:
