@@ -69,7 +69,7 @@ def model_path(model: str) -> Path:
     raise LLMError(f"unknown local model {model!r}: use 'smollm2' or the path of a .gguf file")
 
 
-def _load(path: Path) -> tuple[Llama, threading.Lock]:
+def load_model(path: Path) -> tuple[Llama, threading.Lock]:
     key = str(path)
     with _load_lock:
         if key in _models:
@@ -99,12 +99,12 @@ def _load(path: Path) -> tuple[Llama, threading.Lock]:
         finally:
             llama_bindings.llama_model_default_params = defaults
         if not _models:
-            atexit.register(_close_models)
+            atexit.register(close_models)
         _models[key] = (llama, threading.Lock())
         return _models[key]
 
 
-def _close_models() -> None:
+def close_models() -> None:
     """Free the models before interpreter shutdown: left to the garbage collector, llama.cpp's
     finaliser runs after its library handle is gone and prints a TypeError traceback at exit."""
     for llama, _ in _models.values():
@@ -176,7 +176,7 @@ class LocalProvider:
             kwargs["response_format"] = {"type": "json_object", "schema": schema}
 
         def call() -> Any:
-            llama, lock = _load(path)
+            llama, lock = load_model(path)
             with lock:
                 return llama.create_chat_completion(**kwargs)
 
