@@ -155,7 +155,8 @@ class Workflow:
 
     @property
     def objects(self) -> dict[str, Any]:
-        """The Python objects the spec refers to: functions by ``module:qualname``, gate objects by position."""
+        """The Python objects the spec refers to: functions, output models and tools by ``module:qualname``,
+        gate objects by position."""
         return self._build()[1]
 
     def bind(self, source: str | None = None) -> BoundWorkflow:

@@ -1,7 +1,9 @@
-"""The selected step: gate results, output, inputs, injected context, upstream, attempts, reviews."""
+"""The selected step: gate results, its model call (LLM steps), output, inputs, injected context,
+upstream, attempts, reviews."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rich.text import Text
@@ -17,6 +19,7 @@ from tui.widgets.json_view import JsonView
 
 SECTIONS = (
     ("gates", "Gates"),
+    ("llm", "Model call"),
     ("output", "Output"),
     ("inputs", "Inputs"),
     ("injected", "Context injected (what its consumers need)"),
@@ -24,6 +27,13 @@ SECTIONS = (
     ("attempts", "Attempts"),
     ("reviews", "Reviews"),
 )
+
+LLM_PARTS = ("summary", "prompt", "response", "tools")
+"""The model-call section's parts, each a Static ``#llm-PART``."""
+
+INJECTED_STYLE = "bold black on #d7af5f"
+"""The prompt text the orchestrator added (what the next steps need, gate feedback): set apart
+from what the template rendered."""
 
 
 class JumpButton(Button):
@@ -46,6 +56,9 @@ class StepDetail(VerticalScroll):
                     yield JsonView(id=f"{key}-json")
                 elif key in ("gates", "upstream"):
                     yield Vertical(id=f"{key}-list")
+                elif key == "llm":
+                    for part in LLM_PARTS:
+                        yield Static(id=f"llm-{part}", classes="llm-part")
                 else:
                     yield Static(id=f"{key}-text")
 
@@ -79,6 +92,10 @@ class StepDetail(VerticalScroll):
         self.query_one("#section-gates .section-title", Static).update(gate_title)
         self._section("gates", bool(gates))
 
+        llm = item.record.llm if item.record is not None else None
+        self._show_llm(llm)
+        self._section("llm", bool(llm))
+
         self.query_one("#output-json", JsonView).show(item.output)
         self._section("output", item.record is not None and item.record.output is not None)
         self.query_one("#inputs-json", JsonView).show(item.inputs)
@@ -99,6 +116,15 @@ class StepDetail(VerticalScroll):
         self._section("reviews", bool(item.reviews))
         if not same_step:
             self.scroll_home(animate=False)
+
+    def _show_llm(self, llm: dict[str, Any] | None) -> None:
+        record = llm or {}
+        self.query_one("#llm-summary", Static).update(llm_summary(record))
+        self.query_one("#llm-prompt", Static).update(llm_prompt(record))
+        self.query_one("#llm-response", Static).update(llm_response(record))
+        tools = llm_tool_calls(record)
+        self.query_one("#llm-tools", Static).update(tools)
+        self.query_one("#llm-tools").set_class(not tools.plain, "-empty")
 
     def _section(self, key: str, visible: bool) -> None:
         self.query_one(f"#section-{key}").set_class(not visible, "-empty")
@@ -169,3 +195,103 @@ class StepDetail(VerticalScroll):
             if review.comment:
                 text.append(f"\n   “{review.comment}”", style="italic")
         return text
+
+
+def _label(text: Text, label: str) -> None:
+    text.append(label, style="bold")
+    text.append("\n")
+
+
+def llm_summary(llm: dict[str, Any]) -> Text:
+    """``provider · model``, then tokens in/out, cost (or "unknown cost"), latency and how it finished."""
+    text = Text()
+    text.append(f"{llm.get('provider', '?')} · {llm.get('model', '?')}", style="bold")
+    if llm.get("cached"):
+        text.append("  (answered from the cache)", style="dim")
+    usage = llm.get("usage") or {}
+    text.append(f"\ntokens {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out")
+    cost = llm.get("cost")
+    text.append(" · ")
+    if isinstance(cost, (int, float)):
+        text.append(format_cost(cost))
+    else:
+        text.append("unknown cost", style="dim")
+    latency = llm.get("latency")
+    if isinstance(latency, (int, float)):
+        text.append(f" · {format_duration(latency)}")
+    if llm.get("finish_reason"):
+        text.append(f" · finished: {llm['finish_reason']}")
+    for error in llm.get("validation_errors") or []:
+        text.append(f"\n✗ schema: {error}", style="red")
+    return text
+
+
+def format_cost(cost: float) -> str:
+    """USD with up to six decimals: ``$0.000123``, ``$1.5``; a nonzero cost never reads as ``$0``."""
+    if cost <= 0:
+        return "$0"
+    if cost < 0.000001:
+        return "< $0.000001"
+    return "$" + f"{cost:.6f}".rstrip("0").rstrip(".")
+
+
+def prompt_message(llm: dict[str, Any]) -> str:
+    """The rendered prompt: the user message the step's template produced.
+
+    ``injected_spans`` index into it. That is the first user message sent; later user messages
+    are re-asks after a schema failure (without a re-ask it is also the last one).
+    """
+    for message in llm.get("messages") or []:
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    return ""
+
+
+def llm_prompt(llm: dict[str, Any]) -> Text:
+    """The prompt, the spans the orchestrator injected (next-step needs, gate feedback) highlighted."""
+    text = Text()
+    _label(text, "Prompt")
+    prompt = prompt_message(llm).rstrip("\n")
+    body = Text(prompt)
+    for span in llm.get("injected_spans") or []:
+        try:
+            start, end = (max(0, min(int(v), len(prompt))) for v in span)
+        except (TypeError, ValueError):
+            continue
+        if start < end:
+            body.stylize(INJECTED_STYLE, start, end)
+    text.append_text(body)
+    return text
+
+
+def llm_response(llm: dict[str, Any]) -> Text:
+    text = Text()
+    _label(text, "Response")
+    response = llm.get("response")
+    if response:
+        text.append(str(response))
+    else:
+        text.append("(no text)", style="dim")
+    return text
+
+
+def llm_tool_calls(llm: dict[str, Any]) -> Text:
+    """Each tool call of the attempt: name, arguments, then its result or its error. Empty without tools."""
+    calls = [t for t in llm.get("turns") or [] if isinstance(t, dict) and t.get("kind") == "tool"]
+    text = Text()
+    if not calls:
+        return text
+    _label(text, "Tool calls")
+    for i, call in enumerate(calls):
+        if i:
+            text.append("\n")
+        arguments = call.get("arguments")
+        shown = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        text.append(f"→ {call.get('name', '?')}", style="bold")
+        text.append(f"({shown})")
+        if call.get("error"):
+            text.append(f"\n   ✗ {call['error']}", style="red")
+        else:
+            text.append(f"\n   = {call.get('result')}", style="green")
+    return text
