@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from orchestrator.attribution.replay import MISSING, Evaluation, ReplayEngine
+from orchestrator.attribution.replay import MISSING, Evaluation, ReplayEngine, model_calls
 from orchestrator.attribution.result import METHODS, AttributionResult, require_evaluator, save
 from orchestrator.attribution.trace import select_outcome, trace_run
 from orchestrator.binding import BoundWorkflow
@@ -73,6 +73,7 @@ def attribute(store: Store, run_id: str, method: str = "trace", *, by: str = "st
     result.outcome_id = outcome.id if outcome is not None else None
     result.evidence["outcome"] = outcome.to_json() if outcome is not None else None
     result.evidence["duration_s"] = round(time.perf_counter() - started, 3)
+    result.evidence.update(model_calls(store, engine.replay_runs))
     if store_result:
         save(store, result)
     return result

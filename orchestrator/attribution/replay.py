@@ -185,6 +185,30 @@ class MarkingStore(Store):
         """The replay does not own the store it wraps: closing is its owner's business."""
 
 
+def response_cache(records: Sequence[StepRecordView]) -> Any:
+    """A response cache preloaded with the model answers stored on ``records`` (None without any)."""
+    stored = [r.llm for r in records if r.llm]
+    if not stored:
+        return None
+    from orchestrator.llm.cache import ResponseCache
+
+    cache = ResponseCache()
+    cache.preload(stored)
+    return cache
+
+
+def model_calls(store: Store, run_ids: Sequence[str]) -> dict[str, Any]:
+    """What replays paid the model: real calls and their cost (cached answers cost nothing)."""
+    calls, cost, priced = 0, 0.0, True
+    for run_id in run_ids:
+        for rec in store.step_records(run_id):
+            if rec.llm and rec.origin != "reused":
+                calls += int(rec.llm.get("calls") or 0)
+                priced = priced and rec.llm.get("cost") is not None
+                cost += float(rec.llm.get("cost") or 0.0)
+    return {"model_calls": calls, "model_cost": round(cost, 8) if priced else None}
+
+
 class ReplayEngine:
     """Evaluates plans against one stored run; one engine per attribution so the cache is shared."""
 
@@ -204,6 +228,8 @@ class ReplayEngine:
         relevant = graph.ancestors(self.spec, self.output_step) | {self.output_step}
         self.relevant = [sid for sid in self.order if sid in relevant]
         records = store.step_records(run_id)
+        self.llm_cache = response_cache(records)
+        """The original run's model answers: a replay whose prompt is unchanged reuses them (no model call)."""
         self.step_of_record = {r.id: r.step_id for r in records}
         self.latest = {r.step_id: r for r in records}
         self.gated: dict[str, Any] = {}
@@ -411,6 +437,7 @@ class ReplayEngine:
                 self.executions += 1
                 self.executions_by_step[sid] = self.executions_by_step.get(sid, 0) + 1
             origin = {"baseline": "baseline", "resample": "resampled"}.get(policy, "executed")
+            ctx.llm_cache, ctx.resample = self.llm_cache, policy == "resample"
             result = await call_step(function, kwargs, ctx)
             return self._remember(step, policy, key, result, ctx.run_id, origin)
 

@@ -96,3 +96,19 @@ def test_an_unknown_template_name_is_a_validation_error_with_step_and_line(cli):
     assert result.exit_code == 2
     assert "bad_template.yaml:10:" in result.stderr
     assert "step 'classify' prompt" in result.stderr and "'tiket'" in result.stderr
+
+
+def test_a_replay_whose_prompts_are_unchanged_reuses_the_recorded_answers(cli, fake_openai, monkeypatch):
+    fake_openai.respond(completion(json.dumps({"category": "billing", "confidence": 0.9})))
+    fake_openai.respond(completion(None, tool_calls=[tool_call("c1", "lookup_order", {"order_id": "42"})],
+                                   finish_reason="tool_calls"))
+    fake_openai.respond(completion("Refunded."))
+    original = run_triage(cli, fake_openai, monkeypatch).json()
+    asked = len(fake_openai.requests)
+    fork = cli("replay", original["run_id"], "--from", "classify", "--json")
+    assert fork.exit_code == 0, fork.stderr
+    doc = fork.json()
+    assert doc["output"] == original["output"]
+    assert len(fake_openai.requests) == asked  # both steps ran again, and neither asked the model
+    assert [s["llm"]["cached"] for s in doc["steps"]] == [True, True]
+    assert [s["llm"]["calls"] for s in doc["steps"]] == [0, 0]
