@@ -39,11 +39,15 @@ def run_document(store: Store, run_id: str) -> dict[str, Any]:
 
 
 def llm_totals(records: Sequence[StepRecordView]) -> dict[str, Any] | None:
-    """Tokens and cost of every model call of the run (every attempt, retries included); None without any.
+    """Tokens and cost of every model call of the run (every attempt, retries included); None without any."""
+    return usage_totals([r.llm for r in records if r.llm and r.origin == "executed"])
+
+
+def usage_totals(calls: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Summed tokens, cost and model calls of LLM attempt records; None without any.
 
     ``cost`` is None when a model's price is unknown (see ``ORCHESTRATOR_LLM_PRICES``).
     """
-    calls = [r.llm for r in records if r.llm and r.origin == "executed"]
     if not calls:
         return None
     costs = [c.get("cost") for c in calls]
@@ -55,4 +59,13 @@ def llm_totals(records: Sequence[StepRecordView]) -> dict[str, Any] | None:
 
 
 def runs_document(store: Store, *, status: str | None = None, workflow: str | None = None) -> list[dict[str, Any]]:
-    return [r.summary_json() for r in store.list_runs(status=status, workflow=workflow)]
+    """``[{"run_id", "workflow", "status", "created_at", ...}]``, plus ``llm`` totals for runs that called a model."""
+    runs = store.list_runs(status=status, workflow=workflow)
+    usage = store.llm_records([r.run_id for r in runs])
+    docs = []
+    for run in runs:
+        doc = run.summary_json()
+        if run.run_id in usage:
+            doc["llm"] = usage_totals(usage[run.run_id])
+        docs.append(doc)
+    return docs

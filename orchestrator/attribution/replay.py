@@ -156,6 +156,9 @@ class MarkingStore(Store):
     def step_records(self, run_id: str, *, latest_only: bool = False) -> list[StepRecordView]:
         return self.store.step_records(run_id, latest_only=latest_only)
 
+    def llm_records(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        return self.store.llm_records(run_ids)
+
     def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:
         return self.store.step_history(workflow, since=since)
 

@@ -266,6 +266,10 @@ class Store(ABC):
         return {v.step_id: v for v in self.step_records(run_id, latest_only=True)}
 
     @abstractmethod
+    def llm_records(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        """The model-call records of executed attempts of these runs, by run id (runs without any left out)."""
+
+    @abstractmethod
     def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:
         """Every record of original runs of a workflow, oldest first: the raw data of ``stats``."""
 

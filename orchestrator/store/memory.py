@@ -360,6 +360,19 @@ class MemoryStore(Store):
             return list({v.step_id: v for v in views}.values())
         return views
 
+    def llm_records(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        with self.lock:
+            for run_id in run_ids:
+                pk = self.run_pks.get(run_id)
+                if pk is None:
+                    continue
+                for rid in self.runs[pk].records:
+                    rec = self.records[rid]
+                    if rec.llm and rec.origin == "executed":
+                        out.setdefault(run_id, []).append(jsonio.loads(rec.llm))
+        return out
+
     def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:
         out: list[StepHistoryRow] = []
         with self.lock:

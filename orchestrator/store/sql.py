@@ -342,6 +342,17 @@ class SqlStore(Store):
             return list({v.step_id: v for v in views}.values())
         return views
 
+    def llm_records(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        ids = list(run_ids)
+        for start in range(0, len(ids), 500):  # bounded IN lists
+            rows = self.read(select(runs_t.c.run_id, steps_t.c.llm).join(runs_t, runs_t.c.id == steps_t.c.run_pk)
+                             .where(and_(runs_t.c.run_id.in_(ids[start:start + 500]), steps_t.c.llm.is_not(None),
+                                         steps_t.c.origin == "executed")).order_by(steps_t.c.id))
+            for row in rows:
+                out.setdefault(row.run_id, []).append(jsonio.loads(row.llm))
+        return out
+
     def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:
         query = (select(steps_t.c.id, steps_t.c.step_id, steps_t.c.agent, steps_t.c.status, steps_t.c.started_at,
                         steps_t.c.attempt, runs_t.c.run_id, steps_t.c.inputs, steps_t.c.output)

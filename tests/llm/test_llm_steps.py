@@ -48,6 +48,9 @@ def test_an_llm_workflow_runs_and_records_every_prompt_response_and_token(cli, f
     assert [t["kind"] for t in reply["llm"]["turns"]] == ["model", "tool", "model"]
     assert json.loads(reply["llm"]["turns"][1]["result"]) == {"order_id": "42", "status": "shipped"}
     assert doc["llm"]["input_tokens"] == 40 + 11 + 60 and doc["llm"]["calls"] == 3
+    listed = cli("runs", "--json").json()
+    assert [(r["run_id"], r["llm"]["input_tokens"], r["llm"]["calls"]) for r in listed] == [
+        (doc["run_id"], 111, 3)]
     # the request the SDK sent carried the rendered messages and the JSON-schema response format
     first = fake_openai.requests[0]
     assert first["messages"][0] == {"role": "system", "content": "You route support tickets."}

@@ -155,3 +155,17 @@ def test_step_history_says_whether_all_gates_of_a_record_passed(store: Store):
     store.insert_step_record(step(run_id, wf, "mixed", gates=[gate(), gate("regex", passed=False)]))
     assert [(h.step_id, h.gates_passed) for h in store.step_history("wf")] == [
         ("none", None), ("pass", True), ("mixed", False)]
+
+
+def test_llm_records_gives_the_model_calls_of_executed_attempts_by_run(store: Store):
+    wf = add_workflow(store)
+    with_calls, without = add_run(store, wf), add_run(store, wf)
+    record = step(with_calls, wf, "a")
+    record.llm = json.dumps({"calls": 1, "usage": {"input_tokens": 3, "output_tokens": 2}})
+    store.insert_step_record(record)
+    approved = step(with_calls, wf, "a", origin="approved")
+    approved.llm = record.llm  # an approved copy carries the record but made no call
+    store.insert_step_record(approved)
+    store.insert_step_record(step(without, wf, "a"))
+    assert store.llm_records([with_calls, without, "r-unknown"]) == {
+        with_calls: [{"calls": 1, "usage": {"input_tokens": 3, "output_tokens": 2}}]}
