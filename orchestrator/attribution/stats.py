@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from orchestrator.errors import InputError
+from orchestrator.jsonio import loads
 from orchestrator.records import AttributionView, OutcomeView, RunView, iso
 from orchestrator.store import StepHistoryRow, Store
 
@@ -55,6 +56,12 @@ class StepStats(BaseModel):
     blamed_share: float = 0.0
     """Share of the workflow's incorrect outcomes attributed to this step."""
     trend: list[TrendPoint] = Field(default_factory=list)
+    model_calls: int = 0
+    """Model calls of the step's LLM attempts in the runs counted (retries included)."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None
+    """USD; None when the step made no model call or a model's price is unknown."""
 
 
 class Alert(BaseModel):
@@ -150,6 +157,23 @@ def _step_order(store: Store, runs: list[RunView]) -> list[tuple[str, str | None
     return [(s["id"], s.get("agent") or s["id"]) for s in definition.get("steps", [])]
 
 
+def _model_usage(history: list[StepHistoryRow], run_ids: set[str]) -> dict[str, dict[str, Any]]:
+    """Per step: model calls, tokens and cost of its executed LLM attempts in the counted runs."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in history:
+        if row.llm is None or row.run_id not in run_ids:
+            continue
+        record = loads(row.llm)
+        usage = record.get("usage") or {}
+        step = out.setdefault(row.step_id, {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0.0})
+        step["model_calls"] += int(record.get("calls") or 0)
+        step["input_tokens"] += int(usage.get("input_tokens") or 0)
+        step["output_tokens"] += int(usage.get("output_tokens") or 0)
+        cost = record.get("cost")
+        step["cost"] = None if cost is None or step["cost"] is None else round(step["cost"] + float(cost), 8)
+    return out
+
+
 def build_stats(workflow: str, runs: list[RunView], history: list[StepHistoryRow],
                 outcomes: dict[str, list[OutcomeView]], attributions: list[AttributionView], *,
                 step_order: Sequence[tuple[str, str | None]] = (), period: str = "week", since: float | None = None,
@@ -195,6 +219,7 @@ def build_stats(workflow: str, runs: list[RunView], history: list[StepHistoryRow
     for (_, sid), obs in seen.items():
         agents[sid] = agents.get(sid) or obs["agent"]
 
+    usage = _model_usage(history, run_ids)
     periods = sorted({p for p in run_period.values()}, key=lambda p: p[1])
     incorrect_in = {p[0]: 0 for p in periods}
     for rid in blamed_of:
@@ -232,7 +257,8 @@ def build_stats(workflow: str, runs: list[RunView], history: list[StepHistoryRow
                 trend.append(point)
         steps.append(StepStats(step_id=sid, agent=agents.get(sid), runs=ran, gated_runs=gated,
                                gate_pass_rate=round(passes / gated, 4) if gated else None, blamed=blamed_count,
-                               blamed_share=round(blamed_count / incorrect, 4) if incorrect else 0.0, trend=trend))
+                               blamed_share=round(blamed_count / incorrect, 4) if incorrect else 0.0, trend=trend,
+                               **usage.get(sid, {})))
     alerts = [a for s in steps if (a := _alert(s, alert_drop, min_runs)) is not None]
     distribution = {s.step_id: s.blamed_share for s in steps if s.blamed}
     unattributed = sum(1 for who in blamed_of.values() if who is None)

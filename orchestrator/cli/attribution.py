@@ -213,15 +213,23 @@ def stats(workflow: WorkflowOption = None,
     out.print(f"workflow [bold]{escape(report_.workflow)}[/]: {report_.runs} runs, "
               f"{report_.incorrect_outcomes} incorrect outcomes", highlight=False)
     table = Table(expand=True)
-    for col, kw in (("step", {}), ("agent", {}), ("runs", {"justify": "right"}),
-                    ("gate pass", {"justify": "right"}), (f"trend by {period}", {"ratio": 1}),
-                    ("blamed", {"justify": "right"})):
+    models = any(s.model_calls for s in report_.steps)
+    columns: list[tuple[str, dict[str, Any]]] = [
+        ("step", {}), ("agent", {}), ("runs", {"justify": "right"}), ("gate pass", {"justify": "right"}),
+        (f"trend by {period}", {"ratio": 1}), ("blamed", {"justify": "right"})]
+    if models:
+        columns += [("tokens in/out", {"justify": "right"}), ("cost", {"justify": "right"})]
+    for col, kw in columns:
         table.add_column(col, **kw)
     for s in report_.steps:
         rates = [f"{p.gate_pass_rate:.0%}" for p in s.trend if p.gate_pass_rate is not None][-6:]
-        table.add_row(escape(s.step_id), escape(s.agent or ""), str(s.runs),
-                      f"{s.gate_pass_rate:.0%}" if s.gate_pass_rate is not None else "-",
-                      " -> ".join(rates) or "-", f"{s.blamed_share:.0%}" if s.blamed else "")
+        cells = [escape(s.step_id), escape(s.agent or ""), str(s.runs),
+                 f"{s.gate_pass_rate:.0%}" if s.gate_pass_rate is not None else "-",
+                 " -> ".join(rates) or "-", f"{s.blamed_share:.0%}" if s.blamed else ""]
+        if models:
+            cost = "" if not s.model_calls else ("unknown" if s.cost is None else f"${s.cost:.4f}")
+            cells += [f"{s.input_tokens}/{s.output_tokens}" if s.model_calls else "", cost]
+        table.add_row(*cells)
     out.print(table)
     if report_.blamed_distribution:
         parts = sorted(report_.blamed_distribution.items(), key=lambda kv: -kv[1])

@@ -142,6 +142,8 @@ class StepHistoryRow:
     gates_passed: bool | None
     inputs: str | None
     output: str | None
+    llm: str | None = None
+    """JSON text of an executed LLM attempt's record (None for copies a review or replay made)."""
 
 
 def lease_lost(run_id: str) -> LeaseLostError:

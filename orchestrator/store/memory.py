@@ -384,7 +384,7 @@ class MemoryStore(Store):
                     record_id=r.id, run_id=run.run_id, step_id=r.step_id, agent=r.agent, status=r.status,
                     started_at=r.started_at, attempt=r.attempt,
                     gates_passed=all(g.passed for g in r.gates) if r.gates else None,
-                    inputs=r.inputs, output=r.output))
+                    inputs=r.inputs, output=r.output, llm=r.llm if r.origin == "executed" else None))
         return out
 
     # -- reviews ------------------------------------------------------------------------------

@@ -355,7 +355,8 @@ class SqlStore(Store):
 
     def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:
         query = (select(steps_t.c.id, steps_t.c.step_id, steps_t.c.agent, steps_t.c.status, steps_t.c.started_at,
-                        steps_t.c.attempt, runs_t.c.run_id, steps_t.c.inputs, steps_t.c.output)
+                        steps_t.c.attempt, runs_t.c.run_id, steps_t.c.inputs, steps_t.c.output, steps_t.c.llm,
+                        steps_t.c.origin)
                  .join(runs_t, runs_t.c.id == steps_t.c.run_pk)
                  .where(and_(runs_t.c.workflow == workflow, runs_t.c.kind == "run"))
                  .order_by(steps_t.c.id))
@@ -369,7 +370,8 @@ class SqlStore(Store):
             gate_pass[g.record_id] = gate_pass.get(g.record_id, True) and bool(g.passed)
         return [StepHistoryRow(record_id=r.id, run_id=r.run_id, step_id=r.step_id, agent=r.agent, status=r.status,
                                started_at=r.started_at, attempt=r.attempt, gates_passed=gate_pass.get(r.id),
-                               inputs=r.inputs, output=r.output) for r in rows]
+                               inputs=r.inputs, output=r.output, llm=r.llm if r.origin == "executed" else None)
+                for r in rows]
 
     # -- reviews ------------------------------------------------------------------------------
 

@@ -51,6 +51,10 @@ def test_an_llm_workflow_runs_and_records_every_prompt_response_and_token(cli, f
     listed = cli("runs", "--json").json()
     assert [(r["run_id"], r["llm"]["input_tokens"], r["llm"]["calls"]) for r in listed] == [
         (doc["run_id"], 111, 3)]
+    stats = {s["step_id"]: s for s in cli("stats", "--workflow", "llm-triage", "--json").json()["steps"]}
+    assert (stats["classify"]["model_calls"], stats["classify"]["input_tokens"]) == (1, 40)
+    assert (stats["reply"]["model_calls"], stats["reply"]["input_tokens"]) == (2, 71)
+    assert stats["reply"]["cost"] > 0
     # the request the SDK sent carried the rendered messages and the JSON-schema response format
     first = fake_openai.requests[0]
     assert first["messages"][0] == {"role": "system", "content": "You route support tickets."}
