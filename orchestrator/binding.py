@@ -128,17 +128,6 @@ class BoundWorkflow:
                     stack.append(user)
         return out
 
-    def ancestors(self, step_id: str) -> set[str]:
-        """All steps upstream of ``step_id`` (not including it)."""
-        out: set[str] = set()
-        stack = [step_id]
-        while stack:
-            for dep in self.steps[stack.pop()].dependencies:
-                if dep not in out:
-                    out.add(dep)
-                    stack.append(dep)
-        return out
-
     def with_steps(self, changes: Mapping[str, BoundStep]) -> BoundWorkflow:
         """A copy with some bound steps replaced (replays swap functions and gate policies)."""
         return replace(self, steps=MappingProxyType({**self.steps, **changes}))

@@ -33,6 +33,16 @@ def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
+def fake_openai():
+    """An OpenAI-compatible server on 127.0.0.1 answering from a script (LLM and tracing tests)."""
+    from tests.llm.fake_openai_server import FakeOpenAI
+
+    server = FakeOpenAI().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def store(db_url: str):
     s = open_store(db_url)
     yield s

@@ -36,6 +36,7 @@ from orchestrator.attempt import critic_verdict
 from orchestrator.attribution.cache import InputKeys, StepCache, Value
 from orchestrator.binding import BoundStep, BoundWorkflow
 from orchestrator.context import StepContext
+from orchestrator.documents import usage_totals
 from orchestrator.errors import InputError, NotFoundError
 from orchestrator.executor import Executor
 from orchestrator.invoke import StepFunction, call_step
@@ -143,9 +144,6 @@ class MarkingStore(Store):
     def set_trace_id(self, run_id: str, trace_id: str) -> None:
         self.store.set_trace_id(run_id, trace_id)
 
-    def run_owner(self, run_id: str) -> str | None:
-        return self.store.run_owner(run_id)
-
     def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
                   limit: int = 1000) -> list[RunView]:
         return self.store.list_runs(status=status, workflow=workflow, kind=kind, limit=limit)
@@ -202,14 +200,9 @@ def response_cache(records: Sequence[StepRecordView]) -> Any:
 
 def model_calls(store: Store, run_ids: Sequence[str]) -> dict[str, Any]:
     """What replays paid the model: real calls and their cost (cached answers cost nothing)."""
-    calls, cost, priced = 0, 0.0, True
-    for run_id in run_ids:
-        for rec in store.step_records(run_id):
-            if rec.llm and rec.origin != "reused":
-                calls += int(rec.llm.get("calls") or 0)
-                priced = priced and rec.llm.get("cost") is not None
-                cost += float(rec.llm.get("cost") or 0.0)
-    return {"model_calls": calls, "model_cost": round(cost, 8) if priced else None}
+    totals = usage_totals([rec.llm for run_id in run_ids for rec in store.step_records(run_id)
+                           if rec.llm and rec.origin != "reused"])
+    return {"model_calls": totals["calls"] if totals else 0, "model_cost": totals["cost"] if totals else 0.0}
 
 
 class ReplayEngine:

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from orchestrator.documents import usage_totals
 from orchestrator.errors import InputError
 from orchestrator.jsonio import loads
 from orchestrator.records import AttributionView, OutcomeView, RunView, iso
@@ -159,18 +160,15 @@ def _step_order(store: Store, runs: list[RunView]) -> list[tuple[str, str | None
 
 def _model_usage(history: list[StepHistoryRow], run_ids: set[str]) -> dict[str, dict[str, Any]]:
     """Per step: model calls, tokens and cost of its executed LLM attempts in the counted runs."""
-    out: dict[str, dict[str, Any]] = {}
+    records: dict[str, list[dict[str, Any]]] = {}
     for row in history:
-        if row.llm is None or row.run_id not in run_ids:
-            continue
-        record = loads(row.llm)
-        usage = record.get("usage") or {}
-        step = out.setdefault(row.step_id, {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0.0})
-        step["model_calls"] += int(record.get("calls") or 0)
-        step["input_tokens"] += int(usage.get("input_tokens") or 0)
-        step["output_tokens"] += int(usage.get("output_tokens") or 0)
-        cost = record.get("cost")
-        step["cost"] = None if cost is None or step["cost"] is None else round(step["cost"] + float(cost), 8)
+        if row.llm is not None and row.run_id in run_ids:
+            records.setdefault(row.step_id, []).append(loads(row.llm))
+    out: dict[str, dict[str, Any]] = {}
+    for step_id, calls in records.items():
+        totals = usage_totals(calls) or {}
+        out[step_id] = {"model_calls": totals.get("calls", 0), "input_tokens": totals.get("input_tokens", 0),
+                        "output_tokens": totals.get("output_tokens", 0), "cost": totals.get("cost")}
     return out
 
 

@@ -11,7 +11,7 @@ to that function (``reply=``) to post-process.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,10 +98,3 @@ def make_llm_step(workflow: WorkflowSpec, step: StepSpec, *, resolve: Callable[[
                    system=step.system, output_schema=schema, tools=tuple(resolve(t) for t in step.tools),
                    max_turns=step.max_turns, validation_retries=max(0, attempts - 1), inject_needs=step.inject_needs,
                    post_process=post_process)
-
-
-def stored_records(records: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """Stored ``llm`` objects as records a response cache can preload."""
-    from orchestrator.llm.records import LLMRecord
-
-    return [LLMRecord.model_validate(r) for r in records if r]

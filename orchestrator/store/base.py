@@ -241,10 +241,6 @@ class Store(ABC):
         """Write the run's end and release the lease, only if still held; False when it was taken over."""
 
     @abstractmethod
-    def run_owner(self, run_id: str) -> str | None:
-        """The ``host:pid`` token of the process executing the run, if any."""
-
-    @abstractmethod
     def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
                   limit: int = 1000) -> list[RunView]:
         """Runs, newest first."""

@@ -272,11 +272,6 @@ class MemoryStore(Store):
                     return run.run_id
             return None
 
-    def run_owner(self, run_id: str) -> str | None:
-        with self.lock:
-            pk = self.run_pks.get(run_id)
-            return None if pk is None else self.runs[pk].owner
-
     def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
                   limit: int = 1000) -> list[RunView]:
         out: list[RunView] = []

@@ -281,10 +281,6 @@ class SqlStore(Store):
                 if claimed == 1:
                     return str(run_id)
 
-    def run_owner(self, run_id: str) -> str | None:
-        rows = self.read(select(runs_t.c.owner).where(runs_t.c.run_id == run_id))
-        return rows[0].owner if rows else None
-
     def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
                   limit: int = 1000) -> list[RunView]:
         query = select(runs_t).order_by(runs_t.c.id.desc()).limit(limit)

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 import pytest
 
 from orchestrator.llm.registry import reset_providers
-from tests.llm.fake_openai_server import FakeOpenAI
 
 
 @pytest.fixture
@@ -24,9 +23,3 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     reset_providers()
 
-
-@pytest.fixture
-def fake_openai() -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI().start()
-    yield server
-    server.stop()

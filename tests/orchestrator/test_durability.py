@@ -26,12 +26,12 @@ def _wait_until_interrupted(store, run_id: str) -> None:
         time.sleep(0.1)
 
 
-def _killed_mid_run(tmp_path, url: str) -> tuple[str, Path, dict[str, str]]:
+def _killed_mid_run(tmp_path, url: str, lease: float = LEASE) -> tuple[str, Path, dict[str, str]]:
     """Start the 6-step chain, SIGKILL it after step 3 committed; the run id, the step log and the env."""
     log = tmp_path / "steps.log"
     log.touch()
     env = {**os.environ, "STEP_LOG": str(log), "CHAIN_SLEEP": "0.3", "PYTHONPATH": str(REPO),
-           "ORCHESTRATOR_LEASE_SECONDS": str(LEASE)}
+           "ORCHESTRATOR_LEASE_SECONDS": str(lease)}
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(FIXTURES / "chain.yaml"),
                              "--db", url], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     store = open_store(url)
@@ -47,13 +47,15 @@ def _killed_mid_run(tmp_path, url: str) -> tuple[str, Path, dict[str, str]]:
 
 
 def test_a_resume_while_the_dead_processs_lease_lives_is_refused_naming_the_holder(tmp_path, durable_url):
-    run_id, _, env = _killed_mid_run(tmp_path, durable_url)
+    run_id, _, env = _killed_mid_run(tmp_path, durable_url, lease=30.0)  # far longer than this test takes
+    store = open_store(durable_url)
+    holder = store.get_run(run_id).owner
     early = subprocess.run([sys.executable, "-m", "orchestrator", "resume", run_id, "--db", durable_url],
                            env=env, capture_output=True, text=True, timeout=60)
-    if early.returncode == 2:  # the lease had not lapsed yet
-        assert f"run {run_id} is being executed by" in early.stderr and "lease runs" in early.stderr
-        assert len(early.stderr.strip().splitlines()) == 1
-    _wait_until_interrupted(open_store(durable_url), run_id)
+    assert early.returncode == 2
+    assert f"run {run_id} is being executed by {holder}" in early.stderr and "lease runs" in early.stderr
+    assert len(early.stderr.strip().splitlines()) == 1
+    assert store.get_run(run_id).status == "running"  # refused: nothing changed
 
 
 def test_two_resumes_of_one_killed_run_execute_each_step_once(tmp_path, durable_url):

@@ -65,7 +65,7 @@ def test_two_workers_racing_claim_every_queued_run_exactly_once(backend: Backend
     for i, claimed in enumerate(results):
         assert claimed == sorted(claimed, key=queued.index)  # each worker took them oldest first
         for run_id in claimed:
-            assert store.run_owner(run_id) == f"worker-{i}"
+            assert store.get_run(run_id).owner == f"worker-{i}"
             assert store.get_run(run_id).status == "running"
     assert store.claim_queued_run("late") is None
 

@@ -67,13 +67,13 @@ def test_a_created_run_reads_back_with_every_field(store: Store):
     assert (run.output, run.error) == (None, None)
     assert (run.parent_run_id, run.parent_step) == ("rparent", "b")
     assert before <= run.created_at == run.updated_at <= after
-    assert store.run_owner(run_id) == "host:1"
+    assert run.owner == "host:1"
 
 
 def test_a_run_is_created_running_of_kind_run_without_owner_by_default(store: Store):
     run = store.get_run(add_run(store, add_workflow(store)))
     assert (run.status, run.kind, run.parent_run_id, run.parent_step) == ("running", "run", None, None)
-    assert store.run_owner(run.run_id) is None
+    assert run.owner is None
 
 
 def test_run_ids_are_distinct_and_row_ids_increase(store: Store):
@@ -110,8 +110,7 @@ def test_an_unknown_run_is_not_found_naming_the_run_and_stores_nothing(store: St
     assert store.count_rows() == before
 
 
-def test_an_unknown_run_has_no_owner_and_no_children(store: Store):
-    assert store.run_owner("rnope") is None
+def test_an_unknown_run_has_no_children(store: Store):
     assert store.child_runs("rnope") == []
 
 
@@ -172,11 +171,11 @@ def test_set_run_status_moves_the_run_and_stores_output_and_error(store: Store):
 def test_set_run_status_leaves_the_owner_unless_one_is_given(store: Store):
     run_id = add_run(store, add_workflow(store), owner="host:1")
     store.set_run_status(run_id, "paused")
-    assert store.run_owner(run_id) == "host:1"
+    assert store.get_run(run_id).owner == "host:1"
     store.set_run_status(run_id, "running", owner="host:2")
-    assert store.run_owner(run_id) == "host:2"
+    assert store.get_run(run_id).owner == "host:2"
     store.set_run_status(run_id, "paused", owner=None)
-    assert store.run_owner(run_id) is None
+    assert store.get_run(run_id).owner is None
 
 
 def test_set_run_status_with_expect_moves_only_from_an_expected_state(store: Store):
@@ -186,7 +185,7 @@ def test_set_run_status_with_expect_moves_only_from_an_expected_state(store: Sto
     assert store.set_run_status(run_id, "failed", output=1, error="late", expect=["running"], owner="x") is False
     run = store.get_run(run_id)
     assert (run.status, run.output, run.error) == ("paused", None, None)
-    assert store.run_owner(run_id) == "host:1"
+    assert run.owner == "host:1"
     assert store.set_run_status(run_id, "running", expect=iter(["paused"])) is True  # any iterable
     assert store.set_run_status(run_id, "failed", expect=[]) is False
 
@@ -198,10 +197,10 @@ def test_claim_queued_run_takes_the_oldest_queued_run_for_the_owner(store: Store
     second = add_run(store, wf, status="queued")
     assert store.claim_queued_run(lease("host:1")) == first
     run = store.get_run(first)
-    assert run.status == "running" and store.run_owner(first) == "host:1"
+    assert run.status == "running" and store.get_run(first).owner == "host:1"
     assert store.get_run(second).status == "queued"
     assert store.claim_queued_run(lease("host:2")) == second
-    assert store.run_owner(second) == "host:2"
+    assert store.get_run(second).owner == "host:2"
 
 
 def test_claim_queued_run_is_none_when_nothing_is_queued(store: Store):

@@ -7,25 +7,19 @@ the same trace as the first, with the decision as an event.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.llm.fake_openai_server import FakeOpenAI, completion, tool_call
+from tests.llm.fake_openai_server import completion, tool_call
 
 pytest.importorskip("opentelemetry.sdk", reason="the 'otel' extra (opentelemetry-sdk) is not installed")
 
 if TYPE_CHECKING:
     from tests.telemetry.conftest import Receiver
 
-from tests.llm.test_llm_steps import WORKFLOWS  # noqa: E402
-
-
-@pytest.fixture
-def fake_openai():
-    server = FakeOpenAI().start()
-    yield server
-    server.stop()
+WORKFLOWS = Path(__file__).parents[1] / "llm" / "workflows"
 
 
 def test_a_paused_and_resumed_run_is_one_trace_with_genai_spans(cli, fake_openai, receiver: Receiver,
