@@ -48,7 +48,8 @@ from orchestrator.executor import Executor  # noqa: E402
 from orchestrator.pyapi import Workflow  # noqa: E402
 from orchestrator.runner import start_run  # noqa: E402
 from orchestrator.store import Store, open_store  # noqa: E402
-from orchestrator.store.sqlite import sqlite_pragmas  # noqa: E402
+from orchestrator.store.sqlite import apply_pragmas  # noqa: E402
+from orchestrator.threads import DEFAULT_CONCURRENCY  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 BEGIN, END = "<!-- bench_executor:begin -->", "<!-- bench_executor:end -->"
@@ -103,6 +104,21 @@ def fanout_spec(width: int) -> BoundWorkflow:
     return wf.bind()
 
 
+def bind_twice(n: int) -> tuple[float, float]:
+    """Seconds for the first ``Workflow.bind()`` of an n-step chain and for a second one (cached per process)."""
+    wf = Workflow("bench-bind", inputs={"x": {"type": "integer", "default": 0}}, output=f"s{n - 1}")
+    wf.step(id="s0", inputs={"value": "$inputs.x"})(ainc)
+    for i in range(1, n):
+        wf.step(id=f"s{i}", inputs={"value": f"s{i - 1}"})(ainc)
+    t = time.perf_counter()
+    first = wf.bind()
+    t1 = time.perf_counter()
+    again = wf.bind()
+    t2 = time.perf_counter()
+    assert again is first
+    return t1 - t, t2 - t1
+
+
 def single_spec() -> BoundWorkflow:
     wf = Workflow("bench-single", inputs={"x": {"type": "integer", "default": 0}})
     wf.step(id="nap", inputs={"value": "$inputs.x"})(nap)
@@ -133,7 +149,7 @@ class TempDB:
         self.dir.cleanup()
 
 
-def run_workflow(build: Callable[[], BoundWorkflow], url: str, *, max_concurrency: int = 8,
+def run_workflow(build: Callable[[], BoundWorkflow], url: str, *, max_concurrency: int = DEFAULT_CONCURRENCY,
                  store: Store | None = None) -> Timed:
     own = store is None
     store = store or open_store(url)
@@ -226,7 +242,7 @@ def floor_sqlite(n: int, *, same_schema: bool, level: str = "normal") -> float:
                 wid = store.register_workflow("floor", "1", {"name": "floor"}, None, "floor")
                 store.create_run(wid, "floor", {})
         con = sqlite3.connect(db.path)
-        sqlite_pragmas(level)(con, None)
+        apply_pragmas(con, level)
         if not same_schema:
             con.execute(_BARE_DDL)
             con.commit()
@@ -295,7 +311,7 @@ def floor_fanout(width: int) -> float:
     """The fan-out's floor: ``width`` anyio tasks that each sleep, then INSERT + COMMIT one row."""
     with TempDB() as db:
         con = sqlite3.connect(db.path, check_same_thread=False)
-        sqlite_pragmas("normal")(con, None)
+        apply_pragmas(con, "normal")
         con.execute(_BARE_DDL)
         con.commit()
 
@@ -432,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     # fan-out
     def fan() -> float:
         with TempDB() as db:
-            timed = run_workflow(lambda: fanout_spec(args.width), db.url, max_concurrency=args.width + 2)
+            timed = run_workflow(lambda: fanout_spec(args.width), db.url)  # the default concurrency
         if timed.status != "succeeded":
             raise SystemExit(f"fan-out run ended {timed.status}")
         return timed.execute
@@ -441,6 +457,9 @@ def main(argv: list[str] | None = None) -> int:
         with TempDB() as db:
             return run_workflow(single_spec, db.url).execute
 
+    binds = [bind_twice(n) for _ in range(repeat)]
+    bind_first = statistics.median(b[0] for b in binds)
+    bind_again = statistics.median(b[1] for b in binds)
     fan_s = median_of(repeat, fan)
     fan_floor = median_of(repeat, lambda: floor_fanout(args.width))
     one_s = median_of(repeat, one)
@@ -478,6 +497,8 @@ def main(argv: list[str] | None = None) -> int:
         Row("gate overhead (not_empty, per step)", f"{gate_us:.1f} µs/step"),
         Row(f"load {n}-step chain (API -> spec -> Executor)", f"{sync_load * 1e3:.1f} ms",
             f"exec {sync_us * n / 1e3:.1f} ms", f"{sync_load / (sync_us * n / us):.2f}x of exec"),
+        Row(f"bind {n}-step chain: first, then again (cached)", f"{bind_first * 1e3:.1f} ms",
+            f"again {bind_again * 1e3:.2f} ms", f"{bind_again / bind_first:.3f}x"),
         Row(f"fan-out {args.width} x {SLEEP * 1e3:.0f} ms async sleeps (+root, join)", f"{fan_s * 1e3:.1f} ms",
             f"{SLEEP * 1e3:.0f} ms", f"{fan_s / SLEEP:.2f}x", f"<= {TARGET_FANOUT_RATIO}x",
             verdict(fan_s / SLEEP <= TARGET_FANOUT_RATIO)),

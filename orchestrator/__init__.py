@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from orchestrator.api import Orchestrator, RunDetail, RunList
     from orchestrator.binding import BoundStep, BoundWorkflow, bind
     from orchestrator.context import NextNeed, StepContext
     from orchestrator.errors import OrchestratorError, SpecError
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
     from orchestrator.store import Store, open_store
 
 __all__ = [
+    # the typed API: everything the CLI does
+    "Orchestrator",
+    "RunDetail",
+    "RunList",
     # defining workflows
     "Workflow",
     "WorkflowSpec",
@@ -62,6 +67,9 @@ __all__ = [
 ]
 
 EXPORTED_FROM: dict[str, str] = {
+    "Orchestrator": "orchestrator.api",
+    "RunDetail": "orchestrator.api",
+    "RunList": "orchestrator.api",
     "Workflow": "orchestrator.pyapi",
     "WorkflowSpec": "orchestrator.model",
     "StepSpec": "orchestrator.model",

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping
+import traceback
+from collections.abc import Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,55 @@ class AttemptFailed(Exception):
     def __init__(self, original: BaseException) -> None:
         super().__init__(str(original))
         self.original = original
+
+
+BLOCKED_LOOP_SECONDS = 1.0
+"""A step that runs longer than this on the event loop without yielding is named in its timeout
+message: no timeout can interrupt it, and every other step of the process waited meanwhile."""
+
+
+class StepTimedOut(TimeoutError):
+    """An attempt outlived its ``timeout``: cancelled at the deadline, or it returned after it
+    (it ignored its cancellation, or blocked the event loop so the deadline could not fire)."""
+
+
+class BlockTimer:
+    """Awaits a coroutine while timing each stretch it runs without yielding to the event loop.
+
+    A coroutine only gives the loop back at an ``await`` that suspends; one that calls
+    ``time.sleep(3)`` holds every other task (and its own deadline) for 3 s. Driving the coroutine
+    here, as ``await`` would, measures that stretch exactly, whichever step it belongs to.
+    """
+
+    __slots__ = ("coro", "longest")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self.coro = coro
+        self.longest = 0.0
+        """The longest stretch, in seconds, the coroutine ran without yielding."""
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro = self.coro
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            began = time.perf_counter()
+            try:
+                yielded = coro.send(value) if error is None else coro.throw(error)
+            except StopIteration as stop:
+                self.longest = max(self.longest, time.perf_counter() - began)
+                return stop.value
+            except BaseException:
+                self.longest = max(self.longest, time.perf_counter() - began)
+                raise
+            self.longest = max(self.longest, time.perf_counter() - began)
+            try:
+                value, error = (yield yielded), None
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # a cancellation delivered to this task: passed on to the step
+                value, error = None, exc
 
 
 class GateRetry(Exception):
@@ -151,15 +201,50 @@ class StepRunner:
         timeout = self.step.spec.timeout
         if timeout is None:
             return await call_step(self.step.function, kwargs, ctx)
-        with anyio.fail_after(timeout):
-            return await call_step(self.step.function, kwargs, ctx)
+        return await self.call_with_timeout(timeout, kwargs, ctx)
+
+    async def call_with_timeout(self, timeout: float, kwargs: dict[str, Any], ctx: StepContext) -> Any:
+        """Call the step under its timeout; the elapsed time when it returns is the ground truth.
+
+        Cancellation at the deadline stops a cooperative async step (and abandons a sync one), but an
+        async step may swallow the cancellation, or block the loop so the deadline fires only after it
+        returned: either way it returned late, so it is timed out and its output is discarded.
+        """
+        timer = BlockTimer(call_step(self.step.function, kwargs, ctx))
+        began = time.monotonic()
+        try:
+            with anyio.fail_after(timeout) as scope:
+                output = await timer
+        except TimeoutError as exc:
+            if not scope.cancel_called:
+                raise  # the step's own TimeoutError, raised before its deadline
+            raise StepTimedOut(self.timeout_message(timeout, timer.longest)) from exc
+        except Exception as exc:
+            if time.monotonic() - began < timeout:
+                raise
+            raise StepTimedOut(self.timeout_message(timeout, timer.longest, late=True)) from exc
+        elapsed = time.monotonic() - began
+        if elapsed >= timeout:
+            raise StepTimedOut(self.timeout_message(timeout, timer.longest, late=True))
+        return output
+
+    def timeout_message(self, timeout: float, blocked: float, *, late: bool = False) -> str:
+        message = f"step {self.step.id!r} timed out after {timeout:g} s"
+        if blocked > BLOCKED_LOOP_SECONDS:
+            return (f"{message}: the event loop was blocked for {blocked:.1f} s: the step did not yield; "
+                    "use a sync step or isolation: process")
+        if late:
+            return f"{message}: it ignored its cancellation and returned late; its output is discarded"
+        return message
 
     def failed(self, attempt: int, started: float, exc: BaseException, common: dict[str, Any],
                ctx: StepContext) -> StepOutcome:
         """Record an attempt that raised (a timeout included)."""
         ended = time.time()
         timeout = self.step.spec.timeout
-        if isinstance(exc, TimeoutError) and timeout is not None and ended - started >= timeout * 0.99:
+        if isinstance(exc, StepTimedOut):
+            error_type, message = "TimeoutError", str(exc)
+        elif isinstance(exc, TimeoutError) and timeout is not None and ended - started >= timeout * 0.99:
             error_type, message = "TimeoutError", f"step {self.step.id!r} timed out after {timeout:g} s"
         else:
             error_type, message = getattr(exc, "type_name", None) or type(exc).__name__, str(exc)
@@ -168,7 +253,7 @@ class StepRunner:
             elif not isinstance(exc, Exception) and not message:
                 message = f"step {self.step.id!r} raised {error_type}"
         rid = self.run.record(self.step, attempt, started, status="failed", ended_at=ended, error_type=error_type,
-                              error_message=message, **common)
+                              error_message=message, traceback=failure_traceback(exc), **common)
         self.emit_finished(attempt, "failed", ended - started, f"{error_type}: {message}", ctx=ctx)
         return StepOutcome(self.step.id, "failed", rid, error=f"{error_type}: {message}")
 
@@ -225,6 +310,20 @@ class StepRunner:
         if status == "failed":
             return StepOutcome(step.id, "failed", rid, error=f"gate failed: {message}")
         return StepOutcome(step.id, status, rid, output=plain_output, ended_at=ended, error=message)
+
+
+def failure_traceback(exc: BaseException) -> str | None:
+    """The full traceback of a step's exception, as stored next to its one-line error.
+
+    A child process formats its own (``isolation: process``): the parent only sees the message. A
+    timeout has none worth keeping: it says where the deadline struck, not what went wrong.
+    """
+    child = getattr(exc, "child_traceback", None)
+    if child:
+        return str(child)
+    if isinstance(exc, StepTimedOut):
+        return None
+    return "".join(traceback.format_exception(exc))
 
 
 def is_cancellation(exc: BaseException) -> bool:

@@ -73,6 +73,8 @@ class BoundStep:
     retry_on: tuple[type[BaseException] | str, ...]
     """Exception types (or builtin names, matched along the MRO) a retry applies to; empty: any."""
     on_gate_fail: OnGateFail
+    simulate: StepFunction | None = None
+    """The dry run replays call instead of a side-effecting step (``simulate:``), else None."""
 
     @property
     def id(self) -> str:
@@ -217,6 +219,12 @@ def _bind_step(step: StepSpec, spec: WorkflowSpec, by_id: Mapping[str, StepSpec]
             baseline = StepFunction.of(resolver.callable(step.baseline))
         except ResolveError as exc:
             problems.add(f"steps.{step.id}.baseline", f"step {step.id!r} baseline: {exc}")
+    simulate = None
+    if step.simulate:
+        try:
+            simulate = StepFunction.of(resolver.callable(step.simulate))
+        except ResolveError as exc:
+            problems.add(f"steps.{step.id}.simulate", f"step {step.id!r} simulate: {exc}")
     bound_gates = [(i, _bind_gate(step.id, i, gate, resolver, problems)) for i, gate in enumerate(step.gates)]
     gates = tuple(g for _, g in bound_gates if g is not None)
     for i, g in bound_gates:
@@ -238,7 +246,7 @@ def _bind_step(step: StepSpec, spec: WorkflowSpec, by_id: Mapping[str, StepSpec]
     return BoundStep(spec=step, function=function, baseline=baseline, gates=gates,
                      dependencies=tuple(step.step_dependencies()), consumers=tuple(users), next_needs=needs,
                      injected_json=jsonio.dumps([n.to_json() for n in needs]) if needs else None,
-                     retry_on=retry_on, on_gate_fail=step.on_gate_fail)
+                     retry_on=retry_on, on_gate_fail=step.on_gate_fail, simulate=simulate)
 
 
 def _bind_function(step: StepSpec, resolver: _Resolver, problems: _Problems) -> StepFunction | None:
@@ -256,6 +264,12 @@ def _bind_function(step: StepSpec, resolver: _Resolver, problems: _Problems) -> 
     function = StepFunction.of(fn)
     if step.isolation == "process":
         return replace(function, isolated_ref=step.run, base_dir=resolver.base_dir)
+    if step.inline:
+        if function.is_async:
+            problems.add(f"steps.{step.id}.inline", f"step {step.id!r}: inline: true is for plain functions; "
+                                                    f"{step.run} is async and already runs on the event loop")
+            return None
+        return replace(function, inline=True)
     return function
 
 

@@ -5,32 +5,41 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.records import StepRecordView
+from orchestrator.overrides import overrides, step_json
+from orchestrator.records import StepRecordView, live_records
 from orchestrator.store import Store
+from orchestrator.store.triage import RunPage, RunQuery
 
 
 def run_document(store: Store, run_id: str) -> dict[str, Any]:
     """``{"run_id", "workflow", "status", "output", "steps": [...], "reviews", "outcomes"}``.
 
-    ``steps`` holds the latest record of each step, in execution order; ``attempts`` holds them all.
+    ``steps`` holds the latest live record of each step, in execution order (a step whose record a
+    fix upstream superseded is left out until it runs again); ``attempts`` holds them all, each
+    marked ``superseded``, and each review lists the records it superseded.
     """
     run = store.get_run(run_id)
     records = store.step_records(run_id)
-    latest: dict[str, Any] = {}
-    for rec in records:
-        latest[rec.step_id] = rec
+    latest = live_records(records)
     reviews = store.reviews(run_id)
     decided = {r.record_id for r in reviews}
+    overridden = overrides(records, reviews)
+    superseded: dict[int, list[int]] = {}
+    for rec in records:
+        if rec.superseded_by is not None:
+            superseded.setdefault(rec.superseded_by, []).append(rec.id)
     doc = run.summary_json()
     doc.update({
         "output": run.output,
         "error": run.error,
         "inputs": run.inputs,
+        "reference": run.reference,
         "parent_step": run.parent_step,
-        "steps": [rec.to_json() for rec in latest.values()],
+        "steps": [step_json(rec, overridden.get(rec.step_id)) for rec in latest.values()],
         "attempts": [{"step_id": r.step_id, "attempt": r.attempt, "status": r.status, "origin": r.origin,
-                      "error": r.error, "record_id": r.id} for r in records],
-        "reviews": [r.to_json() for r in reviews],
+                      "error": r.error, "record_id": r.id, "superseded": r.superseded,
+                      "superseded_by": r.superseded_by} for r in records],
+        "reviews": [{**r.to_json(), "superseded": superseded.get(r.id, [])} for r in reviews],
         "outcomes": [o.to_json() for o in store.outcomes(run_id)],
         "paused_steps": [r.step_id for r in latest.values() if r.status == "gate_failed" and r.id not in decided],
         "llm": llm_totals(records),
@@ -60,12 +69,19 @@ def usage_totals(calls: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
 
 def runs_document(store: Store, *, status: str | None = None, workflow: str | None = None) -> list[dict[str, Any]]:
     """``[{"run_id", "workflow", "status", "created_at", ...}]``, plus ``llm`` totals for runs that called a model."""
-    runs = store.list_runs(status=status, workflow=workflow)
-    usage = store.llm_records([r.run_id for r in runs])
+    return runs_page_document(store, RunQuery(status=status, workflow=workflow, limit=1000))[1]
+
+
+def runs_page_document(store: Store, query: RunQuery) -> tuple[RunPage, list[dict[str, Any]]]:
+    """One page of ``runs --json``: each run's summary keys, its triage keys (``outcome``, ``correct``,
+    ``blamed_step``, ``waiting_step``, ``waiting_steps``, ``gate_reason``) and ``llm`` totals for runs
+    that called a model (one query for the page). The page says how many runs there are in all."""
+    page = store.triage_runs(query)
+    usage = store.llm_records([row.run.run_id for row in page.rows])
     docs = []
-    for run in runs:
-        doc = run.summary_json()
-        if run.run_id in usage:
-            doc["llm"] = usage_totals(usage[run.run_id])
+    for row in page.rows:
+        doc = row.to_json()
+        if row.run.run_id in usage:
+            doc["llm"] = usage_totals(usage[row.run.run_id])
         docs.append(doc)
-    return docs
+    return page, docs

@@ -22,7 +22,7 @@ import anyio
 
 from orchestrator.attempt import RunContext, StepRunner
 from orchestrator.binding import BoundWorkflow
-from orchestrator.errors import InputError, LeaseLostError, StoreMismatchError
+from orchestrator.errors import InputError, LeaseLostError, OrchestratorError, StoreMismatchError
 from orchestrator.events import EventHook, RunFinished, RunStarted
 from orchestrator.runstate import Done, PriorState, RunResult, StepOutcome, finish_run
 from orchestrator.store import Lease, Store
@@ -56,6 +56,36 @@ def new_lease(run_id: str = "") -> Lease:
     return Lease(run_id, owner_token(), secrets.token_hex(8), lease_seconds())
 
 
+def release_lease(store: Store, lease: Lease) -> None:
+    """Hand a run's lease back without ending the run, when its execution stops early (Ctrl-C, a
+    worker's SIGTERM drain, a quitting TUI): the lease expires now, so the run shows as
+    ``interrupted`` and ``resume`` or any worker takes it over at once, not after the lease's duration.
+    Nothing happens when the lease was already taken over or ended."""
+    store.renew_lease(replace(lease, seconds=0.0))
+
+
+class Drain:
+    """A request, shared by the executions of one process, to wind down: start no new step, let
+    the steps in flight finish and be recorded, then hand each unfinished run's lease back."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def request(self) -> None:
+        self.requested = True
+
+
+class RunHandedBack(OrchestratorError):
+    """A drained execution stopped before the run ended; the run is left resumable (``interrupted``)."""
+
+    exit_code = 1
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id} was handed back before it finished; `orchestrator resume {run_id}` "
+                         "or any worker continues it")
+        self.run_id = run_id
+
+
 @dataclass
 class _Handoff:
     """The next step a finishing step's task runs itself instead of starting a new task."""
@@ -69,8 +99,10 @@ class Executor:
     """Runs one bound workflow against one store."""
 
     def __init__(self, store: Store, workflow: BoundWorkflow, *, max_concurrency: int = DEFAULT_CONCURRENCY,
-                 on_event: EventHook | None = None, workflow_id: int | None = None, leased: bool = True) -> None:
-        """``leased``: hold the run's lease while executing (replays, private to one process, do not)."""
+                 on_event: EventHook | None = None, workflow_id: int | None = None, leased: bool = True,
+                 drain: Drain | None = None) -> None:
+        """``leased``: hold the run's lease while executing (replays, private to one process, do not).
+        ``drain``: when requested, the execution starts no new step and ends with RunHandedBack."""
         self.store = store
         self.workflow = workflow
         self.max_concurrency = max(1, max_concurrency)
@@ -80,6 +112,7 @@ class Executor:
             workflow.content_hash)
         self.position = {sid: i for i, sid in enumerate(workflow.order)}
         self.lease: Lease | None = new_lease() if leased else None
+        self.drain = drain
 
     async def start(self, inputs: dict[str, Any], *, kind: str = "run") -> RunResult:
         """Create a run, held under this executor's lease, for already-converted inputs and execute it."""
@@ -128,10 +161,14 @@ class Executor:
             # stopped from outside (Ctrl-C, a listener that stops it): hand the lease back at once so
             # `resume` can continue the run now rather than after the lease expires
             if lease is not None and not schedule.lost:
-                self.store.end_lease(lease, "running")
+                release_lease(self.store, lease)
             raise
         if schedule.lost:
             raise lease_lost(run_id)
+        if schedule.held_back:  # drained with steps left to run
+            if lease is not None:
+                release_lease(self.store, lease)
+            raise RunHandedBack(run_id)
         result = finish_run(self.store, run_id, output_step=self.workflow.output_step, order=self.workflow.order,
                             done=run.done, waiting=schedule.waiting, failed=schedule.failed, errors=schedule.errors,
                             lease=lease)
@@ -179,6 +216,8 @@ class _Schedule:
         self.runners = {sid: StepRunner(run, step) for sid, step in steps.items()}
         self.lost = False
         """The lease was taken over: nothing more may be written or started."""
+        self.held_back = False
+        """A drain kept ready steps from starting: the run did not end."""
 
     async def run(self) -> None:
         # New tasks are spawned from a copy of this task's context, as if from here, even when the
@@ -202,6 +241,10 @@ class _Schedule:
             sid = order[heapq.heappop(self.ready)]
             if sid in self.done or sid in self.waiting or sid in self.blocked or sid in self.in_flight:
                 continue
+            if self.executor.drain is not None and self.executor.drain.requested:
+                heapq.heappush(self.ready, self.executor.position[sid])
+                self.held_back = True
+                return
             self.in_flight.add(sid)
             job = _Handoff(sid, self.next_attempt.get(sid, 1), self.retry_feedback.pop(sid, []))
             if handoff is not None and not handoff:

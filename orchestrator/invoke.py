@@ -3,7 +3,8 @@
 A step function receives its inputs as keyword arguments, plus ``ctx`` when it declares a
 parameter of that name (the only rule). Coroutine functions are awaited on the event loop;
 plain functions run on a daemon worker thread (:mod:`orchestrator.threads`) so a slow one
-cannot stall its siblings, and an awaitable they return is awaited too. A step with
+cannot stall its siblings (unless the step says ``inline: true``: then it is called on the loop's
+thread, trading that protection for the hand-off's cost), and an awaitable they return is awaited too. A step with
 ``isolation: process`` runs in a child process instead (:mod:`orchestrator.isolation`).
 """
 
@@ -28,6 +29,8 @@ class StepFunction:
     isolated_ref: str | None = None
     """``module:function`` to run in a child process (``isolation: process``), else None."""
     base_dir: str | None = None
+    inline: bool = False
+    """``inline: true``: a plain function called on the event loop's thread, with no thread hand-off."""
 
     @classmethod
     def of(cls, fn: Callable[..., Any]) -> StepFunction:
@@ -48,7 +51,7 @@ async def call_step(function: StepFunction, kwargs: dict[str, Any], ctx: StepCon
     call_kwargs = {**kwargs, "ctx": ctx} if function.takes_ctx else kwargs
     if function.is_async:
         return await fn(**call_kwargs)
-    result = await POOL.run(lambda: fn(**call_kwargs))
+    result = fn(**call_kwargs) if function.inline else await POOL.run(lambda: fn(**call_kwargs))
     if inspect.isawaitable(result):
         result = await result
     return result

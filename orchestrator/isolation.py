@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import multiprocessing
+import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -24,11 +25,13 @@ from orchestrator.threads import POOL
 
 
 class IsolatedStepError(Exception):
-    """The child's step raised; carries its exception type name so the record names it."""
+    """The child's step raised; carries its exception type name and the traceback the child formatted,
+    so the record names the real error and where it happened (the parent's own frames say nothing)."""
 
-    def __init__(self, type_name: str, message: str) -> None:
+    def __init__(self, type_name: str, message: str, child_traceback: str | None = None) -> None:
         super().__init__(message)
         self.type_name = type_name
+        self.child_traceback = child_traceback
 
 
 def _context_json(ctx: StepContext) -> dict[str, Any]:
@@ -46,7 +49,7 @@ def _context(data: dict[str, Any]) -> StepContext:
 
 
 def child_main(ref: str, base_dir: str | None, payload: str, conn: Connection) -> None:
-    """The child: resolve, call, send ``("ok", output JSON)`` or ``("error", type, message)``."""
+    """The child: resolve, call, send ``("ok", output JSON)`` or ``("error", type, message, traceback)``."""
     from orchestrator.resolve import resolve_callable
 
     try:
@@ -58,7 +61,7 @@ def child_main(ref: str, base_dir: str | None, payload: str, conn: Connection) -
         result = asyncio.run(fn(**kwargs)) if inspect.iscoroutinefunction(fn) else fn(**kwargs)
         conn.send(("ok", jsonio.dumps(result)))
     except BaseException as exc:  # every failure of the step is reported to the parent as a value
-        conn.send(("error", type(exc).__name__, str(exc)))
+        conn.send(("error", type(exc).__name__, str(exc), "".join(traceback.format_exception(exc))))
     finally:
         conn.close()
 
@@ -84,4 +87,4 @@ async def call_isolated(ref: str, base_dir: str | None, kwargs: dict[str, Any], 
         parent.close()
     if message[0] == "ok":
         return jsonio.loads(message[1])
-    raise IsolatedStepError(message[1], message[2])
+    raise IsolatedStepError(message[1], message[2], message[3] if len(message) > 3 else None)

@@ -7,6 +7,7 @@ to the label's outcome, and the blamed step comes back on the :class:`LabelResul
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.errors import InputError
 from orchestrator.model import WorkflowSpec
@@ -66,3 +67,50 @@ def label_run(store: Store, run_id: str, *, correct: bool | None = None, reward:
             result.confidence = traced.confidence
             result.explanation = traced.evidence.get("explanation")
     return result
+
+
+@dataclass
+class ReferenceResult:
+    """What storing a run's reference answer did: the evaluator's new score, when there is one."""
+
+    run_id: str
+    outcome_id: int | None = None
+    """The new evaluator outcome; None when the run has no score to redo (no evaluator, or not succeeded)."""
+    value: float | None = None
+    correct: bool | None = None
+    evaluator_reason: str | None = None
+    why_not: str | None = None
+    """Why nothing was re-scored."""
+
+
+def set_reference(store: Store, run_id: str, reference: Any) -> ReferenceResult:
+    """Store ``reference`` as the run's reference answer and, for a succeeded run whose workflow has an
+    evaluator, score its final output again: the new score is a new evaluator outcome (the earlier
+    ones stay), traced like any score below the workflow's threshold.
+
+    An evaluator that raises, or returns no score in [0, 1], is an InputError naming it; the
+    reference stays stored (a later ``label --reference`` replaces it).
+    """
+    from orchestrator.evaluation import EvaluatorScoreError
+    from orchestrator.outcomes import rescore_run
+    from orchestrator.stored_workflow import load_run_workflow
+
+    if reference is None:
+        raise InputError("the reference answer is null; give a JSON value to score against")
+    run = store.get_run(run_id)
+    store.set_reference(run_id, reference)
+    workflow = load_run_workflow(store, run_id)[0]
+    if workflow.outcome is None:
+        return ReferenceResult(run_id, why_not=f"workflow {workflow.name!r} has no outcome evaluator")
+    if run.status != "succeeded":
+        return ReferenceResult(run_id, why_not=f"run {run_id} is {run.status}; it is scored once it succeeds")
+    try:
+        scored = rescore_run(store, workflow, run_id)
+    except EvaluatorScoreError as exc:
+        raise InputError(f"evaluator {workflow.spec.outcome} {exc}") from None
+    except Exception as exc:  # the user's evaluator: its error is the answer, not a crash
+        raise InputError(f"evaluator {workflow.spec.outcome} raised {type(exc).__name__}: {exc}") from None
+    assert scored is not None, "the run succeeded and has an evaluator"
+    outcome_id, score = scored
+    return ReferenceResult(run_id, outcome_id, score.score, score.score >= workflow.spec.outcome_threshold,
+                           score.reason)

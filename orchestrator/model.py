@@ -147,8 +147,16 @@ class StepSpec(_Strict):
     """For critics: the steps whose outputs this step checks."""
     isolation: Literal["thread", "process"] = "thread"
     """``process`` runs each attempt in a child process that a timeout kills (inputs and output cross as JSON)."""
+    inline: bool = False
+    """Run a plain (sync) function on the event loop's thread instead of a worker thread: no thread hand-off
+    (about half a sync step's cost), but it blocks every other step while it runs and its timeout cannot
+    interrupt it (an overrun is still recorded as timed out). For quick pure functions only."""
     side_effects: bool = False
-    """Replays reuse this step's recorded output instead of acting again."""
+    """Replays never act on this step: they call ``simulate`` if declared, else reuse the recorded output
+    while the step's inputs are unchanged, else stop there (the replay is blocked by this step)."""
+    simulate: str | None = None
+    """``module:function`` for a side-effecting step: a dry run, called with the same inputs, that returns
+    what the step would output without acting. Replays call it instead of the step."""
     review_timeout: float | None = Field(default=None, gt=0)
     """Seconds a pause may wait for a human before ``on_review_timeout`` applies."""
     on_review_timeout: Literal["reject", "approve"] = "reject"
@@ -183,6 +191,20 @@ class StepSpec(_Strict):
         if isinstance(value, int) and not isinstance(value, bool):
             return {"attempts": value}
         return value
+
+    @model_validator(mode="after")
+    def _inline_runs_in_this_process(self) -> StepSpec:
+        if self.inline and self.isolation == "process":
+            raise ValueError("inline: true runs the step on the event loop's thread; it cannot also have "
+                             "isolation: process")
+        return self
+
+    @model_validator(mode="after")
+    def _simulate_needs_side_effects(self) -> StepSpec:
+        if self.simulate is not None and not self.side_effects:
+            raise ValueError("simulate: is the dry run of a side-effecting step; add side_effects: true "
+                             "(or drop simulate:)")
+        return self
 
     @model_validator(mode="after")
     def _critic_reads_what_it_verifies(self) -> StepSpec:

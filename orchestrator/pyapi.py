@@ -82,14 +82,18 @@ class Workflow:
         self.llm_config = llm
         """Defaults of every model call (the YAML ``llm:`` block); a step's ``llm=`` overrides any key."""
         self._steps: list[_Registered] = []
+        self._bound: tuple[tuple[Any, ...], BoundWorkflow] | None = None
+        """The last :meth:`bind` and what it was built from: binding a large workflow (pydantic models,
+        signature checks, the definition's hash) costs more than running it, and runs repeat."""
 
     def step(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         """Register ``fn`` as a step; usable as ``@wf.step`` or ``@wf.step(type=..., gates=[...])``.
 
         Keyword options are the YAML step keys (``id``, ``type``, ``agent``, ``inputs``, ``after``,
         ``needs``, ``description``, ``gates``, ``on_gate_fail``, ``retry``, ``timeout``, ``baseline``,
-        ``verifies``, ``side_effects``, ``review_timeout``, ``on_review_timeout``); an unknown one is
-        a SpecError naming it and the valid keys, as in YAML.
+        ``verifies``, ``side_effects``, ``simulate``,
+        ``isolation``, ``inline``, ``review_timeout``, ``on_review_timeout``); an
+        unknown one is a SpecError naming it and the valid keys, as in YAML.
         """
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
             self._check_keys(options, options.get("id", func.__name__), "step", _where(func))
@@ -160,9 +164,20 @@ class Workflow:
         return self._build()[1]
 
     def bind(self, source: str | None = None) -> BoundWorkflow:
-        """The workflow ready to run in this process."""
+        """The workflow ready to run in this process; bound again only after the workflow changed."""
+        key = self._fingerprint(source)
+        if self._bound is not None and self._bound[0] == key:
+            return self._bound[1]
         spec, objects = self._build()
-        return bind(spec, source=source, objects=objects, path=source or f"<workflow {self.name}>")
+        bound = bind(spec, source=source, objects=objects, path=source or f"<workflow {self.name}>")
+        self._bound = (key, bound)
+        return bound
+
+    def _fingerprint(self, source: str | None) -> tuple[Any, ...]:
+        """What :meth:`_build` reads: every registration (by identity and options) and every attribute."""
+        return (source, self.name, self.version, self.description, repr(self.inputs), self.output,
+                self.outcome, self.outcome_threshold, repr(self.llm_config),
+                tuple((id(r), r.fn, repr(r.options)) for r in self._steps))
 
     def _build(self) -> tuple[WorkflowSpec, dict[str, Any]]:
         steps: list[StepSpec] = []
@@ -179,6 +194,7 @@ class Workflow:
                 if obj is not None:
                     objects[gate_object_key(step_id, index)] = obj
             baseline = opts.pop("baseline", None)
+            simulate = opts.pop("simulate", None)
             for key, value in _object_refs(opts, objects).items():
                 opts[key] = value
             inputs = opts.pop("inputs", None)
@@ -186,7 +202,8 @@ class Workflow:
                 inputs = (self._infer_inputs(fn, known, calls_model=opts.get("prompt") is not None)
                           if fn is not None else self._template_inputs(opts, known))
             try:
-                step = StepSpec(id=step_id, run=_ref(fn), inputs=inputs, baseline=_ref(baseline), gates=gates, **opts)
+                step = StepSpec(id=step_id, run=_ref(fn), inputs=inputs, baseline=_ref(baseline),
+                                simulate=_ref(simulate), gates=gates, **opts)
             except ValidationError as exc:
                 raise SpecError([SpecProblem(registered.where, f"steps.{step_id}.{'.'.join(map(str, e['loc']))}",
                                              f"{e['msg']} (got {e.get('input')!r})") for e in exc.errors()]) from None
@@ -194,6 +211,8 @@ class Workflow:
                 objects[str(step.run)] = fn
             if baseline is not None and not isinstance(baseline, str):
                 objects[str(step.baseline)] = baseline
+            if simulate is not None and not isinstance(simulate, str):
+                objects[str(step.simulate)] = simulate
             steps.append(step)
             known.add(step_id)
         if self.outcome is not None and not isinstance(self.outcome, str):

@@ -5,6 +5,7 @@ and attribution so none of them touch SQL. ``to_json`` methods produce the docum
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -54,6 +55,14 @@ class StepRecordView:
     gates: list[GateView] = field(default_factory=list)
     llm: dict[str, Any] | None = None
     """What the attempt's model call sent and got back (LLM steps only)."""
+    superseded_by: int | None = None
+    """The review that superseded this record: a reviewer fixed an upstream step, so the step runs again."""
+    traceback: str | None = None
+    """The full traceback of a failed attempt (``error`` is its one-line summary)."""
+
+    @property
+    def superseded(self) -> bool:
+        return self.superseded_by is not None
 
     @property
     def duration(self) -> float:
@@ -75,7 +84,20 @@ class StepRecordView:
                 "started_at": iso(self.started_at), "ended_at": iso(self.ended_at),
                 "duration": round(self.duration, 6), "inputs": self.inputs, "output": self.output,
                 "error": self.error, "gates": [g.to_json() for g in self.gates],
-                "consumed": self.consumed, "injected": self.injected, **({"llm": self.llm} if self.llm else {})}
+                "consumed": self.consumed, "injected": self.injected, **({"llm": self.llm} if self.llm else {}),
+                "superseded": self.superseded, "superseded_by": self.superseded_by, "traceback": self.traceback}
+
+
+def live_records(records: Iterable[StepRecordView]) -> dict[str, StepRecordView]:
+    """The latest record of each step, left out when a fix of an upstream step superseded it.
+
+    Records come in insertion order; a superseded latest record means the step has no live result
+    (its earlier records were replaced before), so it counts as not run yet.
+    """
+    latest: dict[str, StepRecordView] = {}
+    for rec in records:
+        latest[rec.step_id] = rec
+    return {sid: rec for sid, rec in latest.items() if not rec.superseded}
 
 
 @dataclass
@@ -91,12 +113,14 @@ class ReviewView:
     output_after: Any
     forced: bool
     created_at: float
+    rerun_side_effects: bool | None = None
+    """Set on a fix of an upstream step: whether re-running steps with side effects was accepted."""
 
     def to_json(self) -> dict[str, Any]:
         return {"step_id": self.step_id, "decision": self.decision, "reviewer": self.reviewer,
                 "comment": self.comment, "forced": self.forced, "created_at": iso(self.created_at),
                 "record_id": self.record_id, "output_before": self.output_before,
-                "output_after": self.output_after}
+                "output_after": self.output_after, "rerun_side_effects": self.rerun_side_effects}
 
 
 @dataclass
@@ -110,11 +134,13 @@ class OutcomeView:
     reason: str | None
     reviewer: str | None
     created_at: float
+    evaluator_reason: str | None = None
+    """Why the evaluator gave this score, when it returned a reason with it."""
 
     def to_json(self) -> dict[str, Any]:
         return {"value": self.value, "correct": self.correct, "source": self.source,
                 "termination": self.termination, "reason": self.reason, "reviewer": self.reviewer,
-                "created_at": iso(self.created_at)}
+                "created_at": iso(self.created_at), "evaluator_reason": self.evaluator_reason}
 
 
 @dataclass
@@ -159,6 +185,8 @@ class RunView:
     owner: str | None = None
     """``host:pid`` of the process executing (or last executing) the run."""
     lease_expires_at: float | None = None
+    reference: Any = None
+    """The run's reference answer for its evaluator (``run --reference``, ``label --reference``); None if none."""
 
     def summary_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "workflow": self.workflow, "status": self.status,

@@ -1,17 +1,23 @@
-"""Review decisions on paused steps: approve, edit, retry, reject.
+"""Review decisions on paused steps: approve, edit, retry, reject; and fixes at a pause's cause.
 
 The CLI and the TUI both call these functions, so a decision is the same whichever face made
 it. Each decision is one transaction (review row + any new step records, the skipped records of
-a rejection included + run status), and a unique constraint lets exactly one of two racing
-reviewers win. Approving or editing never
+a rejection included + superseded marks + run status + the lease of its continuation), and a
+unique constraint lets exactly one of two racing reviewers win. Approving or editing never
 re-executes the paused step: it appends a record carrying the accepted output.
+
+A pause is often caused upstream (a critic checking step 2 against step 4 fails because step 2
+was wrong), so ``edit`` and ``retry`` also apply to any step that already completed in a paused
+or failed run: the fix is bound to the pause (or failure) it answers, every completed
+descendant of the fixed step is superseded (kept and marked, never deleted) and runs again when
+the run continues, and nothing else re-executes.
 """
 
 from __future__ import annotations
 
 import getpass
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gates.base import evaluate as evaluate_gate
@@ -21,8 +27,8 @@ from orchestrator.binding import BoundWorkflow
 from orchestrator.context import StepContext
 from orchestrator.errors import ReviewError, SpecError, StoreMismatchError
 from orchestrator.model import WorkflowSpec
-from orchestrator.records import StepRecordView
-from orchestrator.store import GateRow, NewReview, NewStepRecord, Store
+from orchestrator.records import StepRecordView, live_records
+from orchestrator.store import GateRow, Lease, NewReview, NewStepRecord, Store
 from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.telemetry import get_tracer
 
@@ -37,6 +43,10 @@ class Decision:
     review_id: int
     continue_run: bool
     """True when the run should now be continued by the caller."""
+    lease: Lease | None = None
+    """The run's lease, claimed with the decision: the caller continues the run under it."""
+    superseded: list[str] = field(default_factory=list)
+    """Steps whose records a fix superseded: they run again when the run continues."""
 
 
 def default_reviewer() -> str:
@@ -69,7 +79,7 @@ def announce(store: Store, decision: Decision, reviewer: str | None) -> Decision
 def waiting_records(store: Store, run_id: str) -> list[StepRecordView]:
     """Gate-failed records with no decision yet: the steps a reviewer can act on."""
     decided = {r.record_id for r in store.reviews(run_id)}
-    waiting = [r for r in store.step_records(run_id, latest_only=True)
+    waiting = [r for r in live_records(store.step_records(run_id)).values()
                if r.status == "gate_failed" and r.id not in decided]
     # in the order the steps started (which follows the workflow's order), not the order
     # concurrent branches happened to finish, so messages and screens are stable
@@ -80,7 +90,8 @@ def paused_record(store: Store, run_id: str, step: str | None) -> StepRecordView
     """The one paused step a decision applies to, or a ReviewError saying why there is none."""
     run = store.get_run(run_id)
     if run.status != "paused":
-        raise ReviewError(f"run {run_id} is {run.status}, not paused; there is nothing to decide")
+        hint = "; to fix a step that completed, name it with --step" if run.status == "failed" else ""
+        raise ReviewError(f"run {run_id} is {run.status}, not paused; there is nothing to decide{hint}")
     waiting = waiting_records(store, run_id)
     if not waiting:
         raise ReviewError(f"run {run_id} has no step waiting for review")
@@ -93,7 +104,7 @@ def paused_record(store: Store, run_id: str, step: str | None) -> StepRecordView
         if rec.step_id == step:
             return rec
     raise ReviewError(f"step {step!r} of run {run_id} is not waiting for review; waiting: "
-                      f"{[r.step_id for r in waiting]}")
+                      f"{[r.step_id for r in waiting]} (edit and retry also take any completed step)")
 
 
 def _accepted_record(rec: StepRecordView, workflow_id: int, origin: str, output_json: str,
@@ -110,15 +121,20 @@ def _accepted_record(rec: StepRecordView, workflow_id: int, origin: str, output_
 
 
 def approve(store: Store, run_id: str, *, step: str | None = None, reviewer: str | None = None,
-            comment: str | None = None) -> Decision:
-    """Accept the paused output as it is; the override is recorded for attribution."""
+            comment: str | None = None, lease: Lease | None = None) -> Decision:
+    """Accept the paused output as it is; the override is recorded for attribution.
+
+    ``lease`` (here and in ``edit``/``retry``): claimed with the decision, in its transaction, for
+    the caller's continuation of the run (``continue_run(..., lease=decision.lease)``).
+    """
     rec = paused_record(store, run_id, step)
     _, workflow_id = continuable(store, run_id)
     new = _accepted_record(rec, workflow_id, "approved", jsonio.dumps(rec.output))
     review_id = store.decide(NewReview(run_id, rec.id, rec.step_id, decision="approve",
                                        reviewer=reviewer or default_reviewer(), comment=comment,
-                                       output_before=rec.output, output_after=rec.output), new_records=[new])
-    return announce(store, Decision(run_id, rec.step_id, "approve", review_id, True), reviewer)
+                                       output_before=rec.output, output_after=rec.output), new_records=[new],
+                             lease=lease)
+    return announce(store, Decision(run_id, rec.step_id, "approve", review_id, True, lease), reviewer)
 
 
 def check_edit(workflow: BoundWorkflow, store: Store, run_id: str, rec: StepRecordView, output: Any) -> list[GateRow]:
@@ -128,7 +144,7 @@ def check_edit(workflow: BoundWorkflow, store: Store, run_id: str, rec: StepReco
     except jsonio.NotSerializableError as exc:
         raise ReviewError(f"the edited output cannot be stored as JSON: {exc}") from None
     step = workflow.step(rec.step_id)
-    upstream = {r.step_id: r.output for r in store.step_records(run_id, latest_only=True) if r.status == "succeeded"}
+    upstream = {sid: r.output for sid, r in live_records(store.step_records(run_id)).items() if r.status == "succeeded"}
     ctx = StepContext(run_id=run_id, step_id=step.id, workflow=workflow.name, agent=step.spec.agent_name,
                       step_type=step.spec.type, attempt=rec.attempt, idempotency_key=idempotency_key(run_id, step.id),
                       upstream=upstream, workflow_inputs=store.get_run(run_id).inputs,
@@ -141,10 +157,20 @@ def check_edit(workflow: BoundWorkflow, store: Store, run_id: str, rec: StepReco
 
 
 def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, reviewer: str | None = None,
-         comment: str | None = None, force: bool = False) -> Decision:
-    """Replace the paused output. It must pass all of the step's blocking gates unless ``force``."""
-    rec = paused_record(store, run_id, step)
-    workflow, workflow_id = continuable(store, run_id)
+         comment: str | None = None, force: bool = False, rerun_side_effects: bool = False,
+         lease: Lease | None = None) -> Decision:
+    """Replace the paused output, or (``step`` naming a completed step) fix that step's output and
+    supersede its descendants. It must pass all of the step's blocking gates unless ``force``."""
+    if is_fix(store, run_id, step):
+        assert step is not None
+        workflow, workflow_id = continuable(store, run_id)
+        plan = plan_fix(store, run_id, step, workflow, rerun_step=False)
+        guard_side_effects(plan, rerun_side_effects)
+        rec = plan.record
+    else:
+        rec = paused_record(store, run_id, step)
+        workflow, workflow_id = continuable(store, run_id)
+        plan = None
     rows = check_edit(workflow, store, run_id, rec, output)
     failing = [r for r in rows if not r.passed and r.severity == "block"]
     if failing and not force:
@@ -153,22 +179,146 @@ def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, rev
                           "nothing was changed (use --force to accept it anyway)")
     plain = jsonio.to_plain(output)
     new = _accepted_record(rec, workflow_id, "edited", jsonio.dumps(plain), rows)
-    review_id = store.decide(NewReview(run_id, rec.id, rec.step_id, decision="edit",
-                                       reviewer=reviewer or default_reviewer(), comment=comment,
-                                       output_before=rec.output, output_after=plain, forced=bool(failing) and force),
-                             new_records=[new])
-    return announce(store, Decision(run_id, rec.step_id, "edit", review_id, True), reviewer)
+    review = NewReview(run_id, rec.id, rec.step_id, decision="edit", reviewer=reviewer or default_reviewer(),
+                       comment=comment, output_before=rec.output, output_after=plain, forced=bool(failing) and force)
+    if plan is None:
+        review_id = store.decide(review, new_records=[new], lease=lease)
+        return announce(store, Decision(run_id, rec.step_id, "edit", review_id, True, lease), reviewer)
+    return announce(store, _store_fix(store, plan, review, [new], rerun_side_effects, lease), reviewer)
 
 
 def retry(store: Store, run_id: str, *, step: str | None = None, reviewer: str | None = None,
-          comment: str | None = None) -> Decision:
-    """Run the paused step again, handing it the failed gate verdicts as ``ctx.gate_feedback``."""
+          comment: str | None = None, rerun_side_effects: bool = False, lease: Lease | None = None) -> Decision:
+    """Run the paused step again, handing it the failed gate verdicts as ``ctx.gate_feedback``; or
+    (``step`` naming a completed step) run that step and its descendants again."""
+    if is_fix(store, run_id, step):
+        assert step is not None
+        workflow, _ = continuable(store, run_id)
+        plan = plan_fix(store, run_id, step, workflow, rerun_step=True)
+        guard_side_effects(plan, rerun_side_effects)
+        review = NewReview(run_id, plan.record.id, step, decision="retry", reviewer=reviewer or default_reviewer(),
+                           comment=comment, output_before=plan.record.output)
+        return announce(store, _store_fix(store, plan, review, [], rerun_side_effects, lease), reviewer)
     rec = paused_record(store, run_id, step)
     continuable(store, run_id)
     review_id = store.decide(NewReview(run_id, rec.id, rec.step_id, decision="retry",
                                        reviewer=reviewer or default_reviewer(), comment=comment,
-                                       output_before=rec.output))
-    return announce(store, Decision(run_id, rec.step_id, "retry", review_id, True), reviewer)
+                                       output_before=rec.output), lease=lease)
+    return announce(store, Decision(run_id, rec.step_id, "retry", review_id, True, lease), reviewer)
+
+
+# -- fixing a completed step: the cause of a pause or failure downstream ---------------------------
+
+FIXABLE_RUNS = ("paused", "failed")
+"""Run states in which a completed step may be edited or retried."""
+
+
+@dataclass
+class FixPlan:
+    """What fixing one completed step would do, worked out before anything is stored."""
+
+    step: str
+    run_status: str
+    record: StepRecordView
+    """The step's live record: the output being replaced or re-computed."""
+    answers: StepRecordView
+    """The pause (or failure) the fix is bound to: a waiting or failed record downstream of the step."""
+    superseded: list[StepRecordView]
+    """Live records that will no longer count (in workflow order): the step's descendants, and the
+    step itself for a retry."""
+    side_effects: list[str]
+    """Steps among them with ``side_effects: true`` that already ran: a fix would run them again."""
+
+
+def is_fix(store: Store, run_id: str, step: str | None) -> bool:
+    """Whether an edit or retry of ``step`` fixes a completed step of a paused or failed run, rather
+    than deciding a waiting pause (or being refused as a decision on a run with no pause)."""
+    if step is None:
+        return False
+    status = store.get_run(run_id).status
+    if status not in FIXABLE_RUNS:
+        return False
+    return status != "paused" or all(r.step_id != step for r in waiting_records(store, run_id))
+
+
+def plan_fix(store: Store, run_id: str, step: str, workflow: BoundWorkflow, *, rerun_step: bool) -> FixPlan:
+    """The fix of completed ``step``; a ReviewError (exit 2, nothing stored) says why there is none."""
+    run = store.get_run(run_id)
+    if step not in workflow.steps:
+        raise ReviewError(f"run {run_id} has no step {step!r}; its steps: {list(workflow.order)}")
+    if run.status not in FIXABLE_RUNS:
+        raise ReviewError(f"run {run_id} is {run.status}; a completed step can be edited or retried only in a "
+                          "paused or failed run")
+    live = live_records(store.step_records(run_id))
+    rec = live.get(step)
+    if rec is None or rec.status != "succeeded":
+        state = "has not run" if rec is None else f"is {rec.status}"
+        hint = f" (`orchestrator resume {run_id}` runs it again)" if rec is not None and rec.status == "failed" else ""
+        raise ReviewError(f"step {step!r} of run {run_id} {state}, not completed, so there is no output to "
+                          f"edit or retry{hint}")
+    below = workflow.descendants([step])
+    if run.status == "paused":
+        kind, open_records = "pause", waiting_records(store, run_id)
+    else:
+        kind = "failure"
+        open_records = sorted((r for r in live.values() if r.status == "failed"), key=lambda r: (r.started_at, r.id))
+    answers = next((r for r in open_records if r.step_id in below), None)
+    if answers is None:
+        where = ", ".join(repr(r.step_id) for r in open_records) or "no step"
+        raise ReviewError(f"step {step!r} is not upstream of the {kind} of run {run_id} (at {where}), so fixing it "
+                          "cannot answer it; decide that step instead")
+    affected = below | ({step} if rerun_step else set())
+    superseded = [live[sid] for sid in workflow.order if sid in affected and sid in live]
+    side_effects = [r.step_id for r in superseded if workflow.step(r.step_id).spec.side_effects
+                    and r.status in ("succeeded", "gate_failed")]
+    return FixPlan(step, run.status, rec, answers, superseded, side_effects)
+
+
+def guard_side_effects(plan: FixPlan, rerun_side_effects: bool) -> None:
+    """Steps that acted on the world are not repeated silently: the reviewer must say so."""
+    if plan.side_effects and not rerun_side_effects:
+        raise ReviewError(f"fixing step {plan.step!r} would run again steps with side effects that already ran: "
+                          f"{', '.join(plan.side_effects)}; nothing was changed (pass --rerun-side-effects to "
+                          "re-run them)")
+
+
+def _store_fix(store: Store, plan: FixPlan, review: NewReview, new_records: list[NewStepRecord],
+               rerun_side_effects: bool, lease: Lease | None) -> Decision:
+    """One transaction: the review bound to the pause it answers, the new record, the superseded
+    marks, the run out of its paused/failed state and, when given, the lease of its continuation."""
+    review.record_id = plan.answers.id
+    review.step_id = plan.step
+    review.rerun_side_effects = rerun_side_effects
+    review_id = store.decide(review, new_records=new_records, lease=lease,
+                             supersede=[r.id for r in plan.superseded], from_statuses=(plan.run_status,))
+    return Decision(review.run_id, plan.step, review.decision, review_id, True, lease,
+                    [r.step_id for r in plan.superseded])
+
+
+@dataclass
+class CriticPause:
+    """A critic waiting for review, with the outputs of the steps it verified: where a fix belongs."""
+
+    step_id: str
+    reason: str
+    verified: list[tuple[str, StepRecordView | None]]
+    """Each verified step with its live record (None when it has none)."""
+
+
+def critic_pauses(store: Store, run_id: str) -> list[CriticPause]:
+    """The run's waiting critics: a critic's pause is usually caused by a step it verified."""
+    if store.get_run(run_id).status != "paused":
+        return []
+    live = live_records(store.step_records(run_id))
+    pauses = []
+    for rec in waiting_records(store, run_id):
+        if rec.step_type != "critic":
+            continue
+        verdict = next((g for g in rec.gates if g.gate == "critic"), None)
+        verifies = [str(s) for s in verdict.details.get("verifies", [])] if verdict is not None else []
+        reason = verdict.reason if verdict is not None else rec.error_message or ""
+        pauses.append(CriticPause(rec.step_id, reason, [(sid, live.get(sid)) for sid in verifies]))
+    return pauses
 
 
 def reject(store: Store, run_id: str, *, step: str | None = None, reviewer: str | None = None,
@@ -177,7 +327,7 @@ def reject(store: Store, run_id: str, *, step: str | None = None, reviewer: str 
     rec = paused_record(store, run_id, step)
     run = store.get_run(run_id)
     spec = WorkflowSpec.model_validate(store.workflow_definition(run.workflow_id)[0])
-    have = {r.step_id for r in store.step_records(run_id, latest_only=True)}
+    have = set(live_records(store.step_records(run_id)))  # a superseded step has not run for this run's result
     now = time.time()
     skipped = [NewStepRecord(run_id=run_id, workflow_id=run.workflow_id, step_id=s.id, step_type=s.type,
                              agent=s.agent_name, attempt=0, status="skipped", started_at=now, ended_at=now,

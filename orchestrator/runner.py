@@ -7,16 +7,16 @@ outcome of a succeeded run). Waiting for a pause's review timeout lives here too
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from orchestrator.binding import BoundWorkflow
-from orchestrator.errors import LeaseHeldError, LeaseLostError, SpecError, StoreMismatchError
+from orchestrator.errors import LeaseHeldError
 from orchestrator.events import EventHook
-from orchestrator.executor import Executor, new_lease
+from orchestrator.executor import Drain, Executor, new_lease
 from orchestrator.inputs import resolve_inputs
 from orchestrator.outcomes import score_outcome
 from orchestrator.review import apply_review_timeouts, next_review_deadline
@@ -30,18 +30,57 @@ from orchestrator.threads import DEFAULT_CONCURRENCY
 
 def start_run(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any], *,
               max_concurrency: int = DEFAULT_CONCURRENCY, on_event: EventHook | None = None,
-              otel: str | None = None) -> RunResult:
+              otel: str | None = None, reference: Any = None) -> RunResult:
     """Convert inputs, create the run and execute it to its end or first pause.
 
     ``otel`` (else ``OTEL_EXPORTER_OTLP_ENDPOINT``) exports the run's spans over OTLP/HTTP.
+    ``reference`` (JSON data) is stored as the run's reference answer, for an evaluator that reads it.
+    Inside a running event loop, use :func:`start_run_async` (this raises InsideEventLoopError).
     """
+    refuse_inside_event_loop("start_run()", "await start_run_async(...)")
     inputs = resolve_inputs(workflow.spec, given_inputs)
     with Tracing(store, otel, on_event) as tracing:
         executor = Executor(store, workflow, max_concurrency=max_concurrency, on_event=tracing.hook)
         result = anyio.run(executor.start, inputs)
         tracing.keep(result.run_id)
+    if reference is not None:
+        store.set_reference(result.run_id, reference)
     score_outcome(store, workflow, result, on_event)
     return result
+
+
+async def start_run_async(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any], *,
+                          max_concurrency: int = DEFAULT_CONCURRENCY, on_event: EventHook | None = None,
+                          otel: str | None = None) -> RunResult:
+    """:func:`start_run` on the caller's event loop (a notebook, a web server): inputs are checked,
+    converted and given their defaults exactly as there, then the run executes without blocking the
+    loop; the outcome evaluator runs in a worker thread."""
+    inputs = resolve_inputs(workflow.spec, given_inputs)
+    with Tracing(store, otel, on_event) as tracing:
+        executor = Executor(store, workflow, max_concurrency=max_concurrency, on_event=tracing.hook)
+        result = await executor.start(inputs)
+        tracing.keep(result.run_id)
+    await anyio.to_thread.run_sync(score_outcome, store, workflow, result, on_event)
+    return result
+
+
+class InsideEventLoopError(RuntimeError):
+    """A blocking entry point was called from a running event loop, where it cannot start its own."""
+
+
+def refuse_inside_event_loop(call: str, twin: str) -> None:
+    """Raise InsideEventLoopError naming the async twin when an event loop runs in this thread.
+
+    A blocking call there would fail deep inside anyio with a message that names neither.
+    """
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise InsideEventLoopError(f"{call} cannot run inside a running event loop (a notebook cell, an async "
+                               f"function); use {twin} instead")
 
 
 class Tracing:
@@ -98,18 +137,54 @@ def continue_run(store: Store, run_id: str, *, max_concurrency: int = DEFAULT_CO
     executes it; the others get LeaseHeldError (exit 2) naming the holder. A run whose executor
     died is taken over once its lease has expired. Completed steps are never executed again.
     """
+    refuse_inside_event_loop("continue_run()", "await continue_run_async(...)")
+    found = _continuation(store, run_id, lease)
+    if isinstance(found, RunResult):
+        return found
+    with Tracing(store, otel, on_event, trace_id=found.trace_id) as tracing:
+        executor = Executor(store, found.workflow, max_concurrency=max_concurrency, on_event=tracing.hook,
+                            workflow_id=found.workflow_id)
+        result = anyio.run(executor.resume, found.lease)
+        tracing.keep(run_id)
+    score_outcome(store, found.workflow, result, on_event)
+    return result
+
+
+async def continue_run_async(store: Store, run_id: str, *, max_concurrency: int = DEFAULT_CONCURRENCY,
+                             on_event: EventHook | None = None, otel: str | None = None, lease: Lease | None = None,
+                             drain: Drain | None = None) -> RunResult:
+    """:func:`continue_run` on the caller's event loop (a worker executing several runs at once, a
+    notebook); the outcome evaluator runs in a worker thread. With ``drain`` requested, it raises
+    RunHandedBack once the steps in flight are recorded, leaving the run resumable."""
+    found = _continuation(store, run_id, lease)
+    if isinstance(found, RunResult):
+        return found
+    with Tracing(store, otel, on_event, trace_id=found.trace_id) as tracing:
+        executor = Executor(store, found.workflow, max_concurrency=max_concurrency, on_event=tracing.hook,
+                            workflow_id=found.workflow_id, drain=drain)
+        result = await executor.resume(found.lease)
+        tracing.keep(run_id)
+    await anyio.to_thread.run_sync(score_outcome, store, found.workflow, result, on_event)
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Continuation:
+    """A run about to be continued: its workflow as stored, and the lease this process holds on it."""
+
+    workflow: BoundWorkflow
+    workflow_id: int
+    lease: Lease
+    trace_id: str | None
+
+
+def _continuation(store: Store, run_id: str, lease: Lease | None) -> RunResult | _Continuation:
+    """What continuing the run needs, or its result when it has already ended."""
     run = store.get_run(run_id)
     if run.status in ("succeeded", "rejected"):
         return RunResult(run_id, run.status, output=run.output, error=run.error)
     workflow, workflow_id = load_run_workflow(store, run_id)  # a workflow that no longer loads claims nothing
-    lease = lease or claim(store, run_id)
-    with Tracing(store, otel, on_event, trace_id=run.trace_id) as tracing:
-        executor = Executor(store, workflow, max_concurrency=max_concurrency, on_event=tracing.hook,
-                            workflow_id=workflow_id)
-        result = anyio.run(executor.resume, lease)
-        tracing.keep(run_id)
-    score_outcome(store, workflow, result, on_event)
-    return result
+    return _Continuation(workflow, workflow_id, lease or claim(store, run_id), run.trace_id)
 
 
 def wait_for_review_timeouts(store: Store, result: RunResult, *, max_concurrency: int = DEFAULT_CONCURRENCY,
@@ -140,59 +215,3 @@ def enqueue_run(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, A
     workflow_id = store.register_workflow(workflow.name, str(workflow.spec.version), dict(workflow.definition),
                                           workflow.source, workflow.content_hash)
     return store.create_run(workflow_id, workflow.name, inputs, status="queued", owner=None)
-
-
-def _decide_timed_out_reviews(store: Store) -> None:
-    """Paused runs whose review timed out are decided, and queued again when they continue."""
-    for paused in store.list_runs(status="paused"):
-        try:
-            workflow, _ = load_run_workflow(store, paused.run_id)
-            decided = apply_review_timeouts(store, paused.run_id, workflow.spec)
-        except (SpecError, StoreMismatchError):
-            continue
-        if decided and store.get_run(paused.run_id).status == "running":
-            store.set_run_status(paused.run_id, "queued", expect=["running"])
-
-
-def recover_one(store: Store, lease: Lease) -> str | None:
-    """Take over one interrupted run (its executor died, whoever started it), as DBOS recovers pending
-    workflows: the same path as a resume, so completed steps are not executed again."""
-    for run in store.list_runs(status="interrupted", kind=None, limit=20):
-        if store.acquire_lease(replace(lease, run_id=run.run_id), statuses=("running",)):
-            return run.run_id
-    return None
-
-
-def work(store: Store, *, once: bool = False, poll: float = 1.0, max_runs: int | None = None,
-         max_concurrency: int = DEFAULT_CONCURRENCY, on_event: EventHook | None = None,
-         on_result: Callable[[RunResult], None] | None = None, recover: bool = True) -> int:
-    """Claim and execute queued runs until the queue is empty (``once``) or ``max_runs`` are done.
-
-    Several workers may share one database (PostgreSQL, or a SQLite file on one host): each run
-    is claimed by exactly one of them. With ``recover``, workers also take over interrupted runs
-    (a process died mid-run). Paused runs whose review timed out are decided here too.
-    """
-    done = 0
-    while max_runs is None or done < max_runs:
-        lease = new_lease()
-        run_id = store.claim_queued_run(lease) or (recover_one(store, lease) if recover else None)
-        if run_id is None:
-            _decide_timed_out_reviews(store)
-            if store.list_runs(status="queued", limit=1):
-                continue
-            if once:
-                break
-            time.sleep(poll)
-            continue
-        lease = replace(lease, run_id=run_id)
-        try:
-            result = continue_run(store, run_id, max_concurrency=max_concurrency, on_event=on_event, lease=lease)
-        except (SpecError, StoreMismatchError) as exc:
-            store.end_lease(lease, "failed", error=str(exc))
-            result = RunResult(run_id, "failed", error=str(exc))
-        except LeaseLostError:
-            continue  # this worker stalled and another took the run over; it wrote nothing more
-        done += 1
-        if on_result is not None:
-            on_result(result)
-    return done

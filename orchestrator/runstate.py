@@ -101,12 +101,18 @@ class PriorState:
 
     @classmethod
     def from_records(cls, records: Sequence[StepRecordView], reviews: Sequence[ReviewView]) -> PriorState:
-        """Read the latest record of each step; a retry decision releases its step for a new attempt."""
+        """Read the latest record of each step; a retry decision releases its step for a new attempt.
+
+        A superseded latest record (a reviewer fixed a step upstream of it) leaves its step to run
+        again with the new upstream output; the record is kept, only its attempt number counts.
+        """
         latest = {rec.step_id: rec for rec in records}
         decided = {r.record_id: r for r in reviews}
         state = cls()
         for sid, rec in latest.items():
             state.next_attempt[sid] = rec.attempt + 1
+            if rec.superseded:
+                continue
             if rec.status == "succeeded":
                 state.done[sid] = Done(rec.id, rec.output, rec.ended_at, len(state.done))
             elif rec.status == "gate_failed":

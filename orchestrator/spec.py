@@ -230,12 +230,32 @@ def parse_yaml(path: str | Path) -> tuple[WorkflowSpec, Any, LineMap]:
     return spec, data, lines
 
 
+_LOADED: dict[tuple[str, str, bytes], BoundWorkflow] = {}
+"""Bound workflows of this process by (file, how it was named, its bytes): a bulk run or a worker
+loads one file many times; an edited file has other bytes, so it is bound again (a key of mtime and
+size could miss an edit within the file system's timestamp granularity that keeps the size)."""
+
+
 def load_workflow(path: str | Path) -> BoundWorkflow:
-    """Load, check and bind a workflow file (``.yaml``/``.yml`` or ``.py``). Raises SpecError."""
+    """Load, check and bind a workflow file (``.yaml``/``.yml`` or ``.py``). Raises SpecError.
+
+    A file loaded before, unchanged since, returns the same (immutable) bound workflow.
+    """
     p = Path(path)
     if not p.exists():
         raise SpecError([SpecProblem(str(path), "", "no such file")])
     source = str(p.resolve())
+    try:
+        key = (source, str(path), p.read_bytes())
+    except OSError:
+        return _load_workflow(p, path, source)  # says why it cannot be read
+    bound = _LOADED.get(key)
+    if bound is None:
+        bound = _LOADED[key] = _load_workflow(p, path, source)
+    return bound
+
+
+def _load_workflow(p: Path, path: str | Path, source: str) -> BoundWorkflow:
     if p.suffix == ".py":
         read_text(p, str(path))  # a binary or non-UTF-8 file says so, not "importing failed"
         spec, objects = load_python(p)

@@ -22,10 +22,11 @@ LAYERS: list[tuple[str, ...]] = [
     # 0: data and pure functions: no I/O, no gates, no store
     ("orchestrator.model", "orchestrator.graph", "orchestrator.errors", "orchestrator.jsonio",
      "orchestrator.context", "orchestrator.records", "orchestrator.inputs", "orchestrator.events",
-     "orchestrator.jsonschema", "orchestrator.attribution.shapley", "orchestrator.llm.config"),
+     "orchestrator.jsonschema", "orchestrator.attribution.shapley", "orchestrator.llm.config",
+     "orchestrator.overrides"),
     # 1: binding a spec to code; gates; clients of models and tracing backends
     ("orchestrator.resolve", "orchestrator.invoke", "orchestrator.threads", "orchestrator.isolation",
-     "orchestrator.binding", "orchestrator.spec",
+     "orchestrator.binding", "orchestrator.spec", "orchestrator.evaluation",
      "orchestrator.pyapi", "gates", "orchestrator.llm", "orchestrator.telemetry"),
     # 2: the store
     ("orchestrator.store", "orchestrator.stored_workflow"),
@@ -33,7 +34,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("orchestrator.runstate", "orchestrator.attempt", "orchestrator.executor", "orchestrator.attribution",
      "orchestrator.outcomes", "orchestrator.documents"),
     # 4: what every face calls
-    ("orchestrator.runner", "orchestrator.review", "orchestrator.labels"),
+    ("orchestrator.runner", "orchestrator.review", "orchestrator.labels", "orchestrator.worker",
+     "orchestrator.listing"),
     # 5: the faces
     ("orchestrator.cli", "tui", "orchestrator.api", "orchestrator", "orchestrator.__main__"),
 ]

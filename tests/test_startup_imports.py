@@ -1,6 +1,7 @@
-"""``orchestrator --help`` and ``orchestrator validate`` must not import Textual.
+"""``orchestrator --help`` and ``orchestrator validate`` must not import Textual, nor ``run`` on SQLite SQLAlchemy.
 
-The TUI is the heaviest dependency; commands that never show it should not pay for it.
+The TUI is the heaviest dependency; commands that never show it should not pay for it. A run on
+SQLite uses the stdlib ``sqlite3`` module, so it should not pay for SQLAlchemy and SQLModel either.
 Each command runs in a fresh interpreter as ``python -X importtime -m orchestrator ...``, and
 the import log on stderr lists every module the command loaded. A correctness test, not a
 timed one: it checks which modules are imported, never how long anything takes.
@@ -45,6 +46,30 @@ def test_command_does_not_import_textual(args: tuple[str, ...]) -> None:
     assert code == 0, stdout
     assert "orchestrator.cli" in modules, "the import log was not captured"
     assert textual_modules(modules) == []
+
+
+def sql_toolkit_modules(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in ("sqlalchemy", "sqlmodel"))
+
+
+def test_run_on_sqlite_imports_neither_sqlalchemy_nor_sqlmodel(tmp_path) -> None:
+    """A run on an existing SQLite database is all stdlib ``sqlite3``; SQLAlchemy costs ~120 ms to import."""
+    db = str(tmp_path / "runs.db")
+    args = ("run", str(FIXTURES / "ok.yaml"), "--db", db)
+    first, _, stdout = imported_modules(*args)  # a new database: its schema is created (SQLAlchemy may load)
+    assert first == 0, stdout
+    code, modules, stdout = imported_modules(*args, "--json")
+    assert code == 0, stdout
+    assert "orchestrator.store.sqlite" in modules, "the import log was not captured"
+    assert sql_toolkit_modules(modules) == []
+    assert textual_modules(modules) == []
+
+
+def test_the_import_log_would_catch_sqlalchemy(tmp_path) -> None:
+    """The check itself works: a command that needs SQLAlchemy's store (PostgreSQL URL parsing) is seen loading it."""
+    code, modules, _ = imported_modules("runs", "--db", "nonsense://x")
+    assert code == 2
+    assert "sqlalchemy" in sql_toolkit_modules(modules)
 
 
 def test_the_import_log_would_catch_textual() -> None:

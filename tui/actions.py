@@ -15,28 +15,60 @@ if TYPE_CHECKING:
     from orchestrator.records import StepRecordView
     from orchestrator.review import Decision
     from orchestrator.runstate import RunResult
-    from orchestrator.store import Store
+    from orchestrator.store import Lease, Store
 
 DECISION_VERBS = {"approve": "approved", "edit": "edited", "retry": "sent back for a retry", "reject": "rejected"}
 
 
 def decide(store: Store, run_id: str, decision: str, *, step: str | None = None, reviewer: str | None = None,
-           comment: str | None = None, output: Any = None) -> Decision:
-    """Apply ``approve``/``retry``/``reject``/``edit`` to the paused step; raises ReviewError when it does not apply."""
+           comment: str | None = None, output: Any = None, rerun_side_effects: bool = False) -> Decision:
+    """Apply ``approve``/``retry``/``reject``/``edit`` to the paused step, or ``edit``/``retry`` to a
+    completed step (a fix at the pause's cause); raises ReviewError when it does not apply.
+
+    A decision that continues the run claims the run's lease in its own transaction, as the CLI's
+    does; :func:`continue_after_decision` continues under ``decision.lease``.
+    """
+    from orchestrator import review
+    from orchestrator.executor import new_lease
+
+    if decision == "reject":
+        return review.reject(store, run_id, step=step, reviewer=reviewer, comment=comment)
+    lease = new_lease(run_id)
+    if decision == "edit":
+        return review.edit(store, run_id, output, step=step, reviewer=reviewer, comment=comment,
+                           rerun_side_effects=rerun_side_effects, lease=lease)
+    if decision == "retry":
+        return review.retry(store, run_id, step=step, reviewer=reviewer, comment=comment,
+                            rerun_side_effects=rerun_side_effects, lease=lease)
+    return review.approve(store, run_id, step=step, reviewer=reviewer, comment=comment, lease=lease)
+
+
+def is_fix(store: Store, run_id: str, step: str | None) -> bool:
+    """Whether an edit or retry of ``step`` is a fix of a completed step rather than a decision on a pause."""
     from orchestrator import review
 
-    if decision == "edit":
-        return review.edit(store, run_id, output, step=step, reviewer=reviewer, comment=comment)
-    fn = {"approve": review.approve, "retry": review.retry, "reject": review.reject}[decision]
-    return fn(store, run_id, step=step, reviewer=reviewer, comment=comment)
+    return review.is_fix(store, run_id, step)
+
+
+def fix_side_effects(store: Store, run_id: str, step: str, decision: str) -> list[str]:
+    """Steps with side effects that fixing ``step`` would run again (ReviewError when it cannot be fixed)."""
+    from orchestrator import review
+
+    workflow, _ = review.continuable(store, run_id)
+    return review.plan_fix(store, run_id, step, workflow, rerun_step=decision == "retry").side_effects
 
 
 def editable_record(store: Store, run_id: str, step: str | None) -> tuple[StepRecordView, list[str]]:
-    """The paused record an edit would replace, and the labels of the gates the new output must pass."""
+    """The record an edit would replace (the paused one, or a completed step's live one), and the
+    labels of the gates the new output must pass."""
     from orchestrator import review
     from orchestrator.model import WorkflowSpec
 
-    rec = review.paused_record(store, run_id, step)
+    if step is not None and is_fix(store, run_id, step):
+        workflow, _ = review.continuable(store, run_id)
+        rec = review.plan_fix(store, run_id, step, workflow, rerun_step=False).record
+    else:
+        rec = review.paused_record(store, run_id, step)
     spec = WorkflowSpec.model_validate(store.workflow_definition(store.get_run(run_id).workflow_id)[0])
     return rec, [gate.label for gate in spec.step(rec.step_id).gates]
 
@@ -48,8 +80,9 @@ def label(store: Store, run_id: str, *, correct: bool, reason: str | None, revie
     return label_run(store, run_id, correct=correct, reason=reason or None, reviewer=reviewer)
 
 
-def continue_after_decision(store: Store, run_id: str, on_event: EventHook) -> RunResult:
-    """Resume the run in this thread, as ``orchestrator resume`` would, reporting step events."""
+def continue_after_decision(store: Store, run_id: str, on_event: EventHook, lease: Lease | None = None) -> RunResult:
+    """Resume the run in this thread, as ``orchestrator resume`` would, reporting step events; under
+    ``lease`` when the decision claimed it."""
     from orchestrator.runner import continue_run
 
-    return continue_run(store, run_id, on_event=on_event)
+    return continue_run(store, run_id, on_event=on_event, lease=lease)

@@ -34,7 +34,7 @@ from tui.messages import (
 from tui.screens.runs import RunsScreen
 
 if TYPE_CHECKING:
-    from orchestrator.store import Store
+    from orchestrator.store import Lease, Store
     from tui.screens.label import LabelChoice
 
 
@@ -137,7 +137,7 @@ class ReviewApp(App[None]):
         news = f"{d.run_id}: step {d.step_id} {actions.DECISION_VERBS.get(d.decision, d.decision)}"
         self.notify(news, title="decision stored")
         if d.continue_run:
-            self.continue_in_background(d.run_id)
+            self.continue_in_background(d.run_id, d.lease)
         self._show_activity(news)
         self._changed(d.run_id)
 
@@ -184,20 +184,21 @@ class ReviewApp(App[None]):
 
     # -- background continuation -----------------------------------------------------------------
 
-    def continue_in_background(self, run_id: str) -> None:
+    def continue_in_background(self, run_id: str, lease: Lease | None = None) -> None:
+        """``lease``: the run's lease, when the decision claimed it with its own transaction."""
         self.continuing[run_id] = "continuing…"
         self._show_activity()
-        self._continue(run_id)
+        self._continue(run_id, lease)
 
     @work(thread=True, group="continue", exit_on_error=False)
-    def _continue(self, run_id: str) -> None:
+    def _continue(self, run_id: str, lease: Lease | None = None) -> None:
         def on_event(event: Event) -> None:
             if self._stopping.is_set():
                 raise ContinuationStopped(run_id)
             self.post_message(RunProgress(run_id, event))
 
         try:
-            result = actions.continue_after_decision(self.store, run_id, on_event)
+            result = actions.continue_after_decision(self.store, run_id, on_event, lease)
         except BaseException as exc:  # an ExceptionGroup from the executor's task group, too
             if _is_stop(exc):
                 return

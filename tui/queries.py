@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from orchestrator.records import OutcomeView, ReviewView, RunView, StepRecordView
+    from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView
     from orchestrator.store import Store
 
 RUN_STATUSES = ("paused", "running", "queued", "succeeded", "failed", "rejected")
@@ -31,6 +31,13 @@ class RunRow:
     """Steps waiting for a decision (only for paused runs)."""
     created_at: float
     updated_at: float
+    outcome: str = ""
+    """The latest outcome: ``0.25 incorrect``, ``1.00 correct``, or empty when there is none."""
+    correct: bool | None = None
+    gate_reason: str = ""
+    """Why the first waiting step's gate failed (paused runs)."""
+    blamed: str = ""
+    """The step the latest attribution record blamed."""
 
     @property
     def paused(self) -> bool:
@@ -42,15 +49,41 @@ class RunRow:
 
 
 def load_runs(store: Store, *, limit: int = 500) -> list[RunRow]:
-    """Runs (not replays), paused ones first, then newest first."""
-    from orchestrator.review import waiting_records
+    """Runs (not replays), paused ones first, then newest first, with what ``orchestrator runs`` shows
+    of each (outcome, waiting step and gate reason, blamed step): one page query, not one per run."""
+    from orchestrator.listing import run_query
 
     rows = []
-    for view in store.list_runs(limit=limit):
-        waiting = tuple(r.step_id for r in waiting_records(store, view.run_id)) if view.status == "paused" else ()
-        rows.append(RunRow(view.run_id, view.workflow, view.status, waiting, view.created_at, view.updated_at))
+    for t in store.triage_runs(run_query(limit=limit)).rows:
+        verdict = {True: " correct", False: " incorrect"}.get(t.outcome_correct, "")  # type: ignore[arg-type]
+        outcome = "" if t.outcome_value is None else f"{t.outcome_value:.2f}{verdict}"
+        rows.append(RunRow(t.run.run_id, t.run.workflow, t.run.status, tuple(t.waiting_steps), t.run.created_at,
+                           t.run.updated_at, outcome=outcome, correct=t.outcome_correct,
+                           gate_reason=t.gate_reason or "", blamed=t.blamed_step or ""))
     rows.sort(key=lambda r: not r.paused)  # stable: newest first within each group
     return rows
+
+
+def evaluator_verdict(store: Store, run_id: str) -> bool | None:
+    """Whether the run's latest evaluator outcome judged the output correct (None: no evaluator outcome).
+
+    The label dialog starts from it, so a reviewer confirms the evaluator unless they disagree.
+    """
+    scored = [o for o in store.outcomes(run_id) if o.source == "evaluator"]
+    return scored[-1].correct if scored else None
+
+
+def dashboard_workflows(store: Store) -> list[str]:
+    """Workflows with production runs, the one of the newest run first, then by name.
+
+    One GROUP BY over the runs and one single-row read: the dashboard's cost does not grow with the runs.
+    """
+    names = sorted({c.workflow for c in store.run_counts() if c.kind == "run"})
+    newest = store.list_runs(kind="run", limit=1)
+    if newest and newest[0].workflow in names:
+        names.remove(newest[0].workflow)
+        names.insert(0, newest[0].workflow)
+    return names
 
 
 def filter_runs(rows: list[RunRow], *, status: str | None = None, workflow: str = "") -> list[RunRow]:
@@ -103,7 +136,9 @@ class RunDetail:
     """In topological order (ties in declaration order), as ``orchestrator validate`` prints it."""
     outcomes: list[OutcomeView]
     blamed_step: str | None
-    """The step the latest attribution record blames, if the run has been traced."""
+    """The step ``attribution`` blames, if the run has been attributed."""
+    attribution: AttributionView | None = None
+    """The run's most informative stored attribution record (``orchestrator.attribution.choice``)."""
 
     @property
     def waiting(self) -> list[str]:
@@ -117,6 +152,7 @@ class RunDetail:
 
 
 def load_run_detail(store: Store, run_id: str) -> RunDetail:
+    from orchestrator.attribution.choice import explaining_record
     from orchestrator.review import waiting_records
 
     run = store.get_run(run_id)
@@ -152,9 +188,9 @@ def load_run_detail(store: Store, run_id: str) -> RunDetail:
             upstream=[c["step_id"] for c in latest.consumed] if latest and latest.consumed
             else list(spec.get("_deps", [])),
         ))
-    attributions = store.attributions(run_id)
+    chosen = explaining_record(store.attributions(run_id))
     return RunDetail(run=run, steps=steps, outcomes=store.outcomes(run_id),
-                     blamed_step=attributions[-1].blamed_step if attributions else None)
+                     blamed_step=chosen.blamed_step if chosen else None, attribution=chosen)
 
 
 def _plan(definition: dict[str, Any]) -> tuple[list[str], dict[str, dict[str, Any]]]:

@@ -49,7 +49,7 @@ class Task:
     expected: int
 
 
-def _chain_parents(n: int, rng: random.Random) -> list[list[int]]:
+def chain_parents(n: int, rng: random.Random) -> list[list[int]]:
     parents: list[list[int]] = [[]]
     for i in range(1, n):
         ps = [i - 1]
@@ -76,7 +76,7 @@ def _lane_parents(n: int) -> tuple[list[list[int]], list[int]]:
     return parents, lanes
 
 
-def _expected(parents: list[list[int]], deltas: list[int]) -> int:
+def expected_value(parents: list[list[int]], deltas: list[int]) -> int:
     values: list[int] = []
     for i, ps in enumerate(parents):
         base = max(values[p] for p in ps) if ps else X
@@ -101,7 +101,7 @@ def generate(n: int, failure: str, gates: str, seed: int, *, baselines: bool = T
         k = rng.randrange(0, n - 1)
         faults = {k: CORRUPT}
     else:
-        parents = _chain_parents(n, rng)
+        parents = chain_parents(n, rng)
         agents = [BLOCK_AGENTS[i * len(BLOCK_AGENTS) // n] for i in range(n)]
         if failure == "compensated":
             k = rng.randrange(0, n - 2)
@@ -113,7 +113,7 @@ def generate(n: int, failure: str, gates: str, seed: int, *, baselines: bool = T
         else:
             k = rng.randrange(0, n - 1)
             faults = {k: CORRUPT if failure == "propagated" else UNHELPFUL}
-    expected = _expected(parents, deltas)
+    expected = expected_value(parents, deltas)
     bound = X + 3 * n + 10
     steps: list[dict[str, Any]] = []
     for i in range(n):

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/attribution/run.py            # full grid, writes RESULTS.md
     .venv/bin/python benchmarks/attribution/run.py --quick    # a small grid, prints only
+    .venv/bin/python benchmarks/attribution/run.py --families-only   # only families.py; rewrites their section
 
 Each task (see generate.py) is run once through the real executor into a scratch SQLite store,
 then attributed with every method. A method is right at top-1 when its blamed step is the
@@ -23,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from families import FAMILIES  # noqa: E402
 from generate import COVERAGES, FAILURES, Task, generate  # noqa: E402
 
 from orchestrator.attribution.methods import attribute  # noqa: E402
@@ -33,6 +35,10 @@ METHODS = (("trace", "step"), ("counterfactual", "step"), ("difference", "step")
            ("shapley", "agent"))
 SIZES = (5, 8, 12, 20, 50, 100)
 SAMPLES = 16
+FAMILY_SIZES = (8, 12, 20, 50)
+FAMILY_SEEDS = 3
+FAMILIES_BEGIN, FAMILIES_END = "<!-- families: begin -->", "<!-- families: end -->"
+"""RESULTS.md markers around the families section, so ``--families-only`` can rewrite just that part."""
 
 
 @dataclass
@@ -50,12 +56,14 @@ def label(method: str, by: str) -> str:
     return method if by == "step" else f"{method} --by {by}"
 
 
-def evaluate(task: Task, store: Store, samples: int) -> list[Row]:
-    run = start_run(store, task.workflow, {})
+def evaluate(task: Task, store: Store, samples: int, run_id: str | None = None) -> list[Row]:
+    """Attribute one task's run (``run_id``, else a fresh run) with every method."""
+    if run_id is None:
+        run_id = start_run(store, task.workflow, {}).run_id
     rows = []
     for method, by in METHODS:
         started = time.perf_counter()
-        result = attribute(store, run.run_id, method, by=by, workflow=task.workflow,
+        result = attribute(store, run_id, method, by=by, workflow=task.workflow,
                            samples=samples if method == "shapley" and task.n > 12 else None)
         seconds = time.perf_counter() - started
         if by == "agent":
@@ -133,6 +141,43 @@ def render(rows: list[Row], sizes: tuple[int, ...], seeds: int, elapsed: float, 
     return "\n".join(out)
 
 
+def evaluate_families(store: Store, sizes: tuple[int, ...], seeds: int, samples: int) -> list[Row]:
+    """Every registered family (families.py) at every size and seed, driven to its outcome, then attributed."""
+    rows: list[Row] = []
+    for family in FAMILIES.values():
+        for n in sizes:
+            for seed in range(seeds):
+                made = family.make(n, seed)
+                rows.extend(evaluate(made.task, store, samples, made.drive(store, made.task)))
+    return rows
+
+
+def render_families(rows: list[Row], sizes: tuple[int, ...], seeds: int) -> str:
+    """Top-1 / top-3 per family and method, between the markers ``--families-only`` rewrites."""
+    methods = [label(m, b) for m, b in METHODS]
+    out = [FAMILIES_BEGIN, "", f"Task families beyond the grid (families.py), sizes {list(sizes)} x {seeds} seed(s):",
+           ""]
+    for family in FAMILIES.values():
+        out += [f"- `{family.name}`: {family.description}."]
+    out += ["", table(["family", "method", "top-1", "top-3", "step executions", "mean confidence"],
+                      [[f, m, pct([r.top1 for r in rs]), pct([r.top3 for r in rs]),
+                        f"{sum(r.cost for r in rs) / len(rs):.0f}", f"{sum(r.confidence for r in rs) / len(rs):.2f}"]
+                       for f in FAMILIES for m in methods
+                       if (rs := [r for r in rows if r.task.failure == f and r.method == m])]), "", FAMILIES_END]
+    return "\n".join(out)
+
+
+def splice_families(path: Path, section: str) -> None:
+    """Replace the families section of RESULTS.md (or append it) and keep everything else."""
+    text = path.read_text()
+    if FAMILIES_BEGIN in text and FAMILIES_END in text:
+        head, rest = text.split(FAMILIES_BEGIN, 1)
+        text = head + section + rest.split(FAMILIES_END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(str(n) for n in SIZES))
@@ -140,9 +185,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=SAMPLES)
     parser.add_argument("--quick", action="store_true", help="sizes 5,8,20 and one seed; print only")
     parser.add_argument("--output", default=str(Path(__file__).parent / "RESULTS.md"))
+    parser.add_argument("--families-only", action="store_true",
+                        help="run only the task families and rewrite their section of the output file")
     args = parser.parse_args(argv)
     sizes = (5, 8, 20) if args.quick else tuple(int(s) for s in args.sizes.split(","))
     seeds = 1 if args.quick else args.seeds
+    family_sizes = (8, 12) if args.quick else FAMILY_SIZES
+    family_seeds = 1 if args.quick else FAMILY_SEEDS
+    if args.families_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            store = open_store(f"sqlite:///{tmp}/bench.db")
+            section = render_families(evaluate_families(store, family_sizes, family_seeds, args.samples),
+                                      family_sizes, family_seeds)
+            store.close()
+        print(section)
+        if not args.quick:
+            splice_families(Path(args.output), section)
+        return 0
     rows: list[Row] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -157,8 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         for n in [n for n in sizes if n <= 20]:
             for failure in FAILURES:
                 extra.extend(evaluate(generate(n, failure, "all", 0, baselines=False), store, args.samples))
+        family_rows = evaluate_families(store, family_sizes, family_seeds, args.samples)
         store.close()
     text = render(rows, sizes, seeds, time.perf_counter() - started, extra)
+    text += "\n" + render_families(family_rows, family_sizes, family_seeds) + "\n"
     print(text)
     if not args.quick:
         Path(args.output).write_text("# Attribution accuracy on controlled bifurcation tasks\n\n"

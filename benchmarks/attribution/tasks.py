@@ -51,3 +51,31 @@ def score(output: dict) -> float:
     if not isinstance(output, dict) or output.get("value") != output.get("expected"):
         return 0.0
     return float(output.get("quality", 1.0))
+
+
+def consistent(a: dict[str, Any], b: dict[str, Any], ia: int, ib: int, x: int | None = None,
+               u: dict[str, Any] | None = None, iu: int = -1) -> dict[str, Any]:
+    """A critic: are the verified steps ``a`` (step ``ia``) and ``b`` (step ``ib``) consistent with the
+    output ``u`` of step ``iu`` before them (or the input ``x``)? A fault-free step adds at most 3 to the
+    value, so a verified value more than ``3 x distance`` above its reference is inconsistent. The
+    verdict names the inconsistent steps in ``details.implicates``."""
+    ref = u["value"] if u is not None else int(x or 0)
+    bad = [i for i, out in ((ia, a), (ib, b)) if out["value"] - ref > 3 * (i - iu)]
+    names = [f"s{i:03d}" for i in bad]
+    if not bad:
+        return {"passed": True, "score": 1.0, "reason": "verified values follow from their reference"}
+    return {"passed": False, "score": 0.0, "details": {"implicates": names},
+            "reason": f"{', '.join(names)} jump(s) beyond what the steps since s{iu:03d} can add"}
+
+
+def deliver(delta: int, x: int | None = None, p0: dict | None = None, p1: dict | None = None,
+            p2: dict | None = None, fault: int = 0, expected: int | None = None) -> dict:
+    """A side-effecting output step (think: filing the answer): computes like ``step`` and "sends" it.
+    Replays must never call it again; they call :func:`deliver_dry_run`."""
+    return step(delta, x, p0, p1, p2, fault, expected)
+
+
+def deliver_dry_run(delta: int, x: int | None = None, p0: dict | None = None, p1: dict | None = None,
+                    p2: dict | None = None, fault: int = 0, expected: int | None = None) -> dict:
+    """``simulate`` of :func:`deliver`: what it would output, without sending anything."""
+    return step(delta, x, p0, p1, p2, fault, expected)

@@ -68,6 +68,34 @@ METRICS = [
     Metric(
         "rps_full", "sequential 5-step runs, new run id each, synchronous=FULL", "runs/s", "full", higher_is_better=True
     ),
+    Metric("bytes_full", "database growth per persisted step of the chain", "bytes/step", "full"),
+]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal read off the tables: ``engine``'s metric over ``baseline``'s (or over a constant), per round."""
+
+    goal: str
+    metric: str
+    engine: str
+    baseline: str | float
+    limit: float
+    at_least: bool = False
+
+
+ASYNC, SYNC, INLINE, RAW = "ours (async steps)", "ours (sync steps)", "ours (inline sync steps)", "raw sqlite3"
+TARGETS = [
+    Target("async steps at FULL: µs/step at most 1.2x the raw INSERT+COMMIT floor", "chain_full", ASYNC, RAW, 1.2),
+    Target("sync steps at FULL: µs/step at most 1.5x the raw floor", "chain_full", SYNC, RAW, 1.5),
+    Target("sync steps with inline: true at FULL: at most 1.5x the raw floor", "chain_full", INLINE, RAW, 1.5),
+    Target("async 5-step runs/s at FULL: at least 0.8x the raw floor's", "rps_full", ASYNC, RAW, 0.8, at_least=True),
+    Target("sync 5-step runs/s at FULL: at least 0.8x the raw floor's", "rps_full", SYNC, RAW, 0.8, at_least=True),
+    Target("async steps at NORMAL: µs/step at most 1.5x the raw floor", "chain_normal", ASYNC, RAW, 1.5),
+    Target("sync steps at NORMAL: µs/step at most 1.5x the raw floor", "chain_normal", SYNC, RAW, 1.5),
+    Target("fan-out at default concurrency: within 1.1x of one 50 ms sleep", "fanout", ASYNC, 0.05, 1.1),
+    Target("no persistence (memory:// store): at most 2x Hamilton's µs/step", "chain_none", ASYNC, "Hamilton", 2.0),
+    Target("bytes per small step: at most 200 (ratio column: bytes / 200)", "bytes_full", ASYNC, 1.0, 200.0),
 ]
 
 
@@ -114,6 +142,7 @@ def worker(name: str, chain: int, width: int, runs_seconds: float, warmup: int) 
                     _cell(engine.fanout_seconds, min(width, 4))
                     out["results"]["fanout"] = _cell(engine.fanout_seconds, width, caveat=engine.caveat("fanout"))
                     out["results"]["rps_full"] = _cell(engine.runs_per_second, runs_seconds)
+                    out["results"]["bytes_full"] = _cell(engine.bytes_per_step, chain)
             finally:
                 engine.teardown()
     return out
@@ -261,7 +290,29 @@ def render(table: dict[str, Collected], names: list[str], args: argparse.Namespa
                 lines.append(f"| {n} | {median} | {statistics.median(ratios):.2f}x | {spread} |")
             else:
                 lines.append(f"| {n} | {median} | n/a | |")
+    lines += render_targets(table)
     return "\n".join(lines) + "\n"
+
+
+def render_targets(table: dict[str, Collected]) -> list[str]:
+    """Each goal as measured: the per-round ratio's median and spread, and whether the median meets it."""
+    lines = ["", "## Targets", "", "| goal | measured (median) | spread | met |", "|---|---|---|---|"]
+    for target in TARGETS:
+        series = table[target.engine].values.get(target.metric, []) if target.engine in table else []
+        if isinstance(target.baseline, str):
+            base_series = table[target.baseline].values.get(target.metric, []) if target.baseline in table else []
+        else:
+            base_series = [target.baseline] * len(series)
+        ratios = [v / b for v, b in zip(series, base_series, strict=False) if v is not None and b]
+        if not ratios:
+            lines.append(f"| {target.goal} | not measured | | |")
+            continue
+        median = statistics.median(ratios)
+        met = median >= target.limit if target.at_least else median <= target.limit
+        unit = "" if target.metric == "bytes_full" else "x"
+        lines.append(f"| {target.goal} | {median:.2f}{unit} | {min(ratios):.2f}{unit} - {max(ratios):.2f}{unit} | "
+                     f"{'yes' if met else 'no'} |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

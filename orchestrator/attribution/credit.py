@@ -4,7 +4,9 @@ Players are the steps that can reach the output (``by="step"``) or their agents
 (``by="agent"``). The value of a coalition is the evaluator's score of a replay in which the
 members keep their own behaviour and every other player's steps are replaced by their
 references; every step downstream is re-executed on the inputs it now receives, and recorded
-outputs are reused only where a step's inputs are unchanged (or it has side effects).
+outputs are reused only where a step's inputs are unchanged. A coalition whose replay a
+side-effecting step blocks (changed inputs, no ``simulate``) has no value, so the whole result
+names that step as the blocker instead of giving credit.
 So ``v(all)`` is the actual outcome and ``v(none)`` the outcome with every step at its reference.
 
 Shapley credits add up to ``v(all) - v(none)``; they are exact for up to 12 players and
@@ -18,7 +20,8 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from orchestrator.attribution import shapley as math_
-from orchestrator.attribution.replay import Plan, ReplayEngine
+from orchestrator.attribution.counterfactual import blocked_result
+from orchestrator.attribution.replay import Plan, ReplayBlocked, ReplayEngine
 from orchestrator.attribution.result import (
     AttributionResult,
     Candidate,
@@ -53,9 +56,12 @@ def coalition_value(engine: ReplayEngine,
     def value(coalition: frozenset[Hashable]) -> float:
         replaced = frozenset(sid for player, sids in steps_of.items() if player not in coalition for sid in sids)
         label = next(iter(replaced)) if len(replaced) == 1 else None
-        score = engine.evaluate(Plan(reference=replaced), kind="counterfactual", label=label).value
-        assert score is not None, "callers run require_evaluator first, so every replay is scored"
-        return score
+        evaluation = engine.evaluate(Plan(reference=replaced), kind="counterfactual", label=label)
+        if evaluation.status == "blocked":  # no value exists for this coalition, so no credit can be computed
+            assert evaluation.blocked_by is not None and evaluation.blocked_reason is not None
+            raise ReplayBlocked(evaluation.blocked_by, evaluation.blocked_reason, evaluation.run_id)
+        assert evaluation.value is not None, "callers run require_evaluator first, so every replay is scored"
+        return evaluation.value
     return value
 
 
@@ -116,8 +122,12 @@ def shapley_attribution(store: Store, run_id: str, *, by: str = "step", samples:
     players, steps_of = _players(engine, by)
     if samples is not None and samples < 1:
         raise InputError(f"--samples must be at least 1; got {samples}")
-    estimate = math_.shapley(players, coalition_value(engine, steps_of), samples=samples, seed=seed,
-                             exact_limit=exact_limit)
+    try:
+        estimate = math_.shapley(players, coalition_value(engine, steps_of), samples=samples, seed=seed,
+                                 exact_limit=exact_limit)
+    except ReplayBlocked as blocked:
+        return blocked_result(engine, run_id, "shapley", blocked.step_id, blocked.reason,
+                              _base_params(engine, by, players), blocked.run_id)
     params = {**_base_params(engine, by, players), "exact": estimate.exact, "samples": estimate.samples,
               "seed": seed, "exact_limit": exact_limit}
     return _result(engine, run_id, "shapley", by, estimate, steps_of, params)
@@ -129,6 +139,9 @@ def difference_attribution(store: Store, run_id: str, *, by: str = "step", workf
     engine = engine or ReplayEngine(store, run_id, workflow=workflow)
     require_evaluator(engine.workflow)
     players, steps_of = _players(engine, by)
-    estimate = math_.difference_rewards(players, coalition_value(engine, steps_of))
     params = {**_base_params(engine, by, players), "credit": "v(all) - v(all without the player)"}
+    try:
+        estimate = math_.difference_rewards(players, coalition_value(engine, steps_of))
+    except ReplayBlocked as blocked:
+        return blocked_result(engine, run_id, "difference", blocked.step_id, blocked.reason, params, blocked.run_id)
     return _result(engine, run_id, "difference", by, estimate, steps_of, params)

@@ -4,8 +4,13 @@ A :class:`Plan` says what changes: steps replaced by their reference (a reviewer
 there is one, else the step's ``baseline`` callable, else a fresh re-execution), steps given a
 fixed output, and steps that must run again. Every other step keeps its own behaviour: it
 reuses its recorded output while its inputs are unchanged, and re-executes on new inputs.
-Steps marked ``side_effects`` never act in a replay: they reuse their recorded output (an edit
-or a baseline may still replace it, since neither acts).
+Steps marked ``side_effects`` never act in a replay: they call their ``simulate`` dry run when
+they declare one; else they reuse their recorded output, but only while their inputs are
+unchanged. A side-effecting step reached with changed inputs (or never run in the original) and
+no ``simulate`` blocks the replay: it stops there, its record says ``ReplayBlocked``, the run's
+error says ``blocked by STEP: ...`` and the evaluation's status is ``blocked`` (it is not scored
+as a failure, since nothing failed: the replay cannot know the outcome). An edit or a baseline
+may still replace a side-effecting step's output, since neither acts.
 
 A replay is a new run (``kind`` ``counterfactual`` or ``replay``) whose ``parent_run_id`` is
 the original and whose ``parent_step`` names what changed. Steps that are not downstream of a
@@ -38,6 +43,7 @@ from orchestrator.binding import BoundStep, BoundWorkflow
 from orchestrator.context import StepContext
 from orchestrator.documents import usage_totals
 from orchestrator.errors import InputError, NotFoundError
+from orchestrator.evaluation import call_evaluator
 from orchestrator.executor import Executor
 from orchestrator.invoke import StepFunction, call_step
 from orchestrator.outcomes import record_score
@@ -53,14 +59,35 @@ from orchestrator.store import (
     StepHistoryRow,
     Store,
 )
+from orchestrator.store.analytics import (
+    AttributionCounts,
+    NondeterminismCounts,
+    OutcomeCounts,
+    OutcomeSummary,
+    RunCounts,
+    StepPeriodCounts,
+    TrajectoryCounts,
+)
+from orchestrator.store.triage import RunPage, RunQuery
 from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.threads import DEFAULT_CONCURRENCY
 
 MISSING: Any = object()
 
 
-class SideEffectReplayError(RuntimeError):
-    """A side-effecting step has no recorded output to reuse, and replays never act."""
+class ReplayBlocked(RuntimeError):
+    """A side-effecting step cannot be replayed: no ``simulate``, and its recorded output does not fit."""
+
+    def __init__(self, step_id: str, reason: str, run_id: str | None = None) -> None:
+        super().__init__(f"blocked by {step_id}: {reason}")
+        self.step_id = step_id
+        self.reason = reason
+        self.run_id = run_id
+        """The replay run it stopped, once known."""
+
+
+CHANGED_INPUTS = "side-effecting step with changed inputs and no simulate"
+NEVER_RAN = "side-effecting step that never ran in the original run (no recorded output) and no simulate"
 
 
 @dataclass
@@ -81,14 +108,20 @@ class Evaluation:
     """The value of one plan: the evaluator's score of its final output."""
 
     value: float | None
-    """None only for a fork of a workflow that has no evaluator."""
+    """None for a fork of a workflow that has no evaluator, and for a blocked replay."""
     status: str
-    """``succeeded`` or ``failed``."""
+    """``succeeded``, ``failed`` or ``blocked`` (a side-effecting step stopped it; see ``blocked_by``)."""
     output: Any = None
     run_id: str | None = None
     """The stored replay run; None when the value came entirely from cached executions."""
     executions: int = 0
     """Step executions this evaluation paid for."""
+    error: str | None = None
+    """Why a failed or blocked replay did not finish: each failed step and its error, as the run stores it."""
+    failed_steps: list[str] = field(default_factory=list)
+    blocked_by: str | None = None
+    """The side-effecting step that blocked the replay."""
+    blocked_reason: str | None = None
 
 
 class MarkingStore(Store):
@@ -105,7 +138,7 @@ class MarkingStore(Store):
 
     def insert_step_record(self, record: NewStepRecord) -> int:
         mark = self.marks.pop((record.run_id, record.step_id), None)
-        if mark is not None and record.status != "failed":
+        if mark is not None and (record.status != "failed" or mark == "blocked"):
             record.origin = mark
         return self.store.insert_step_record(record)
 
@@ -144,9 +177,15 @@ class MarkingStore(Store):
     def set_trace_id(self, run_id: str, trace_id: str) -> None:
         self.store.set_trace_id(run_id, trace_id)
 
+    def set_reference(self, run_id: str, reference: Any) -> None:
+        self.store.set_reference(run_id, reference)
+
     def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
                   limit: int = 1000) -> list[RunView]:
         return self.store.list_runs(status=status, workflow=workflow, kind=kind, limit=limit)
+
+    def triage_runs(self, query: RunQuery) -> RunPage:
+        return self.store.triage_runs(query)
 
     def child_runs(self, run_id: str) -> list[RunView]:
         return self.store.child_runs(run_id)
@@ -161,8 +200,10 @@ class MarkingStore(Store):
         return self.store.step_history(workflow, since=since)
 
     def decide(self, review: NewReview, *, new_records: Sequence[NewStepRecord] = (),
-               run_status: str = "running") -> int:
-        return self.store.decide(review, new_records=new_records, run_status=run_status)
+               run_status: str = "running", lease: Lease | None = None, supersede: Sequence[int] = (),
+               from_statuses: Sequence[str] = ("paused",)) -> int:
+        return self.store.decide(review, new_records=new_records, run_status=run_status, lease=lease,
+                                 supersede=supersede, from_statuses=from_statuses)
 
     def reviews(self, run_id: str) -> list[ReviewView]:
         return self.store.reviews(run_id)
@@ -178,6 +219,28 @@ class MarkingStore(Store):
 
     def attributions(self, run_id: str | None = None, *, workflow: str | None = None) -> list[AttributionView]:
         return self.store.attributions(run_id, workflow=workflow)
+
+    def step_period_counts(self, workflow: str, *, period: str = "week",
+                           since: float | None = None) -> list[StepPeriodCounts]:
+        return self.store.step_period_counts(workflow, period=period, since=since)
+
+    def outcome_counts(self, workflow: str, *, period: str = "week", since: float | None = None) -> list[OutcomeCounts]:
+        return self.store.outcome_counts(workflow, period=period, since=since)
+
+    def trajectory_counts(self, workflow: str | None) -> list[TrajectoryCounts]:
+        return self.store.trajectory_counts(workflow)
+
+    def outcome_summary(self, workflow: str | None, *, window: int = 1) -> OutcomeSummary:
+        return self.store.outcome_summary(workflow, window=window)
+
+    def run_counts(self, workflow: str | None = None) -> list[RunCounts]:
+        return self.store.run_counts(workflow)
+
+    def attribution_counts(self, workflow: str) -> list[AttributionCounts]:
+        return self.store.attribution_counts(workflow)
+
+    def nondeterminism_counts(self, workflow: str) -> list[NondeterminismCounts]:
+        return self.store.nondeterminism_counts(workflow)
 
     def count_rows(self) -> dict[str, int]:
         return self.store.count_rows()
@@ -236,6 +299,11 @@ class ReplayEngine:
         self.cache = StepCache()
         self.keys = InputKeys(self.steps, self.run.inputs, self.cache)
         self.original: dict[str, Value] = {}
+        self.original_keys: dict[str, str] = {}
+        """The input key each step had in the original run: a side-effecting step's recorded output
+        is reused only for these inputs."""
+        self.blocked: dict[str, ReplayBlocked] = {}
+        """Per replay run, the side-effecting step that stopped it."""
         self.executions = 0
         self.executions_by_step: dict[str, int] = {}
         self.replay_runs: list[str] = []
@@ -243,6 +311,7 @@ class ReplayEngine:
         self._lock = threading.Lock()
         self._memo: dict[tuple[Any, ...], Evaluation] = {}
         self._scores: dict[str, float] = {}
+        self._reasons: dict[str, str | None] = {}
         self._unscored: set[str] = set()
         """Outputs the evaluator raised on: scored as failures, never stored as outcomes."""
         self._plans: dict[str, Plan] = {}
@@ -263,6 +332,7 @@ class ReplayEngine:
             outputs[sid] = value
             self.original[sid] = value
             if key is not None:
+                self.original_keys[sid] = key
                 self.cache.put(sid, "own", key, value, "original", rec)
 
     def reference_kind(self, step_id: str) -> str:
@@ -281,7 +351,7 @@ class ReplayEngine:
             if kind in ("edit", "baseline") or not self.steps[step_id].side_effects:
                 return kind
         if self.steps[step_id].side_effects:
-            return "recorded"
+            return "simulate" if self.workflow.step(step_id).simulate is not None else "recorded"
         return "fresh" if step_id in plan.fresh else "own"
 
     def _known(self, plan: Plan, step_id: str, policy: str, key: str | None) -> tuple[Value | None, str]:
@@ -290,8 +360,10 @@ class ReplayEngine:
             return Value.of(plan.fixed[step_id]), "replaced"
         if policy == "edit":
             return self.edits[step_id], "edited"
-        if policy == "recorded":
-            return self.original.get(step_id), "reused"
+        if policy == "recorded":  # a side-effecting step: its record fits only the inputs it acted on
+            if key is not None and key == self.original_keys.get(step_id):
+                return self.original.get(step_id), "reused"
+            return None, ""
         if policy == "fresh" or key is None:
             return None, ""
         entry = self.cache.get(step_id, policy, key)
@@ -306,7 +378,7 @@ class ReplayEngine:
         outputs: dict[str, Value] = {}
         for sid in self.relevant:
             policy = self._policy(plan, sid)
-            key = None if policy in ("fixed", "edit", "recorded") else self.keys.from_values(sid, outputs)
+            key = None if policy in ("fixed", "edit") else self.keys.from_values(sid, outputs)
             value, _ = self._known(plan, sid, policy, key)
             if value is None:
                 return None
@@ -321,7 +393,9 @@ class ReplayEngine:
                 raise InputError(f"workflow {self.spec.name!r} has no outcome evaluator; "
                                  "add `outcome: module:callable`")
             try:
-                self._scores[value.digest] = float(fn(value.data))
+                scored = call_evaluator(fn, value.data, inputs=self.run.inputs, reference=self.run.reference)
+                self._scores[value.digest] = scored.score
+                self._reasons[value.digest] = scored.reason
             except Exception as exc:  # an evaluator bug scores like a failed replay
                 self.notes.append(f"evaluator raised {type(exc).__name__}: {exc}")
                 self._scores[value.digest] = self.failure_value
@@ -355,6 +429,12 @@ class ReplayEngine:
         self._copy_unchanged(run_id, plan)
         result = anyio.run(self._get_executor().execute, run_id, self.run.inputs)
         self._plans.pop(run_id, None)
+        blocked = self.blocked.pop(run_id, None)
+        if blocked is not None:  # not a failure: the replay cannot know what acting would have returned
+            self.store.set_run_status(run_id, "failed", error=str(blocked))
+            return Evaluation(None, "blocked", None, run_id, self.executions - before, error=str(blocked),
+                              failed_steps=list(result.failed_steps), blocked_by=blocked.step_id,
+                              blocked_reason=blocked.reason)
         if result.status != "succeeded":
             value: float | None = self.failure_value
         elif self.workflow.outcome is None:
@@ -363,8 +443,9 @@ class ReplayEngine:
             final = Value.of(result.output)
             value = self.score(final)
             if final.digest not in self._unscored:
-                record_score(self.store, self.workflow, run_id, value)
-        return Evaluation(value, result.status, result.output, run_id, self.executions - before)
+                record_score(self.store, self.workflow, run_id, value, self._reasons.get(final.digest))
+        return Evaluation(value, result.status, result.output, run_id, self.executions - before, error=result.error,
+                          failed_steps=list(result.failed_steps))
 
     def _copy_unchanged(self, run_id: str, plan: Plan) -> None:
         """Insert the recorded outputs of steps that nothing in the plan can change."""
@@ -420,19 +501,25 @@ class ReplayEngine:
             # async, so a cached output returns on the event loop; real work still runs in a thread
             plan = self._plans[ctx.run_id]
             policy = self._policy(plan, sid)
-            key = None if policy in ("fixed", "edit", "recorded") else InputKeys.from_kwargs(kwargs)
+            key = None if policy in ("fixed", "edit") else InputKeys.from_kwargs(kwargs)
             value, origin = self._known(plan, sid, policy, key)
             if value is not None:
                 self._marks[(ctx.run_id, sid)] = origin
                 return value.data
-            if policy == "recorded":
-                raise SideEffectReplayError(f"step {sid!r} has side effects and no recorded output to reuse; "
-                                            "replays never act")
-            function = step.baseline if policy == "baseline" and step.baseline is not None else step.function
+            if policy == "recorded":  # replays never act, and the record does not fit these inputs
+                blocked = ReplayBlocked(sid, CHANGED_INPUTS if sid in self.original else NEVER_RAN)
+                self.blocked.setdefault(ctx.run_id, blocked)
+                self._marks[(ctx.run_id, sid)] = "blocked"  # it never ran: its record must not say executed
+                raise blocked
+            function = step.function
+            if policy == "baseline" and step.baseline is not None:
+                function = step.baseline
+            elif policy == "simulate" and step.simulate is not None:
+                function = step.simulate
             with self._lock:
                 self.executions += 1
                 self.executions_by_step[sid] = self.executions_by_step.get(sid, 0) + 1
-            origin = {"baseline": "baseline", "resample": "resampled"}.get(policy, "executed")
+            origin = {"baseline": "baseline", "resample": "resampled", "simulate": "simulated"}.get(policy, "executed")
             ctx.llm_cache, ctx.resample = self.llm_cache, policy == "resample"
             result = await call_step(function, kwargs, ctx)
             return self._remember(step, policy, key, result, ctx.run_id, origin)

@@ -2,7 +2,8 @@
 
 1. trajectory length distribution (steps executed and attempts per run, not just the max);
 2. outcome distribution: values, share correct, share of non-zero reward, by source;
-3. environment stochasticity: per step, how often the same inputs gave different outputs;
+3. environment stochasticity: per step, how often the same inputs gave different outputs (compared
+   through the digests written with each record; see :mod:`orchestrator.store.digests`);
 4. run composition: runs by kind (production runs, replays, counterfactuals), status and version;
 5. credit assignment granularity: which attribution methods ran, over steps or agents;
 6. baseline behaviour: which steps declare a baseline, and early vs recent mean outcome.
@@ -12,19 +13,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from orchestrator.attribution.cache import digest, get_field
-from orchestrator.attribution.stats import MAX_RUNS
 from orchestrator.jsonio import loads
 from orchestrator.records import iso
-from orchestrator.store import StepHistoryRow, Store
+from orchestrator.store import Store
+from orchestrator.store.analytics import NondeterminismCounts
 
 
 class Distribution(BaseModel):
@@ -44,6 +44,8 @@ class StepNondeterminism(BaseModel):
     varied: int
     """Of those, how many gave different outputs."""
     rate: float | None
+    not_covered: int = 0
+    """Runs whose attempt has no inputs digest (stored before digests were written): left out of the rate."""
 
 
 class ChecklistReport(BaseModel):
@@ -63,141 +65,121 @@ class ChecklistReport(BaseModel):
 
 
 def distribution(values: list[float]) -> Distribution:
-    if not values:
+    return distribution_of_counts(Counter(values))
+
+
+def distribution_of_counts(counts: Mapping[float, int]) -> Distribution:
+    """The distribution of values given as value -> how many times it occurred (what GROUP BY returns)."""
+    items = sorted((v, n) for v, n in counts.items() if n > 0)
+    total = sum(n for _, n in items)
+    if not total:
         return Distribution()
-    ordered = sorted(values)
 
     def pct(q: float) -> float:
-        return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+        rank, seen = min(total - 1, max(0, math.ceil(q * total) - 1)), 0
+        for value, n in items:
+            seen += n
+            if seen > rank:
+                return value
+        return items[-1][0]
 
-    distinct = sorted(set(ordered))
-    if len(distinct) <= 10:
-        histogram = {f"{v:g}": ordered.count(v) for v in distinct}
+    if len(items) <= 10:
+        histogram = {f"{v:g}": n for v, n in items}
     else:
-        lo, hi = ordered[0], ordered[-1]
+        lo, hi = items[0][0], items[-1][0]
         width = (hi - lo) / 10 or 1
-        counts = Counter(min(9, int((v - lo) / width)) for v in ordered)
-        histogram = {f"{lo + i * width:g}-{lo + (i + 1) * width:g}": counts.get(i, 0) for i in range(10)}
-    return Distribution(count=len(ordered), min=ordered[0], p50=pct(0.5), p90=pct(0.9), max=ordered[-1],
-                        mean=round(sum(ordered) / len(ordered), 4), histogram=histogram)
+        bins: Counter[int] = Counter()
+        for v, n in items:
+            bins[min(9, int((v - lo) / width))] += n
+        histogram = {f"{lo + i * width:g}-{lo + (i + 1) * width:g}": bins.get(i, 0) for i in range(10)}
+    return Distribution(count=total, min=items[0][0], p50=pct(0.5), p90=pct(0.9), max=items[-1][0],
+                        mean=round(sum(v * n for v, n in items) / total, 4), histogram=histogram)
 
 
-def _resolved_inputs(inputs: Any, outputs: dict[int, Any]) -> str:
-    """The digest of a record's inputs with ``{"$record": id}`` links replaced by the values they name."""
-    if not isinstance(inputs, dict):
-        return digest(inputs)
-    resolved = {}
-    for param, value in inputs.items():
-        if isinstance(value, dict) and "$record" in value:
-            target = outputs.get(value["$record"])
-            if value.get("field"):
-                try:
-                    target = get_field(target, value["field"])
-                except Exception:
-                    target = None
-            resolved[param] = target
-        else:
-            resolved[param] = value
-    return digest(resolved)
-
-
-def nondeterminism(history: list[StepHistoryRow]) -> list[StepNondeterminism]:
+def nondeterminism(rows: Sequence[NondeterminismCounts], prefix: str = "") -> list[StepNondeterminism]:
     """Per step: among inputs seen in two or more runs, the share that produced different outputs."""
-    outputs = {row.record_id: loads(row.output) for row in history if row.output is not None}
-    first: dict[tuple[str, str], tuple[str, str]] = {}
-    order: list[str] = []
-    for row in history:
-        if row.output is None or row.status not in ("succeeded", "gate_failed"):
-            continue
-        if row.step_id not in order:
-            order.append(row.step_id)
-        slot = (row.run_id, row.step_id)
-        if slot not in first:
-            first[slot] = (_resolved_inputs(loads(row.inputs), outputs), digest(outputs[row.record_id]))
-    groups: dict[tuple[str, str], set[str]] = {}
-    sizes: Counter[tuple[str, str]] = Counter()
-    for (_, sid), (inputs_key, output_key) in first.items():
-        groups.setdefault((sid, inputs_key), set()).add(output_key)
-        sizes[(sid, inputs_key)] += 1
-    result = []
-    for sid in order:
-        repeated = [key for key in groups if key[0] == sid and sizes[key] >= 2]
-        varied = [key for key in repeated if len(groups[key]) > 1]
-        result.append(StepNondeterminism(step_id=sid, repeated_inputs=len(repeated), varied=len(varied),
-                                         rate=round(len(varied) / len(repeated), 4) if repeated else None))
-    return result
+    return [StepNondeterminism(step_id=prefix + r.step_id, repeated_inputs=r.repeated_inputs, varied=r.varied,
+                               rate=round(r.varied / r.repeated_inputs, 4) if r.repeated_inputs else None,
+                               not_covered=r.not_covered) for r in rows]
+
+
+def _trajectories(store: Store, workflow: str | None) -> tuple[Distribution, Distribution]:
+    """Steps and attempts per production run (runs without any record count as zero)."""
+    steps: Counter[float] = Counter()
+    attempts: Counter[float] = Counter()
+    for row in store.trajectory_counts(workflow):
+        steps[float(row.steps)] += row.runs
+        attempts[float(row.attempts)] += row.runs
+    return distribution_of_counts(steps), distribution_of_counts(attempts)
+
+
+def _outcomes(store: Store, workflow: str | None, runs: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The outcome section and the early/recent means of the baseline section."""
+    window = max(1, runs // 10)
+    summary = store.outcome_summary(workflow, window=window)
+    scored = summary.scored
+    doc = {
+        "scored_runs": scored, "unscored_runs": runs - scored,
+        "value": distribution_of_counts(summary.values).model_dump(),
+        "share_nonzero_reward": round(summary.nonzero / scored, 4) if scored else None,
+        "share_correct": round(summary.correct / scored, 4) if scored else None,
+        "by_source": summary.by_source, "termination": summary.by_termination,
+    }
+    means = {"early_mean_outcome": _round(summary.early_mean), "recent_mean_outcome": _round(summary.recent_mean),
+             "window_runs": window}
+    return doc, means
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _sum_counts(parts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for part in parts:
+        total.update(part)
+    return dict(total)
+
+
+def _granularity(store: Store, names: Sequence[str]) -> dict[str, Any]:
+    rows = [row for name in names for row in store.attribution_counts(name)]
+    by_method: Counter[str] = Counter()
+    by_granularity: Counter[str] = Counter()
+    for row in rows:
+        by_method[row.method] += row.records
+        by_granularity[str((loads(row.params) or {}).get("by", "step"))] += row.records
+    return {"records": sum(r.records for r in rows), "by_method": dict(by_method),
+            "by_granularity": dict(by_granularity), "replay_step_executions": sum(r.cost for r in rows)}
 
 
 def build_report(store: Store, workflow: str | None = None, *, now: float | None = None) -> ChecklistReport:
-    """The checklist over one workflow's stored runs, or over every workflow when ``workflow`` is None."""
-    every = store.list_runs(workflow=workflow, kind=None, limit=MAX_RUNS)
-    runs = sorted((r for r in every if r.kind == "run"), key=lambda r: r.created_at)
-    names = sorted({r.workflow for r in runs})
-    history: list[StepHistoryRow] = []
-    for name in names:
-        rows = store.step_history(name)
-        if len(names) > 1:
-            rows = [dataclasses.replace(row, step_id=f"{name}:{row.step_id}") for row in rows]
-        history.extend(rows)
-    steps_per_run: Counter[str] = Counter()
-    attempts_per_run: Counter[str] = Counter()
-    seen_steps: set[tuple[str, str]] = set()
-    for row in history:
-        if row.status == "skipped":
-            continue
-        attempts_per_run[row.run_id] += 1
-        if (row.run_id, row.step_id) not in seen_steps:
-            seen_steps.add((row.run_id, row.step_id))
-            steps_per_run[row.run_id] += 1
-    latest_outcomes = {}
-    for run in runs:
-        found = store.outcomes(run.run_id)
-        if found:
-            latest_outcomes[run.run_id] = found[-1]
-    values = [o.value for o in latest_outcomes.values()]
-    outcome_doc = {
-        "scored_runs": len(values), "unscored_runs": len(runs) - len(values),
-        "value": distribution(values).model_dump(),
-        "share_nonzero_reward": round(sum(1 for v in values if v > 0) / len(values), 4) if values else None,
-        "share_correct": round(sum(1 for o in latest_outcomes.values() if o.correct) / len(values), 4)
-        if values else None,
-        "by_source": dict(Counter(o.source for o in latest_outcomes.values())),
-        "termination": dict(Counter(o.termination for o in latest_outcomes.values())),
-    }
+    """The checklist over one workflow's stored runs, or over every workflow when ``workflow`` is None.
+
+    Aggregate queries only (:mod:`orchestrator.store.analytics`): the cost grows with the steps,
+    workflow versions and distinct rewards, not with the runs.
+    """
+    counts = store.run_counts(workflow)
+    production = [c for c in counts if c.kind == "run"]
+    names = sorted({c.workflow for c in production})
+    runs = sum(c.runs for c in production)
+    definitions = {c.workflow_id: store.workflow_definition(c.workflow_id)[0] for c in production}
     versions: Counter[str] = Counter()
-    definitions: dict[int, dict[str, Any]] = {}
-    for run in runs:
-        if run.workflow_id not in definitions:
-            definitions[run.workflow_id] = store.workflow_definition(run.workflow_id)[0]
-        versions[f"{run.workflow} v{definitions[run.workflow_id].get('version', 1)} (#{run.workflow_id})"] += 1
+    for c in production:
+        versions[f"{c.workflow} v{definitions[c.workflow_id].get('version', 1)} (#{c.workflow_id})"] += c.runs
     composition = {
-        "by_kind": dict(Counter(r.kind for r in every)), "by_status": dict(Counter(r.status for r in runs)),
-        "by_version": dict(versions), "workflows": names,
+        "by_kind": _sum_counts({c.kind: c.runs} for c in counts),
+        "by_status": _sum_counts({c.status: c.runs} for c in production), "by_version": dict(versions),
+        "workflows": names,
         "filters": "production runs only (kind=run) for lengths, outcomes and non-determinism; "
                    "replays and forks are counted in by_kind",
     }
-    attributions = []
-    for name in names:
-        attributions.extend(store.attributions(workflow=name))
-    granularity = {
-        "records": len(attributions), "by_method": dict(Counter(a.method for a in attributions)),
-        "by_granularity": dict(Counter(str(a.params.get("by", "step")) for a in attributions)),
-        "replay_step_executions": sum(a.cost for a in attributions),
-    }
+    steps, attempts = _trajectories(store, workflow)
+    outcome_doc, means = _outcomes(store, workflow, runs)
     with_baseline = sorted({s["id"] for d in definitions.values() for s in d.get("steps", []) if s.get("baseline")})
-    window = max(1, len(runs) // 10)
-    ordered_values = [latest_outcomes[r.run_id].value for r in runs if r.run_id in latest_outcomes]
-    baseline = {
-        "steps_with_baseline": with_baseline,
-        "early_mean_outcome": round(sum(ordered_values[:window]) / len(ordered_values[:window]), 4)
-        if ordered_values else None,
-        "recent_mean_outcome": round(sum(ordered_values[-window:]) / len(ordered_values[-window:]), 4)
-        if ordered_values else None,
-        "window_runs": window,
-    }
     return ChecklistReport(
-        workflow=workflow, generated_at=iso(now or time.time()) or "", runs=len(runs),
-        trajectory_steps=distribution([float(steps_per_run[r.run_id]) for r in runs]),
-        trajectory_attempts=distribution([float(attempts_per_run[r.run_id]) for r in runs]),
-        outcomes=outcome_doc, nondeterminism=nondeterminism(history), composition=composition,
-        granularity=granularity, baseline=baseline)
+        workflow=workflow, generated_at=iso(now or time.time()) or "", runs=runs, trajectory_steps=steps,
+        trajectory_attempts=attempts, outcomes=outcome_doc,
+        nondeterminism=[n for name in names for n in nondeterminism(store.nondeterminism_counts(name),
+                                                                    f"{name}:" if len(names) > 1 else "")],
+        composition=composition, granularity=_granularity(store, names),
+        baseline={"steps_with_baseline": with_baseline, **means})

@@ -6,7 +6,9 @@ rate per day or week, and its share of the incorrect outcomes whose attribution 
 seed's "one metric to track from day one"). An alert fires when a step's pass rate drops by
 ``alert_drop`` points or more against the previous period (96% -> 89% is a 7-point drop).
 
-:func:`compute_stats` reads the store and returns a :class:`StatsReport` (pydantic); the CLI
+:func:`compute_stats` reads the store's aggregated rows (GROUP BY in the database; the rules
+for run periods, gate verdicts and whom an incorrect outcome blames are in
+:mod:`orchestrator.store.analytics`) and returns a :class:`StatsReport` (pydantic); the CLI
 prints it and the TUI dashboard renders the same model. Only runs of kind ``run`` count:
 replays and forks are not production traffic.
 """
@@ -15,17 +17,17 @@ from __future__ import annotations
 
 import re
 import time
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from orchestrator.documents import usage_totals
 from orchestrator.errors import InputError
-from orchestrator.jsonio import loads
-from orchestrator.records import AttributionView, OutcomeView, RunView, iso
-from orchestrator.store import StepHistoryRow, Store
+from orchestrator.records import iso
+from orchestrator.store import Store
+from orchestrator.store.analytics import OutcomeCounts, StepPeriodCounts
 
 PERIODS = ("day", "week")
 MAX_RUNS = 1_000_000
@@ -57,6 +59,14 @@ class StepStats(BaseModel):
     blamed_share: float = 0.0
     """Share of the workflow's incorrect outcomes attributed to this step."""
     trend: list[TrendPoint] = Field(default_factory=list)
+    attempts: int = 0
+    """Attempts of the step in the runs counted (every record, retries and skips included)."""
+    failures: int = 0
+    """Attempts that failed (an exception or a timeout)."""
+    gate_failures: int = 0
+    """Attempts whose gates stopped them (``gate_failed``)."""
+    retries: int = 0
+    """Attempts after the first."""
     model_calls: int = 0
     """Model calls of the step's LLM attempts in the runs counted (retries included)."""
     input_tokens: int = 0
@@ -124,7 +134,7 @@ def choose_workflow(store: Store, workflow: str | None) -> str:
     """The named workflow, or the only one with runs; else an InputError listing them."""
     if workflow is not None:
         return workflow
-    names = sorted({r.workflow for r in store.list_runs(kind="run", limit=MAX_RUNS)})
+    names = sorted({c.workflow for c in store.run_counts() if c.kind == "run"})
     if not names:
         raise InputError("no runs are stored yet; run a workflow first")
     if len(names) > 1:
@@ -132,139 +142,112 @@ def choose_workflow(store: Store, workflow: str | None) -> str:
     return names[0]
 
 
-def _attribution_for(outcome: OutcomeView, views: list[AttributionView]) -> AttributionView | None:
-    linked = [v for v in views if v.outcome_id == outcome.id]
-    chosen = linked or views
-    return chosen[-1] if chosen else None
-
-
 def compute_stats(store: Store, workflow: str | None = None, *, since: float | None = None, period: str = "week",
                   alert_drop: float = 5.0, min_runs: int = 1, now: float | None = None) -> StatsReport:
-    """The dashboard of one workflow (the only one stored when ``workflow`` is None)."""
+    """The dashboard of one workflow (the only one stored when ``workflow`` is None).
+
+    Two aggregate queries (see :mod:`orchestrator.store.analytics` for their rules): the cost grows
+    with the steps and periods shown, not with the runs stored.
+    """
     if period not in PERIODS:
         raise InputError(f"--period must be one of {list(PERIODS)}; got {period!r}")
     name = choose_workflow(store, workflow)
-    history = store.step_history(name)  # a run belongs to the window its first step started in
-    runs = sorted(store.list_runs(workflow=name, kind="run", limit=MAX_RUNS), key=lambda r: r.created_at)
-    return build_stats(name, runs, history, {r.run_id: store.outcomes(r.run_id) for r in runs},
-                       store.attributions(workflow=name), step_order=_step_order(store, runs), period=period,
-                       since=since, alert_drop=alert_drop, min_runs=min_runs, now=now)
+    return build_stats(name, store.step_period_counts(name, period=period, since=since),
+                       store.outcome_counts(name, period=period, since=since), step_order=_step_order(store, name),
+                       period=period, since=since, alert_drop=alert_drop, min_runs=min_runs, now=now)
 
 
-def _step_order(store: Store, runs: list[RunView]) -> list[tuple[str, str | None]]:
-    if not runs:
+def _step_order(store: Store, workflow: str) -> list[tuple[str, str | None]]:
+    """(step id, agent) in the order the newest run's definition declares them."""
+    newest = store.list_runs(workflow=workflow, kind="run", limit=1)
+    if not newest:
         return []
-    definition, _ = store.workflow_definition(runs[-1].workflow_id)
+    definition, _ = store.workflow_definition(newest[0].workflow_id)
     return [(s["id"], s.get("agent") or s["id"]) for s in definition.get("steps", [])]
 
 
-def _model_usage(history: list[StepHistoryRow], run_ids: set[str]) -> dict[str, dict[str, Any]]:
-    """Per step: model calls, tokens and cost of its executed LLM attempts in the counted runs."""
-    records: dict[str, list[dict[str, Any]]] = {}
-    for row in history:
-        if row.llm is not None and row.run_id in run_ids:
-            records.setdefault(row.step_id, []).append(loads(row.llm))
-    out: dict[str, dict[str, Any]] = {}
-    for step_id, calls in records.items():
-        totals = usage_totals(calls) or {}
-        out[step_id] = {"model_calls": totals.get("calls", 0), "input_tokens": totals.get("input_tokens", 0),
-                        "output_tokens": totals.get("output_tokens", 0), "cost": totals.get("cost")}
-    return out
+def _ordered_steps(rows: Sequence[StepPeriodCounts],
+                   step_order: Sequence[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
+    """The definition's steps, then steps only the records know, in order of their first record.
+
+    An agent comes from the definition, else from the records."""
+    agents: dict[str, str | None] = dict(step_order)
+    order = [sid for sid, _ in step_order]
+    for row in sorted(rows, key=lambda r: r.first_record):
+        if row.step_id not in agents:
+            order.append(row.step_id)
+            agents[row.step_id] = None
+        agents[row.step_id] = agents[row.step_id] or row.agent
+    return [(sid, agents[sid]) for sid in order]
 
 
-def build_stats(workflow: str, runs: list[RunView], history: list[StepHistoryRow],
-                outcomes: dict[str, list[OutcomeView]], attributions: list[AttributionView], *,
+def _model_usage(rows: Sequence[StepPeriodCounts]) -> dict[str, Any]:
+    """Model calls, tokens and cost of a step's executed LLM attempts; cost None when any price is unknown."""
+    attempts = sum(r.model_records for r in rows)
+    if not attempts:
+        return {}
+    priced = sum(r.priced_records for r in rows)
+    return {"model_calls": sum(r.model_calls for r in rows), "input_tokens": sum(r.input_tokens for r in rows),
+            "output_tokens": sum(r.output_tokens for r in rows),
+            "cost": round(sum(r.cost for r in rows), 8) if priced == attempts else None}
+
+
+def _rate(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def _step_stats(step_id: str, agent: str | None, rows: Sequence[StepPeriodCounts], labels: dict[float, tuple[str, str]],
+                incorrect_in: Counter[float], blamed_in: Counter[tuple[float, str | None]]) -> StepStats:
+    """One step's totals and trend from its rows per period, with the incorrect outcomes it was blamed for."""
+    by_start = {r.period_start: r for r in rows}
+    trend = []
+    for start in sorted(labels):
+        row, incorrect = by_start.get(start), incorrect_in[start]
+        if row is None and not incorrect:
+            continue
+        label, iso_start = labels[start]
+        point = TrendPoint(period=label, start=iso_start, incorrect=incorrect, blamed=blamed_in[(start, step_id)])
+        if row is not None:
+            point.runs, point.gated_runs = row.runs, row.gated_runs
+            point.gate_pass_rate = _rate(row.gate_passes, row.gated_runs)
+        point.blamed_share = _rate(point.blamed, incorrect)
+        trend.append(point)
+    gated, incorrect_total = sum(r.gated_runs for r in rows), sum(incorrect_in.values())
+    blamed = sum(n for (_, who), n in blamed_in.items() if who == step_id)
+    return StepStats(step_id=step_id, agent=agent, runs=sum(r.runs for r in rows), gated_runs=gated,
+                     gate_pass_rate=_rate(sum(r.gate_passes for r in rows), gated), blamed=blamed,
+                     blamed_share=_rate(blamed, incorrect_total) or 0.0, trend=trend,
+                     attempts=sum(r.attempts for r in rows), failures=sum(r.failures for r in rows),
+                     gate_failures=sum(r.gate_failures for r in rows), retries=sum(r.retries for r in rows),
+                     **_model_usage(rows))
+
+
+def build_stats(workflow: str, step_rows: Sequence[StepPeriodCounts], outcome_rows: Sequence[OutcomeCounts], *,
                 step_order: Sequence[tuple[str, str | None]] = (), period: str = "week", since: float | None = None,
                 alert_drop: float = 5.0, min_runs: int = 1, now: float | None = None) -> StatsReport:
-    """Pure: the dashboard from already-read runs, step history, outcomes and attribution records.
-
-    A run belongs to the period in which its first step started (its creation time if it has no
-    step records); with ``since``, runs whose steps all started earlier are left out.
-    """
-    started: dict[str, float] = {}
-    for row in history:
-        started[row.run_id] = min(started.get(row.run_id, row.started_at), row.started_at)
-    if since is not None:
-        runs = [r for r in runs if started.get(r.run_id, r.created_at) >= since]
-    run_ids = {r.run_id for r in runs}
-    run_period = {r.run_id: period_of(started.get(r.run_id, r.created_at), period) for r in runs}
-    # one observation per (run, step): did the first gated attempt pass?
-    seen: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in history:
-        if row.run_id not in run_ids:
-            continue
-        obs = seen.setdefault((row.run_id, row.step_id), {"agent": row.agent, "passed": None,
-                                                                  "started_at": row.started_at})
-        if obs["passed"] is None and row.gates_passed is not None:
-            obs["passed"] = bool(row.gates_passed)
-    # incorrect outcomes and whom their attribution blamed
-    by_run: dict[str, list[AttributionView]] = {}
-    for view in attributions:
-        by_run.setdefault(view.run_id, []).append(view)
-    blamed_of: dict[str, str | None] = {}
-    for run in runs:
-        found = outcomes.get(run.run_id) or []
-        if found and found[-1].correct is False:
-            chosen = _attribution_for(found[-1], by_run.get(run.run_id, []))
-            blamed_of[run.run_id] = chosen.blamed_step if chosen is not None else None
-    incorrect = len(blamed_of)
-    order = [sid for sid, _ in step_order]
-    agents = dict(step_order)
-    for _, sid in seen:
-        if sid not in agents:
-            order.append(sid)
-            agents[sid] = None
-    for (_, sid), obs in seen.items():
-        agents[sid] = agents.get(sid) or obs["agent"]
-
-    usage = _model_usage(history, run_ids)
-    periods = sorted({p for p in run_period.values()}, key=lambda p: p[1])
-    incorrect_in = {p[0]: 0 for p in periods}
-    for rid in blamed_of:
-        incorrect_in[run_period[rid][0]] += 1
-    steps: list[StepStats] = []
-    for sid in order:
-        points = {label: TrendPoint(period=label, start=start, incorrect=incorrect_in[label])
-                  for label, start in periods}
-        passes = gated = ran = 0
-        passes_in = {label: 0 for label in points}
-        for (rid, step_id), obs in seen.items():
-            if step_id != sid:
-                continue
-            label = run_period[rid][0]
-            points[label].runs += 1
-            ran += 1
-            if obs["passed"] is not None:
-                points[label].gated_runs += 1
-                gated += 1
-                if obs["passed"]:
-                    passes += 1
-                    passes_in[label] += 1
-        blamed_count = 0
-        for rid, who in blamed_of.items():
-            if who == sid:
-                blamed_count += 1
-                points[run_period[rid][0]].blamed += 1
-        trend = []
-        for label, point in points.items():
-            if point.gated_runs:
-                point.gate_pass_rate = round(passes_in[label] / point.gated_runs, 4)
-            if point.incorrect:
-                point.blamed_share = round(point.blamed / point.incorrect, 4)
-            if point.runs or point.incorrect:
-                trend.append(point)
-        steps.append(StepStats(step_id=sid, agent=agents.get(sid), runs=ran, gated_runs=gated,
-                               gate_pass_rate=round(passes / gated, 4) if gated else None, blamed=blamed_count,
-                               blamed_share=round(blamed_count / incorrect, 4) if incorrect else 0.0, trend=trend,
-                               **usage.get(sid, {})))
-    alerts = [a for s in steps if (a := _alert(s, alert_drop, min_runs)) is not None]
+    """Pure: the dashboard from the store's aggregated rows (per step and period, per outcome state)."""
+    starts = {r.period_start for r in step_rows} | {o.period_start for o in outcome_rows}
+    labels = {start: period_of(start, period) for start in starts}
+    incorrect_in: Counter[float] = Counter()
+    blamed_in: Counter[tuple[float, str | None]] = Counter()
+    for o in outcome_rows:
+        if o.incorrect:
+            incorrect_in[o.period_start] += o.runs
+            blamed_in[(o.period_start, o.blamed_step)] += o.runs
+    by_step: dict[str, list[StepPeriodCounts]] = {}
+    for row in step_rows:
+        by_step.setdefault(row.step_id, []).append(row)
+    steps = [_step_stats(sid, agent, by_step.get(sid, []), labels, incorrect_in, blamed_in)
+             for sid, agent in _ordered_steps(step_rows, step_order)]
+    incorrect = sum(incorrect_in.values())
+    unattributed = sum(n for (_, who), n in blamed_in.items() if who is None)
     distribution = {s.step_id: s.blamed_share for s in steps if s.blamed}
-    unattributed = sum(1 for who in blamed_of.values() if who is None)
     if unattributed:
         distribution["(unattributed)"] = round(unattributed / incorrect, 4)
     return StatsReport(workflow=workflow, period=period, since=iso(since), generated_at=iso(now or time.time()) or "",
-                       runs=len(runs), incorrect_outcomes=incorrect, unattributed=unattributed,
-                       blamed_distribution=distribution, steps=steps, alerts=alerts)
+                       runs=sum(o.runs for o in outcome_rows), incorrect_outcomes=incorrect,
+                       unattributed=unattributed, blamed_distribution=distribution, steps=steps,
+                       alerts=[a for s in steps if (a := _alert(s, alert_drop, min_runs)) is not None])
 
 
 def _alert(step: StepStats, drop: float, min_runs: int) -> Alert | None:

@@ -7,6 +7,10 @@ warnings; then retries and edits that recovered. Within a tier the earliest step
 when step 4 and step 7 both fail their gates, step 7 most likely faithfully processed step 4's
 mistake (a propagated error).
 
+Every attempt of every step is read (``orchestrator.attribution.signals``), so a failing gate or
+critic that a reviewer approved or edited counts, whatever records came after it; a critic's
+failing verdict counts against the critic and against the verified step it implicates.
+
 Confidence says how much the ranking can be trusted and why: it is high for a strong signal
 whose upstream steps are all checked by gates or critics, and it falls with every unchecked
 upstream step (an unchecked step earlier in the run could be the real source and would leave
@@ -17,11 +21,9 @@ no trace). With no signal at all nothing is blamed and confidence is 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from orchestrator import graph
 from orchestrator.attribution.result import AttributionResult, Candidate, agent_totals, save
+from orchestrator.attribution.signals import collect_signals
 from orchestrator.model import WorkflowSpec
 from orchestrator.records import OutcomeView, ReviewView, RunView, StepRecordView, iso
 from orchestrator.store import Store
@@ -31,96 +33,13 @@ TIERS = {3: "failed or overridden gate, critic, rejection or error", 2: "gate wa
 BASE_CONFIDENCE = {3: 0.9, 2: 0.7, 1: 0.4}
 
 
-@dataclass
-class Signal:
-    """One piece of recorded evidence against a step."""
-
-    kind: str
-    tier: int
-    detail: str
-    record_id: int | None = None
-    attempt: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "tier": self.tier, "detail": self.detail, "record_id": self.record_id,
-                "attempt": self.attempt}
-
-
-def _gate_text(rec: StepRecordView, *, include_critic: bool = False) -> str:
-    failed = [g for g in rec.failed_gates if include_critic or g.gate != "critic"]
-    return "; ".join(f"{g.gate}: {g.reason}" for g in failed)
-
-
-def collect_signals(spec: WorkflowSpec, records: list[StepRecordView],
-                    reviews: list[ReviewView]) -> dict[str, list[Signal]]:
-    """Every step's signals, from its attempts, the reviews of those attempts and the critics."""
-    by_record = {r.record_id: r for r in reviews}
-    per_step: dict[str, list[StepRecordView]] = {}
-    for rec in records:
-        per_step.setdefault(rec.step_id, []).append(rec)
-    signals: dict[str, list[Signal]] = {sid: [] for sid in spec.step_ids}
-    critic_ids = {s.id for s in spec.steps if s.type == "critic"}
-
-    for sid, recs in per_step.items():
-        if sid not in signals:
-            continue
-        latest = recs[-1]
-        for rec in recs:
-            is_latest = rec is latest
-            gates = _gate_text(rec)
-            review = by_record.get(rec.id)
-            if rec.status == "gate_failed" and gates:
-                if review is None:
-                    signals[sid].append(Signal("gate_failed", 3, f"failed {gates}; waiting for review",
-                                               rec.id, rec.attempt))
-                elif review.decision == "approve":
-                    signals[sid].append(Signal("approved_despite_failing", 3,
-                                               f"failed {gates}; approved by {review.reviewer}"
-                                               + (f" ({review.comment})" if review.comment else ""),
-                                               rec.id, rec.attempt))
-                elif review.decision == "reject":
-                    signals[sid].append(Signal("rejected", 3, f"failed {gates}; rejected by {review.reviewer}",
-                                               rec.id, rec.attempt))
-                elif review.decision == "edit" and review.forced:
-                    signals[sid].append(Signal("forced_edit", 3, f"failed {gates}; replaced by "
-                                               f"{review.reviewer} with an output that fails its gates too",
-                                               rec.id, rec.attempt))
-                elif review.decision == "edit":
-                    signals[sid].append(Signal("edited", 1, f"failed {gates}; output replaced by {review.reviewer}",
-                                               rec.id, rec.attempt))
-                else:
-                    signals[sid].append(Signal("retried", 1, f"failed {gates}; retried by {review.reviewer}",
-                                               rec.id, rec.attempt))
-            elif rec.status == "failed":
-                what = gates if rec.error_type == "GateFailed" and gates else (rec.error or "failed")
-                kind = "gate_failed" if rec.error_type == "GateFailed" else "error"
-                if is_latest:
-                    signals[sid].append(Signal(kind, 3, f"{what}; the run failed here", rec.id, rec.attempt))
-                else:
-                    signals[sid].append(Signal("retried", 1, f"attempt {rec.attempt}: {what}", rec.id, rec.attempt))
-            elif rec.status == "succeeded" and gates:
-                signals[sid].append(Signal("gate_warning", 2, f"failed {gates} (recorded as a warning)",
-                                           rec.id, rec.attempt))
-        # critics: a failing verdict is evidence against the steps it verifies
-        if sid in critic_ids:
-            verdict = next((g for g in latest.gates if g.gate == "critic"), None)
-            if verdict is not None and not verdict.passed:
-                review = by_record.get(latest.id)
-                how = f"; approved by {review.reviewer} despite it" if review and review.decision == "approve" else ""
-                kind = "critic_overridden" if how else "critic_failed"
-                for target in spec.step(sid).verifies:
-                    if target in signals:
-                        signals[target].append(Signal(kind, 3, f"critic {sid!r}: {verdict.reason}{how}",
-                                                      latest.id, latest.attempt))
-    return signals
-
-
 def _checked(spec: WorkflowSpec) -> set[str]:
-    """Steps with a quality signal: their own gates, or a critic that verifies them."""
+    """Steps with a quality signal: their own gates, or a critic that verifies them (a critic's
+    verdict is stored as its own gate, so a critic is checked too)."""
     checked = {s.id for s in spec.steps if s.gates}
     for s in spec.steps:
         if s.type == "critic":
-            checked |= set(s.verifies)
+            checked |= {s.id, *s.verifies}
     return checked
 
 
@@ -183,7 +102,7 @@ def backward_trace(spec: WorkflowSpec, run: RunView, records: list[StepRecordVie
         unchecked = [sid for sid in upstream if sid not in checked]
         factor = 1.0 if not upstream else 0.5 + 0.5 * (1 - len(unchecked) / len(upstream))
         confidence = round(BASE_CONFIDENCE[tier(top)] * factor, 3)
-        first = signals[top][0].detail if signals[top] else ""
+        first = next((s.detail for s in signals[top] if s.tier == tier(top)), "")  # its strongest signal
         why = [f"step {top!r} is the earliest step with the strongest signal ({TIERS[tier(top)]}): {first}"]
         others = [sid for sid in signalled[1:] if tier(sid) == tier(top)]
         if others:

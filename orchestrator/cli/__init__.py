@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from orchestrator.cli import attribution, inspecting, reviewing, running
+from orchestrator.cli import attribution, database, inspecting, reviewing, running
 from orchestrator.cli.common import quiet_stdout
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -21,6 +21,7 @@ for command in (running.validate, running.schema, running.run, running.resume, r
                 attribution.label, attribution.trace, attribution.attribute, attribution.replay, attribution.stats,
                 attribution.report):
     app.command()(command)
+app.add_typer(database.db, name="db")
 
 
 def main() -> None:

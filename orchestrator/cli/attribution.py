@@ -31,6 +31,8 @@ WorkflowOption = Annotated[str | None, typer.Option("--workflow", help="Only run
 
 def _evidence_note(method: str, candidate: dict[str, Any]) -> str:
     ev = candidate.get("evidence") or {}
+    if ev.get("blocked_by"):
+        return f"blocked by {ev['blocked_by']}: {ev.get('blocked_reason')}"
     if method == "trace":
         signals = ev.get("signals") or []
         if signals:
@@ -89,22 +91,45 @@ def label(run_id: Annotated[str, typer.Argument(help="Run id.")],
           reward: Annotated[float | None, typer.Option("--reward", help="A reward in [0, 1] instead of (or "
                                                                          "besides) correct/incorrect.")] = None,
           reason: Annotated[str | None, typer.Option("--reason", help="Why; stored with the label.")] = None,
+          reference: Annotated[Path | None, typer.Option("--reference", help="JSON file with the run's reference "
+                                                         "answer: stored, and the run scored again by its "
+                                                         "evaluator.")] = None,
           reviewer: ReviewerOption = None, as_json: JsonOption = False, db: DbOption = None) -> None:
-    """Record a human outcome for a finished run; an incorrect one is traced back to a step at once."""
+    """Record a human outcome for a finished run; an incorrect one is traced back to a step at once.
+
+    With ``--reference F`` (alone or besides a verdict) the run's reference answer is stored and the
+    workflow's evaluator scores the run again: a new evaluator outcome, its reason included.
+    """
     from orchestrator.errors import InputError
-    from orchestrator.labels import label_run
+    from orchestrator.labels import label_run, set_reference
 
     if correct and incorrect:
         raise InputError("--correct and --incorrect contradict each other; give one of them")
     verdict_given = True if correct else (False if incorrect else None)
+    answer = read_json_file(reference, "--reference") if reference is not None else None
     store = open_store(db)
+    rescored = set_reference(store, run_id, answer) if reference is not None else None
+    if rescored is not None and verdict_given is None and reward is None:
+        if as_json:
+            print_json({"run_id": run_id, "outcome_id": rescored.outcome_id, "value": rescored.value,
+                        "correct": rescored.correct, "evaluator_reason": rescored.evaluator_reason,
+                        "rescored": rescored.outcome_id is not None})
+            return
+        _print_rescore(rescored)
+        return
     result = label_run(store, run_id, correct=verdict_given, reward=reward, reason=reason, reviewer=reviewer)
     if as_json:
-        print_json({"run_id": result.run_id, "outcome_id": result.outcome_id, "value": result.value,
-                    "correct": result.correct, "blamed_step": result.blamed_step,
-                    "confidence": result.confidence, "attribution_id": result.attribution_id,
-                    "explanation": result.explanation})
+        doc = {"run_id": result.run_id, "outcome_id": result.outcome_id, "value": result.value,
+               "correct": result.correct, "blamed_step": result.blamed_step,
+               "confidence": result.confidence, "attribution_id": result.attribution_id,
+               "explanation": result.explanation}
+        if rescored is not None:
+            doc["evaluator"] = {"outcome_id": rescored.outcome_id, "value": rescored.value,
+                                "correct": rescored.correct, "evaluator_reason": rescored.evaluator_reason}
+        print_json(doc)
         return
+    if rescored is not None:
+        _print_rescore(rescored)
     verdict = "correct" if result.correct else "incorrect"
     out.print(f"labelled run [bold]{result.run_id}[/] {verdict} (reward {result.value:.2f})", highlight=False)
     if result.correct:
@@ -119,6 +144,18 @@ def label(run_id: Annotated[str, typer.Argument(help="Run id.")],
     out.print(f"  details: `orchestrator trace {result.run_id}`; replay-based: "
               f"`orchestrator attribute {result.run_id} --method counterfactual`", highlight=False)
 
+
+
+def _print_rescore(rescored: Any) -> None:
+    """One line on what storing a reference did to the run's evaluator score."""
+    if rescored.outcome_id is None:
+        out.print(f"stored the reference of run [bold]{rescored.run_id}[/]; not scored: {escape(rescored.why_not)}",
+                  highlight=False, soft_wrap=True)
+        return
+    verdict = "correct" if rescored.correct else "incorrect"
+    why = f": {rescored.evaluator_reason}" if rescored.evaluator_reason else ""
+    out.print(f"stored the reference of run [bold]{rescored.run_id}[/]; evaluator score {rescored.value:.3f} "
+              f"{verdict}{escape(why)}", highlight=False, soft_wrap=True)
 
 
 @guarded
@@ -171,7 +208,9 @@ def replay(run_id: Annotated[str, typer.Argument(help="Run id.")],
     """Fork a new run: earlier steps reuse their records, STEP takes the output or re-runs, later steps re-run.
 
     The original run is not modified; the fork records its parent run and step. Gates run in
-    warn mode in a fork (verdicts stored, never a pause) and side-effecting steps reuse their output.
+    warn mode in a fork (verdicts stored, never a pause). Side-effecting steps never act: they call
+    their `simulate:` dry run, else reuse their recorded output while their inputs are unchanged, else
+    the fork stops there and says which step blocked it.
     """
     from orchestrator.attribution.methods import fork_run
     from orchestrator.attribution.replay import MISSING
@@ -188,7 +227,8 @@ def replay(run_id: Annotated[str, typer.Argument(help="Run id.")],
         how = "the given output" if output is not None else "a re-execution"
         out.print(f"forked run {run_id} at step {escape(from_step)} with {how}", highlight=False)
     status: RunStatus = "succeeded" if evaluation.status == "succeeded" else "failed"
-    report_result(store, RunResult(evaluation.run_id or "", status, output=evaluation.output), as_json)
+    report_result(store, RunResult(evaluation.run_id or "", status, output=evaluation.output,
+                                   failed_steps=evaluation.failed_steps, error=evaluation.error), as_json)
 
 
 
@@ -267,7 +307,9 @@ def report(workflow: WorkflowOption = None, as_json: JsonOption = False, db: DbO
     ]
     for s in doc["nondeterminism"]:
         rate = f"{s['rate']:.0%}" if s["rate"] is not None else "no repeated inputs"
-        lines.append(f"   {escape(s['step_id'])}: {rate} ({s['varied']} of {s['repeated_inputs']} repeated inputs)")
+        uncovered = f"; {s['not_covered']} runs stored without digests, not covered" if s.get("not_covered") else ""
+        lines.append(f"   {escape(s['step_id'])}: {rate} ({s['varied']} of {s['repeated_inputs']} repeated inputs"
+                     f"{uncovered})")
     c, g, b = doc["composition"], doc["granularity"], doc["baseline"]
     lines += [
         f"4. composition: by kind {c['by_kind']}; by status {c['by_status']}; versions {c['by_version']}",

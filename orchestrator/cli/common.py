@@ -72,7 +72,7 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as exc:
             if os.environ.get("ORCHESTRATOR_DEBUG"):
                 raise
-            db_error = type(exc).__module__.startswith("sqlalchemy")
+            db_error = type(exc).__module__.startswith(("sqlalchemy", "sqlite3"))
             text = str(exc)
             if db_error and ("database disk image is malformed" in text or "file is not a database" in text):
                 fail(f"the database {_opened or 'in use'} is corrupt (or not a SQLite database): "

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from orchestrator.cli.common import STATUS_STYLE, DbOption, JsonOption, guarded, open_store, out, print_json
+from orchestrator.cli.common import STATUS_STYLE, DbOption, JsonOption, err, guarded, open_store, out, print_json
+from orchestrator.cli.fixes import print_critic_fixes, print_superseded
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from orchestrator.records import StepRecordView
 
 
 def _age(ts: float) -> str:
@@ -24,32 +33,73 @@ def _age(ts: float) -> str:
 @guarded
 def runs(status: Annotated[str | None, typer.Option("--status", help="Only runs in this state.")] = None,
          workflow: Annotated[str | None, typer.Option("--workflow", help="Only runs of this workflow.")] = None,
+         outcome: Annotated[str | None, typer.Option("--outcome", help="correct | incorrect: by the run's latest "
+                                                                       "outcome.")] = None,
+         blamed: Annotated[str | None, typer.Option("--blamed", help="Only runs whose latest attribution blamed "
+                                                                     "this step.")] = None,
+         since: Annotated[str | None, typer.Option("--since", help="Created since: 2026-11-01, an ISO datetime, "
+                                                                   "or 2h / 7d / 2w.")] = None,
+         kind: Annotated[str, typer.Option("--kind", help="original | replay | counterfactual")] = "original",
+         limit: Annotated[int, typer.Option("--limit", help="Runs per page.")] = 50,
+         offset: Annotated[int, typer.Option("--offset", help="Runs to skip (newest first).")] = 0,
          as_json: JsonOption = False, db: DbOption = None) -> None:
-    """List runs, newest first."""
-    from orchestrator.documents import runs_document
-    from orchestrator.errors import InputError
-    from orchestrator.model import RunStatus
+    """List runs, newest first, for triage: outcome, where a paused run waits and why, blame, model cost."""
+    from orchestrator.documents import runs_page_document
+    from orchestrator.listing import run_query
 
-    valid = RunStatus.__args__  # type: ignore[attr-defined]
-    if status is not None and status not in valid:
-        raise InputError(f"--status {status!r} is not a run status; choose from {list(valid)}")
+    query = run_query(status=status, workflow=workflow, outcome=outcome, blamed=blamed, since=since, kind=kind,
+                      limit=limit, offset=offset)
     store = open_store(db, create=False)
-    docs = runs_document(store, status=status, workflow=workflow)
+    page, docs = runs_page_document(store, query)
     if as_json:
         print_json(docs)
+        if page.more:
+            err.print(page.range_note(), highlight=False)
         return
+    out.print(runs_table(docs), soft_wrap=False)
+    if page.more or page.offset:
+        out.print(page.range_note(), highlight=False)
+
+
+def outcome_text(doc: dict[str, Any]) -> str:
+    """``0.25 incorrect`` / ``1.00 correct`` / empty when the run has no outcome."""
+    if doc.get("outcome") is None:
+        return ""
+    verdict = {True: " correct", False: " incorrect"}.get(doc.get("correct"), "")  # type: ignore[arg-type]
+    return f"{doc['outcome']:.2f}{verdict}"
+
+
+def runs_table(docs: list[dict[str, Any]]) -> Table:
+    """The ``runs`` table of ``runs_page_document`` rows; tokens and cost only when a listed run called a model."""
+    from datetime import datetime
+
     from rich.table import Table
 
+    models = any(d.get("llm") for d in docs)
     table = Table()
-    for col in ("run", "workflow", "status", "age", "waiting at"):
-        table.add_column(col)
-    from orchestrator.review import waiting_records
-
-    for view in store.list_runs(status=status, workflow=workflow):
-        waiting = ", ".join(r.step_id for r in waiting_records(store, view.run_id)) if view.status == "paused" else ""
-        style = STATUS_STYLE.get(view.status, "")
-        table.add_row(view.run_id, view.workflow, f"[{style}]{view.status}[/]", _age(view.created_at), waiting)
-    out.print(table)
+    for col in ("run", "workflow", "status", "age", "outcome", "waiting at", "gate reason", "blamed"):
+        if col in ("run", "status", "age", "outcome"):  # never cut: a run id is what the reader copies
+            table.add_column(col, no_wrap=True)
+        else:
+            table.add_column(col, overflow="fold", ratio=2 if col == "gate reason" else None)
+    if models:
+        table.add_column("tokens", justify="right")
+        table.add_column("cost", justify="right")
+    for d in docs:
+        style = STATUS_STYLE.get(d["status"], "")
+        correct = {True: "green", False: "red"}.get(d.get("correct"), "")  # type: ignore[arg-type]
+        result = outcome_text(d)
+        cells = [d["run_id"], escape(d["workflow"]), f"[{style}]{d['status']}[/]",
+                 _age(datetime.fromisoformat(d["created_at"]).timestamp()),
+                 f"[{correct}]{result}[/]" if correct and result else result,
+                 escape(", ".join(d.get("waiting_steps") or [])), escape(d.get("gate_reason") or ""),
+                 escape(d.get("blamed_step") or "")]
+        if models:
+            usage = d.get("llm")
+            cost = "" if not usage else ("unknown" if usage["cost"] is None else f"${usage['cost']:.4f}")
+            cells += [f"{usage['input_tokens']}/{usage['output_tokens']}" if usage else "", cost]
+        table.add_row(*cells)
+    return table
 
 
 def _preview(value: Any, width: int = 48) -> str:
@@ -58,8 +108,80 @@ def _preview(value: Any, width: int = 48) -> str:
 
 
 
+NARROW = 110
+"""Below this many columns ``show`` prints one block per step instead of a table."""
+
+
+def step_note(step: dict[str, Any], width: int | None = 48) -> str:
+    """A step's error, else its output as JSON (cut to ``width`` characters; None: in full), marked with
+    how the output came to be when a reviewer gave it, and with any gate it passed despite failing."""
+    from orchestrator.overrides import override_note
+
+    if step["error"]:
+        note = step["error"]
+    elif width is None:
+        note = json.dumps(step["output"], default=str) if step["output"] is not None else ""
+    else:
+        note = _preview(step["output"], width)
+    if step["origin"] != "executed":
+        note = f"[{step['origin']}] {note}"
+    override = override_note(step)
+    return f"{override} | {note}" if override else note
+
+
+def gate_marks(step: dict[str, Any]) -> str:
+    """``✓range ✗min_items``: each gate's verdict on the step (rich markup)."""
+    return " ".join(("[green]✓[/]" if g["passed"] else "[red]✗[/]") + escape(g["gate"]) for g in step["gates"])
+
+
+def print_steps(doc: dict[str, Any], console: Console) -> None:
+    """The steps of a ``show`` document: a table from ``NARROW`` columns up, else one block per step.
+
+    Narrow terminals cut each output to one line; output that is not a terminal (a pipe, a file)
+    is never cut.
+    """
+    if console.width >= NARROW:
+        console.print(steps_table(doc))
+    else:
+        print_step_blocks(doc, console, cut=console.is_terminal)
+
+
+def steps_table(doc: dict[str, Any]) -> Table:
+    """One row per step: id, agent, status, attempt, duration, gates, error or output preview."""
+    from rich.table import Table
+
+    table = Table(expand=True)
+    for col, kw in (("step", {}), ("agent", {}), ("status", {}), ("try", {"justify": "right"}),
+                    ("duration", {"justify": "right"}), ("gates", {}), ("error / output", {"ratio": 1})):
+        table.add_column(col, **kw)
+    for s in doc["steps"]:
+        st = STATUS_STYLE.get(s["status"], "")
+        table.add_row(s["step_id"], s["agent"], f"[{st}]{s['status']}[/]", str(s["attempt"]),
+                      f"{s['duration']:.3f}s", gate_marks(s), escape(step_note(s)))
+    return table
+
+
+def print_step_blocks(doc: dict[str, Any], console: Console, *, cut: bool) -> None:
+    """Each step as a few lines: id, status, agent, attempt and duration; its gates; its error or output
+    (with ``cut``, one line of the console's width)."""
+    for s in doc["steps"]:
+        st = STATUS_STYLE.get(s["status"], "")
+        console.print(f"[bold]{escape(s['step_id'])}[/]  [{st}]{s['status']}[/]  agent {escape(s['agent'])}  "
+                      f"try {s['attempt']}  {s['duration']:.3f}s", highlight=False)
+        if s["gates"]:
+            console.print(f"  gates: {gate_marks(s)}", highlight=False)
+        label = "  error: " if s["error"] else "  output: "
+        note = step_note(s, max(8, console.width - len(label)) if cut else None)
+        if cut:
+            console.print(label + escape(note), highlight=False, soft_wrap=False, overflow="ellipsis", no_wrap=True)
+        else:
+            console.print(label + escape(note), highlight=False, soft_wrap=True)  # never cut, never broken
+
+
 @guarded
-def show(run_id: str, as_json: JsonOption = False, db: DbOption = None) -> None:
+def show(run_id: str, as_json: JsonOption = False, db: DbOption = None,
+         traceback: Annotated[bool, typer.Option("--traceback", help="Also print the full traceback of every "
+                                                                    "failed attempt.")] = False) -> None:
     """One run, step by step, with gate results, reviews and outcomes."""
     from orchestrator.documents import run_document
 
@@ -68,27 +190,12 @@ def show(run_id: str, as_json: JsonOption = False, db: DbOption = None) -> None:
     if as_json:
         print_json(doc)
         return
-    from rich.table import Table
-
     style = STATUS_STYLE.get(doc["status"], "")
     out.print(f"run [bold]{doc['run_id']}[/]  workflow {doc['workflow']}  [{style}]{doc['status']}[/]",
               highlight=False)
     if doc.get("parent_run_id"):
         out.print(f"forked from {doc['parent_run_id']} at step {doc.get('parent_step')}", highlight=False)
-    table = Table(expand=True)
-    for col, kw in (("step", {}), ("agent", {}), ("status", {}), ("try", {"justify": "right"}),
-                    ("duration", {"justify": "right"}), ("gates", {}), ("error / output", {"ratio": 1})):
-        table.add_column(col, **kw)
-    for s in doc["steps"]:
-        st = STATUS_STYLE.get(s["status"], "")
-        gates = s["gates"]
-        gate_text = " ".join(("[green]✓[/]" if g["passed"] else "[red]✗[/]") + escape(g["gate"]) for g in gates)
-        note = s["error"] or _preview(s["output"])
-        if s["origin"] != "executed":
-            note = f"[{s['origin']}] {note}"
-        table.add_row(s["step_id"], s["agent"], f"[{st}]{s['status']}[/]", str(s["attempt"]),
-                      f"{s['duration']:.3f}s", gate_text, escape(note))
-    out.print(table)
+    print_steps(doc, out)
     for s in doc["steps"]:
         for g in s["gates"]:
             if not g["passed"]:
@@ -97,6 +204,8 @@ def show(run_id: str, as_json: JsonOption = False, db: DbOption = None) -> None:
                     extra = f" (verifies {', '.join(g['details']['verifies'])})"
                 out.print(f"[red]✗[/] {s['step_id']} / {escape(g['gate'])}{extra}: {escape(g['reason'])}",
                           highlight=False, soft_wrap=True)
+    print_critic_fixes(store, run_id)
+    print_superseded(doc)
     for r in doc["reviews"]:
         out.print(f"review: {r['decision']} {r['step_id']} by {r['reviewer']} at {r['created_at']}"
                   + (" (forced)" if r["forced"] else "") + (f": {escape(r['comment'])}" if r["comment"] else ""),
@@ -104,6 +213,8 @@ def show(run_id: str, as_json: JsonOption = False, db: DbOption = None) -> None:
     for o in doc["outcomes"]:
         verdict = "correct" if o["correct"] else ("incorrect" if o["correct"] is False else "")
         out.print(f"outcome: {o['value']:.3f} {verdict} ({o['source']}, {o['termination']})", highlight=False)
+        if o.get("evaluator_reason"):
+            out.print(f"  why: {escape(o['evaluator_reason'])}", highlight=False, soft_wrap=True)
     if doc["status"] == "succeeded":
         out.print(f"output: {escape(_preview(doc['output'], 400))}", highlight=False, soft_wrap=True)
     if doc.get("llm"):
@@ -113,5 +224,19 @@ def show(run_id: str, as_json: JsonOption = False, db: DbOption = None) -> None:
                   highlight=False)
     if doc.get("error"):
         out.print(f"error: {escape(doc['error'])}", highlight=False, soft_wrap=True)
+    if traceback:
+        print_tracebacks(store.step_records(run_id))
+
+
+def print_tracebacks(records: Sequence[StepRecordView]) -> None:
+    """The stored traceback of every failed attempt, oldest first (``show --traceback``)."""
+    failed = [r for r in records if r.status == "failed" and r.error_type != "GateFailed"]
+    if not failed:
+        out.print("no failed attempts: no tracebacks", highlight=False)
+    for rec in failed:
+        out.print(f"\n[bold]traceback of {escape(rec.step_id)}[/] attempt {rec.attempt} (record {rec.id}): "
+                  f"{escape(rec.error or '')}", highlight=False, soft_wrap=True)
+        out.print(escape(rec.traceback.rstrip()) if rec.traceback else "  (no traceback stored: the failure was not "
+                  "an exception raised by the step, or it timed out)", highlight=False, soft_wrap=True)
 
 

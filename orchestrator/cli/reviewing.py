@@ -23,7 +23,22 @@ from orchestrator.cli.running import Progress, report_result
 from orchestrator.threads import DEFAULT_CONCURRENCY
 
 if TYPE_CHECKING:
-    from orchestrator.store import Store
+    from orchestrator.store import Lease, Store
+
+FixStepOption = Annotated[str | None, typer.Option(
+    "--step", help="The paused step (needed when several wait), or any completed step of a paused or failed run "
+                   "to fix at the cause: its completed descendants are superseded and run again.")]
+RerunSideEffectsOption = Annotated[bool, typer.Option(
+    "--rerun-side-effects", help="Accept that fixing a completed step runs again descendants with side effects "
+                                 "that already ran; the choice is recorded in the review.")]
+
+
+def _lease(run_id: str) -> Lease:
+    """The lease a continuing decision claims in its own transaction, so the run cannot be taken between."""
+    from orchestrator.executor import new_lease
+
+    return new_lease(run_id)
+
 
 def _continue_after(store: Store, decision: Any, as_json: bool, max_concurrency: int) -> None:
     from orchestrator.runner import continue_run
@@ -31,11 +46,14 @@ def _continue_after(store: Store, decision: Any, as_json: bool, max_concurrency:
 
     out.print(f"{decision.decision} recorded for step {decision.step_id!r} of run {decision.run_id}",
               highlight=False)
+    if decision.superseded:
+        out.print(f"superseded (kept, and run again now): {', '.join(decision.superseded)}", highlight=False)
     if not decision.continue_run:
         report_result(store, RunResult(decision.run_id, store.get_run(decision.run_id).status), as_json)
     progress = Progress(enabled=not as_json)
     with progress:
-        result = continue_run(store, decision.run_id, max_concurrency=max_concurrency, on_event=progress)
+        result = continue_run(store, decision.run_id, max_concurrency=max_concurrency, on_event=progress,
+                              lease=decision.lease)
     report_result(store, result, as_json)
 
 
@@ -47,19 +65,21 @@ def approve(run_id: str, step: StepOption = None, comment: CommentOption = None,
     from orchestrator import review
 
     store = open_store(db)
-    _continue_after(store, review.approve(store, run_id, step=step, reviewer=reviewer, comment=comment),
-                    as_json, max_concurrency)
+    _continue_after(store, review.approve(store, run_id, step=step, reviewer=reviewer, comment=comment,
+                                          lease=_lease(run_id)), as_json, max_concurrency)
 
 
 @guarded
-def retry(run_id: str, step: StepOption = None, comment: CommentOption = None, reviewer: ReviewerOption = None,
-          as_json: JsonOption = False,
-            max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY, db: DbOption = None) -> None:
-    """Run the paused step again (it sees the failed gates as ctx.gate_feedback) and continue."""
+def retry(run_id: str, step: FixStepOption = None, comment: CommentOption = None, reviewer: ReviewerOption = None,
+          rerun_side_effects: RerunSideEffectsOption = False, as_json: JsonOption = False,
+          max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY, db: DbOption = None) -> None:
+    """Run the paused step again (it sees the failed gates as ctx.gate_feedback), or any completed step
+    and its descendants, and continue."""
     from orchestrator import review
 
     store = open_store(db)
-    _continue_after(store, review.retry(store, run_id, step=step, reviewer=reviewer, comment=comment),
+    _continue_after(store, review.retry(store, run_id, step=step, reviewer=reviewer, comment=comment,
+                                        rerun_side_effects=rerun_side_effects, lease=_lease(run_id)),
                     as_json, max_concurrency)
 
 
@@ -76,18 +96,20 @@ def reject(run_id: str, step: StepOption = None, comment: CommentOption = None, 
 @guarded
 def edit(run_id: str,
          output: Annotated[Path, typer.Option("--output", help="JSON file with the replacement output.")],
-         step: StepOption = None, comment: CommentOption = None, reviewer: ReviewerOption = None,
+         step: FixStepOption = None, comment: CommentOption = None, reviewer: ReviewerOption = None,
          force: Annotated[bool, typer.Option("--force", help="Accept an output that fails the step's gates; "
                                                          "the override is recorded.")] = False,
-         as_json: JsonOption = False,
-            max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY, db: DbOption = None) -> None:
-    """Replace the paused step's output (it must pass the step's gates) and continue."""
+         rerun_side_effects: RerunSideEffectsOption = False, as_json: JsonOption = False,
+         max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY, db: DbOption = None) -> None:
+    """Replace the output of the paused step, or of any completed step (its descendants run again), and
+    continue. The output must pass the step's gates."""
     from orchestrator import review
 
     value = read_json_file(output, "--output")
     store = open_store(db)
     _continue_after(store, review.edit(store, run_id, value, step=step, reviewer=reviewer, comment=comment,
-                                       force=force), as_json, max_concurrency)
+                                       force=force, rerun_side_effects=rerun_side_effects, lease=_lease(run_id)),
+                    as_json, max_concurrency)
 
 
 @guarded

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -18,12 +20,14 @@ from orchestrator.cli.common import (
     OtelOption,
     err,
     exit_code,
+    fail,
     guarded,
     open_store,
     out,
     print_json,
     read_json_file,
 )
+from orchestrator.cli.fixes import print_critic_fixes
 from orchestrator.threads import DEFAULT_CONCURRENCY
 
 if TYPE_CHECKING:
@@ -123,6 +127,20 @@ class Progress:
             self.live.update(self._table())
 
 
+@contextmanager
+def resumable_on_interrupt(progress: Progress) -> Iterator[None]:
+    """Ctrl-C stops the execution at once (steps in flight are abandoned, unrecorded) and its lease is
+    handed back; this names the run and how to continue it, and exits 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        run_id = progress.run_id
+        if run_id is None:
+            fail("interrupted before the run started", 130)
+        fail(f"interrupted; run {run_id} is resumable: `orchestrator resume {run_id}` finishes it without "
+             "re-running its completed steps", 130)
+
+
 def report_result(store: Store, result: RunResult, as_json: bool) -> None:
     """Print a finished (or paused) run and exit with its code."""
     from orchestrator.documents import run_document
@@ -140,8 +158,11 @@ def report_result(store: Store, result: RunResult, as_json: bool) -> None:
                               soft_wrap=True)
             out.print(f"  review with `orchestrator review` or `orchestrator approve|edit|retry|reject "
                       f"{result.run_id}`", highlight=False)
+            print_critic_fixes(store, result.run_id)
         elif result.status == "failed":
             out.print(f"  {escape(result.error or '')}", highlight=False, soft_wrap=True)
+            out.print(f"  `orchestrator resume {result.run_id}` retries the failed step; `orchestrator edit|retry "
+                      f"{result.run_id} --step STEP` fixes a completed step upstream of it", highlight=False)
         elif result.status == "succeeded":
             text = json.dumps(result.output, default=str)
             out.print(f"  output: {escape(text[:400])}{'...' if len(text) > 400 else ''}", highlight=False,
@@ -160,15 +181,20 @@ def run(
     file: Annotated[Path, typer.Argument(help="Workflow file (.yaml or .py).")],
     input: Annotated[list[str] | None, typer.Option("--input", "-i", help="key=value, converted to the "
                                                      "declared type; repeatable.")] = None,
-    input_file: Annotated[Path | None, typer.Option("--input-file", help="JSON object of inputs.")] = None,
+    input_file: Annotated[Path | None, typer.Option("--input-file", help="JSON object of inputs; a .jsonl file "
+                                                     "(one object per line) starts one run per line.")] = None,
     as_json: JsonOption = False,
     max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY,
     queue: Annotated[bool, typer.Option("--queue", help="Only enqueue the run; `orchestrator worker` "
                                                      "executes it.")] = False,
+    parallel: Annotated[int, typer.Option("--parallel", min=1, help="With a .jsonl --input-file: runs executed "
+                                                                   "at once.")] = 16,
     otel: OtelOption = None,
+    reference: Annotated[Path | None, typer.Option("--reference", help="JSON file with the run's reference "
+                                                   "answer, for an evaluator that declares `reference`.")] = None,
     db: DbOption = None,
 ) -> None:
-    """Run a workflow to its end or to its first pause for review."""
+    """Run a workflow to its end or to its first pause for review (or one run per line of a .jsonl file)."""
     from orchestrator.errors import InputError
     from orchestrator.inputs import parse_pairs, resolve_inputs
     from orchestrator.runner import start_run, wait_for_review_timeouts
@@ -177,25 +203,38 @@ def run(
     workflow = load_workflow(file)
     given: dict[str, Any] = {}
     if input_file is not None:
+        from orchestrator.cli.bulk import bulk_run, is_bulk
+
+        if is_bulk(input_file):
+            if reference is not None:
+                raise InputError("--reference gives one run's reference answer; it does not apply to a file of "
+                                 "many runs (label each run with `orchestrator label RUN --reference F`)")
+            bulk_run(workflow, input_file, parse_pairs(input or []), db=db, as_json=as_json, parallel=parallel,
+                     max_concurrency=max_concurrency, queue=queue, otel=otel)
+            return
         loaded = read_json_file(input_file, "--input-file")
         if not isinstance(loaded, dict):
             raise InputError(f"--input-file {input_file} must hold a JSON object of inputs")
         given.update(loaded)
     given.update(parse_pairs(input or []))
     resolve_inputs(workflow.spec, given)  # fail on bad inputs before anything is stored
+    answer = read_json_file(reference, "--reference") if reference is not None else None
     store = open_store(db)
     if queue:
         from orchestrator.runner import enqueue_run
 
         run_id = enqueue_run(store, workflow, given)
+        if answer is not None:
+            store.set_reference(run_id, answer)
         if as_json:
             print_json(store.get_run(run_id).summary_json())
         else:
             out.print(f"run [bold]{run_id}[/] queued", highlight=False)
         return
     progress = Progress(enabled=not as_json)
-    with progress:
-        result = start_run(store, workflow, given, max_concurrency=max_concurrency, on_event=progress, otel=otel)
+    with resumable_on_interrupt(progress), progress:
+        result = start_run(store, workflow, given, max_concurrency=max_concurrency, on_event=progress, otel=otel,
+                           reference=answer)
         result = wait_for_review_timeouts(store, result, max_concurrency=max_concurrency, on_event=progress)
     report_result(store, result, as_json)
 
@@ -218,7 +257,7 @@ def resume(run_id: Annotated[str, typer.Argument(help="Run id.")], as_json: Json
     if status in ("rejected", "succeeded"):
         report_result(store, RunResult(run_id, status, output=run_view.output), as_json)
     progress = Progress(enabled=not as_json)
-    with progress:
+    with resumable_on_interrupt(progress), progress:
         result = continue_run(store, run_id, max_concurrency=max_concurrency, on_event=progress, otel=otel)
     report_result(store, result, as_json)
 
@@ -229,11 +268,17 @@ def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queu
            max_runs: Annotated[int | None, typer.Option("--max-runs", min=1, help="Exit after this many runs.")]
            = None,
            max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY,
+           concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Runs executed at once, each "
+                                                    "under its own lease.")] = 1,
            recover: Annotated[bool, typer.Option("--recover/--no-recover", help="Also take over interrupted runs "
                                                  "(their executor died).")] = True,
            db: DbOption = None) -> None:
-    """Claim and execute queued runs from a shared database (run several for more throughput)."""
-    from orchestrator.runner import work
+    """Claim and execute queued runs from a shared database (run several for more throughput).
+
+    SIGTERM or Ctrl-C drains: no more claims, the steps in flight finish and are recorded, unfinished
+    runs are handed back (resumable at once), exit 0; a second signal stops at once (exit 130).
+    """
+    from orchestrator.worker import work
 
     store = open_store(db)
 
@@ -241,8 +286,22 @@ def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queu
         style = STATUS_STYLE.get(result.status, "")
         out.print(f"run {result.run_id} [{style}]{result.status}[/]", highlight=False)
 
-    count = work(store, once=once, poll=poll, max_runs=max_runs, max_concurrency=max_concurrency,
-                 on_result=report, recover=recover)
-    err.print(f"worker done: {count} run(s) executed", highlight=False)
+    def stopping(signal_name: str, runs: int) -> None:
+        err.print(f"{signal_name}: draining {runs} run(s): the steps in flight finish, then their runs are handed "
+                  "back; send it again to stop at once", highlight=False, soft_wrap=True)
+
+    summary = work(store, once=once, poll=poll, max_runs=max_runs, concurrency=concurrency,
+                   max_concurrency=max_concurrency, on_result=report, recover=recover, stop_on_signals=True,
+                   on_stopping=stopping)
+    if summary.signal is None:
+        err.print(f"worker done: {summary.executed} run(s) executed", highlight=False)
+        return
+    how = "at once by a second signal (steps in flight abandoned)" if summary.forced else f"by {summary.signal}"
+    back = f" ({', '.join(summary.handed_back)}: `orchestrator resume RUN` or any worker continues them)" \
+        if summary.handed_back else ""
+    err.print(f"worker stopped {how}: {summary.executed} run(s) executed, {len(summary.handed_back)} handed back"
+              f"{back}", highlight=False, soft_wrap=True)
+    if summary.forced:
+        raise typer.Exit(130)
 
 

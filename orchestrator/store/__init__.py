@@ -2,7 +2,8 @@
 
 ==========================  ===================================================================
 ``sqlite:///path/to/db``    :class:`~orchestrator.store.sqlite.SqliteStore`, the embedded default
-                            (``?synchronous=full`` for an fsync per commit)
+                            (``?synchronous=full`` for an fsync per commit); a plain path
+                            (``./runs.db``, no ``://``) means the same
 ``postgresql://...``        :class:`~orchestrator.store.sql.SqlStore` on psycopg 3; several
                             workers on several hosts may share it
 ``memory://``               :class:`~orchestrator.store.memory.MemoryStore`: tests and throwaway
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from orchestrator.store.base import (
     UNCHANGED,
@@ -38,7 +40,13 @@ def default_url() -> str:
 
 
 def normalize_url(url: str) -> str:
-    """Accept plain ``postgresql://`` URLs and select the psycopg 3 driver for them."""
+    """Accept plain ``postgresql://`` URLs (selecting the psycopg 3 driver) and plain file paths.
+
+    A value without ``://`` is a path to a SQLite database (``--db ./runs.db``, ``--db /tmp/x.db``):
+    nobody should have to know SQLAlchemy's ``sqlite:///`` spelling to name a file.
+    """
+    if "://" not in url:
+        return f"sqlite:///{Path(url).expanduser()}"
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix):]

@@ -21,6 +21,16 @@ from typing import Any
 
 from orchestrator.errors import LeaseLostError, ReviewError
 from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView, iso
+from orchestrator.store.analytics import (
+    AttributionCounts,
+    NondeterminismCounts,
+    OutcomeCounts,
+    OutcomeSummary,
+    RunCounts,
+    StepPeriodCounts,
+    TrajectoryCounts,
+)
+from orchestrator.store.triage import RunPage, RunQuery
 
 UNCHANGED: Any = object()
 """Sentinel for :meth:`Store.set_run_status`: leave the owner column as it is."""
@@ -69,6 +79,12 @@ class NewStepRecord:
     """JSON text of the attempt's model call record, for LLM steps."""
     lease_token: str | None = None
     """When set, the record is written only while the run's lease has this token (else LeaseLostError)."""
+    inputs_digest: str | None = None
+    """Set by the store as it writes the record (``orchestrator.store.digests``); a caller's value is replaced."""
+    output_digest: str | None = None
+    """Set by the store as it writes the record, like ``inputs_digest``."""
+    traceback: str | None = None
+    """The full traceback of a failed attempt; ``error_message`` keeps the one-line error."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +113,8 @@ class NewReview:
     output_before: Any
     output_after: Any = None
     forced: bool = False
+    rerun_side_effects: bool | None = None
+    """Set on a fix of an upstream step: whether re-running steps with side effects was accepted."""
 
 
 @dataclass(slots=True)
@@ -110,6 +128,8 @@ class NewOutcome:
     termination: str
     reason: str | None = None
     reviewer: str | None = None
+    evaluator_reason: str | None = None
+    """Why the evaluator gave this score (an evaluator outcome whose evaluator returned a reason)."""
 
 
 @dataclass(slots=True)
@@ -221,6 +241,10 @@ class Store(ABC):
         """Remember the run's OpenTelemetry trace id."""
 
     @abstractmethod
+    def set_reference(self, run_id: str, reference: Any) -> None:
+        """Store the run's reference answer (JSON data) for its outcome evaluator, replacing any earlier one."""
+
+    @abstractmethod
     def claim_queued_run(self, lease: Lease) -> str | None:
         """Atomically take the oldest queued run under ``lease`` (its run_id is ignored); None when none is queued."""
 
@@ -244,6 +268,11 @@ class Store(ABC):
     def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
                   limit: int = 1000) -> list[RunView]:
         """Runs, newest first."""
+
+    @abstractmethod
+    def triage_runs(self, query: RunQuery) -> RunPage:
+        """One page of runs, newest first, with outcome, blamed step and waiting step; the rules are in
+        :mod:`orchestrator.store.triage`. A fixed number of queries per page, never one per run."""
 
     @abstractmethod
     def child_runs(self, run_id: str) -> list[RunView]:
@@ -275,11 +304,19 @@ class Store(ABC):
 
     @abstractmethod
     def decide(self, review: NewReview, *, new_records: Sequence[NewStepRecord] = (),
-               run_status: str = "running") -> int:
+               run_status: str = "running", lease: Lease | None = None, supersede: Sequence[int] = (),
+               from_statuses: Sequence[str] = ("paused",)) -> int:
         """Store a review, its new records, and move the run out of ``paused``, in one transaction.
 
         Exactly one decision per paused record is ever stored: a second one, or one for a run
         that is no longer paused, raises ReviewError and stores nothing.
+
+        ``lease``: the decision also claims the run's lease for its continuation (the run becomes
+        ``running`` held by it), so no other process can start the run between the decision and
+        the continuation; when the lease cannot be taken, nothing is stored. ``supersede``: ids of
+        the run's records a fix of an upstream step replaces; each is marked with the review's id
+        (kept, never deleted). ``from_statuses``: the run states the decision applies to (a fix
+        also applies to a ``failed`` run).
         """
 
     @abstractmethod
@@ -303,6 +340,43 @@ class Store(ABC):
     @abstractmethod
     def attributions(self, run_id: str | None = None, *, workflow: str | None = None) -> list[AttributionView]:
         """Attribution records of a run or of a workflow's runs, oldest first."""
+
+    # -- analytics: aggregated rows whose number does not grow with the runs (orchestrator.store.analytics) --
+
+    @abstractmethod
+    def step_period_counts(self, workflow: str, *, period: str = "week",
+                           since: float | None = None) -> list[StepPeriodCounts]:
+        """Per step and ``day``/``week``: runs, gate verdicts, attempts, failures, retries, model usage.
+
+        Ordered by period, then by each step's first record. Runs starting before ``since`` are left out.
+        """
+
+    @abstractmethod
+    def outcome_counts(self, workflow: str, *, period: str = "week", since: float | None = None) -> list[OutcomeCounts]:
+        """Per period: production runs by outcome state, incorrect ones by the step their attribution blamed."""
+
+    @abstractmethod
+    def trajectory_counts(self, workflow: str | None) -> list[TrajectoryCounts]:
+        """How many production runs (of one workflow, or all) executed how many steps in how many attempts.
+
+        Runs without records count as zero steps in zero attempts; skipped records are left out."""
+
+    @abstractmethod
+    def outcome_summary(self, workflow: str | None, *, window: int = 1) -> OutcomeSummary:
+        """The latest outcome of each production run (of one workflow, or all), summed up, with the mean
+        reward of the first and last ``window`` scored runs in creation order."""
+
+    @abstractmethod
+    def run_counts(self, workflow: str | None = None) -> list[RunCounts]:
+        """Runs of every kind by workflow version, kind and shown status (of one workflow, or all)."""
+
+    @abstractmethod
+    def attribution_counts(self, workflow: str) -> list[AttributionCounts]:
+        """Attribution records of a workflow's runs by method and parameters, in order of first use."""
+
+    @abstractmethod
+    def nondeterminism_counts(self, workflow: str) -> list[NondeterminismCounts]:
+        """Per step of production runs: repeated inputs, how many gave varied outputs, records not covered."""
 
     @abstractmethod
     def count_rows(self) -> dict[str, int]:

@@ -18,9 +18,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orchestrator.store.aggregate as aggregate
 from orchestrator import jsonio
 from orchestrator.errors import NotFoundError, ReviewError
 from orchestrator.records import AttributionView, GateView, OutcomeView, ReviewView, RunView, StepRecordView
+from orchestrator.store.aggregate import AttributionFact, OutcomeFact, RecordFact, RunFact
+from orchestrator.store.analytics import (
+    AttributionCounts,
+    NondeterminismCounts,
+    OutcomeCounts,
+    OutcomeSummary,
+    RunCounts,
+    StepPeriodCounts,
+    TrajectoryCounts,
+)
 from orchestrator.store.base import (
     UNCHANGED,
     Lease,
@@ -34,6 +45,8 @@ from orchestrator.store.base import (
     lease_lost,
     shown_status,
 )
+from orchestrator.store.digests import RecordDigests
+from orchestrator.store.triage import RunPage, RunQuery, TriageRow
 
 TABLE_NAMES = ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions")
 """The keys of ``orchestrator.store.tables.TABLES``, in the same order (what ``count_rows`` reports)."""
@@ -75,6 +88,7 @@ class _Run:
     trace_id: str | None = None
     lease_token: str | None = None
     lease_expires_at: float | None = None
+    reference: str | None = None
     records: list[int] = field(default_factory=list)
     """Ids of the run's step records, in insertion order."""
 
@@ -115,6 +129,10 @@ class _Record:
     injected: str | None
     llm: str | None
     gates: list[_Gate] = field(default_factory=list)
+    superseded_by: int | None = None
+    inputs_digest: str | None = None
+    output_digest: str | None = None
+    traceback: str | None = None
 
 
 @dataclass(slots=True)
@@ -130,6 +148,7 @@ class _Review:
     output_after: str | None
     forced: bool
     created_at: float
+    rerun_side_effects: bool | None = None
 
 
 @dataclass(slots=True)
@@ -143,6 +162,7 @@ class _Outcome:
     reason: str | None
     reviewer: str | None
     created_at: float
+    evaluator_reason: str | None = None
 
 
 @dataclass(slots=True)
@@ -178,6 +198,7 @@ class MemoryStore(Store):
         self.reviewed_records: set[int] = set()
         self.outcomes_by_id: dict[int, _Outcome] = {}
         self.attributions_by_id: dict[int, _Attribution] = {}
+        self.digests = RecordDigests(self.stored_output_digests, size=0)
 
     def next_id(self, table: str) -> int:
         """The next primary key of a table (caller holds the lock); ids are never reused."""
@@ -262,6 +283,10 @@ class MemoryStore(Store):
         with self.lock:
             self.run_row(run_id).trace_id = trace_id
 
+    def set_reference(self, run_id: str, reference: Any) -> None:
+        with self.lock:
+            self.run_row(run_id).reference = jsonio.dumps(reference)
+
     def claim_queued_run(self, lease: Lease) -> str | None:
         with self.lock:
             for run in self.runs.values():  # dicts keep insertion order: oldest first
@@ -285,6 +310,42 @@ class MemoryStore(Store):
                     continue
                 out.append(run_view(run))
         return out
+
+    def triage_runs(self, query: RunQuery) -> RunPage:
+        with self.lock:
+            outcomes: dict[int, _Outcome] = {}
+            for o in self.outcomes_by_id.values():  # ids increase: the last one seen is the latest
+                outcomes[o.run_pk] = o
+            blamed: dict[int, str | None] = {a.run_pk: a.blamed_step for a in self.attributions_by_id.values()}
+            kept: list[TriageRow] = []
+            for run in reversed(self.runs.values()):
+                shown = shown_status(run.status, run.lease_expires_at)
+                outcome = outcomes.get(run.id)
+                correct = None if outcome is None else outcome.correct
+                if (query.status and shown != query.status) or (query.workflow and run.workflow != query.workflow) \
+                        or (query.kind and run.kind != query.kind) \
+                        or (query.since is not None and run.created_at < query.since) \
+                        or (query.outcome is not None and correct is not (query.outcome == "correct")) \
+                        or (query.blamed and blamed.get(run.id) != query.blamed):
+                    continue
+                kept.append(TriageRow(run_view(run), outcome_value=None if outcome is None else outcome.value,
+                                      outcome_correct=correct, blamed_step=blamed.get(run.id)))
+            page = kept[max(0, query.offset):max(0, query.offset) + max(0, query.limit)]
+            for row in page:
+                if row.run.status == "paused":
+                    self.fill_waiting(row)
+            return RunPage(page, len(kept), query.offset, query.limit)
+
+    def fill_waiting(self, row: TriageRow) -> None:
+        """A paused run's waiting steps and first failing gate reason (caller holds the lock)."""
+        latest: dict[str, _Record] = {}
+        for rid in self.runs[self.run_pks[row.run.run_id]].records:
+            latest[self.records[rid].step_id] = self.records[rid]
+        waiting = sorted((r for r in latest.values() if r.status == "gate_failed" and r.superseded_by is None
+                          and r.id not in self.reviewed_records), key=lambda r: (r.started_at, r.step_id))
+        row.waiting_steps = [r.step_id for r in waiting]
+        if waiting:
+            row.gate_reason = next((g.reason for g in waiting[0].gates if not g.passed), None)
 
     def child_runs(self, run_id: str) -> list[RunView]:
         with self.lock:
@@ -329,13 +390,15 @@ class MemoryStore(Store):
 
     def write_record(self, record: NewStepRecord, run: _Run) -> int:
         """Store a record and its gates (caller holds the lock and has checked everything)."""
+        self.digests.fill(record)
         pk = self.next_id("step_records")
         row = _Record(id=pk, run_pk=run.id, workflow_id=int(record.workflow_id), step_id=record.step_id,
                       step_type=record.step_type, agent=record.agent, attempt=int(record.attempt),
                       status=record.status, origin=record.origin, started_at=float(record.started_at),
                       ended_at=float(record.ended_at), inputs=record.inputs, output=record.output,
                       error_type=record.error_type, error_message=record.error_message, consumed=record.consumed,
-                      injected=record.injected, llm=record.llm)
+                      injected=record.injected, llm=record.llm, inputs_digest=record.inputs_digest,
+                      output_digest=record.output_digest, traceback=record.traceback)
         for g in record.gates:
             row.gates.append(_Gate(id=self.next_id("gate_results"), record_id=pk, run_pk=run.id,
                                    step_id=record.step_id, gate=g.gate, passed=bool(g.passed),
@@ -385,7 +448,8 @@ class MemoryStore(Store):
     # -- reviews ------------------------------------------------------------------------------
 
     def decide(self, review: NewReview, *, new_records: Sequence[NewStepRecord] = (),
-               run_status: str = "running") -> int:
+               run_status: str = "running", lease: Lease | None = None, supersede: Sequence[int] = (),
+               from_statuses: Sequence[str] = ("paused",)) -> int:
         """Every check comes before the first write, so a refused decision stores nothing."""
         before = jsonio.dumps(review.output_before)
         after = None if review.output_after is None else jsonio.dumps(review.output_after)
@@ -397,19 +461,28 @@ class MemoryStore(Store):
             if review.record_id not in self.records:
                 raise ReviewError(f"step record {review.record_id} ({review.step_id!r}) is not stored in run "
                                   f"{review.run_id}; see `orchestrator show {review.run_id}`")
-            if run.status != "paused":
-                raise ReviewError(f"run {review.run_id} is no longer paused (another decision is being applied); "
-                                  f"see `orchestrator show {review.run_id}`")
             now = time.time()
+            lease_free = lease is None or run.lease_token in (None, lease.token) or (run.lease_expires_at or 0) < now
+            stale = [pk for pk in set(supersede)
+                     if pk not in run.records or self.records[pk].superseded_by is not None]
+            if run.status not in set(from_statuses) or not lease_free or stale:
+                raise ReviewError(f"run {review.run_id} is no longer {' or '.join(from_statuses)} (another decision "
+                                  f"is being applied); see `orchestrator show {review.run_id}`")
             pk = self.next_id("reviews")
             self.reviews_by_id[pk] = _Review(id=pk, run_pk=run.id, record_id=review.record_id,
                                              step_id=review.step_id, decision=review.decision,
                                              reviewer=review.reviewer, comment=review.comment, output_before=before,
-                                             output_after=after, forced=bool(review.forced), created_at=now)
+                                             output_after=after, forced=bool(review.forced), created_at=now,
+                                             rerun_side_effects=review.rerun_side_effects)
             self.reviewed_records.add(review.record_id)
             for record in new_records:  # like the SQL stores: a decision's records belong to its run
                 self.write_record(record, run)
-            run.status, run.updated_at = run_status, now
+            for record_id in supersede:
+                self.records[record_id].superseded_by = pk
+            run.status, run.updated_at, run.error = run_status, now, None  # a fixed failed run's error is history
+            if lease is not None:
+                run.owner, run.lease_token, run.lease_expires_at = lease.holder, lease.token, now + lease.seconds
+                run.heartbeat_at = now
             return pk
 
     def reviews(self, run_id: str) -> list[ReviewView]:
@@ -418,7 +491,8 @@ class MemoryStore(Store):
             rows = [r for r in self.reviews_by_id.values() if r.run_pk == run.id]
         return [ReviewView(id=r.id, run_id=run_id, record_id=r.record_id, step_id=r.step_id, decision=r.decision,
                            reviewer=r.reviewer, comment=r.comment, output_before=jsonio.loads(r.output_before),
-                           output_after=jsonio.loads(r.output_after), forced=r.forced, created_at=r.created_at)
+                           output_after=jsonio.loads(r.output_after), forced=r.forced, created_at=r.created_at,
+                           rerun_side_effects=r.rerun_side_effects)
                 for r in rows]
 
     # -- outcomes and attribution -------------------------------------------------------------
@@ -431,7 +505,7 @@ class MemoryStore(Store):
                 id=pk, run_pk=run.id, value=float(outcome.value),
                 correct=None if outcome.correct is None else bool(outcome.correct), source=outcome.source,
                 termination=outcome.termination, reason=outcome.reason, reviewer=outcome.reviewer,
-                created_at=time.time())
+                created_at=time.time(), evaluator_reason=outcome.evaluator_reason)
             return pk
 
     def outcomes(self, run_id: str) -> list[OutcomeView]:
@@ -439,7 +513,7 @@ class MemoryStore(Store):
             run = self.run_row(run_id)
             return [OutcomeView(id=o.id, run_id=run_id, value=o.value, correct=o.correct, source=o.source,
                                 termination=o.termination, reason=o.reason, reviewer=o.reviewer,
-                                created_at=o.created_at)
+                                created_at=o.created_at, evaluator_reason=o.evaluator_reason)
                     for o in self.outcomes_by_id.values() if o.run_pk == run.id]
 
     def add_attribution(self, attribution: NewAttribution) -> int:
@@ -469,6 +543,59 @@ class MemoryStore(Store):
                                 confidence=a.confidence, evidence=jsonio.loads(a.evidence), cost=a.cost,
                                 created_at=a.created_at) for a, rid in rows]
 
+    def stored_output_digests(self, ids: Iterable[int]) -> dict[int, str | None]:
+        with self.lock:
+            return {i: self.records[i].output_digest for i in ids if i in self.records}
+
+    # -- analytics (the rules of orchestrator.store.analytics, in Python over what is held here) --------
+
+    def facts(self) -> tuple[list[RunFact], list[RecordFact], list[OutcomeFact], list[AttributionFact]]:
+        """Plain copies of the runs, records, outcomes and attribution records, for the aggregations."""
+        with self.lock:
+            runs = [RunFact(pk=r.id, workflow=r.workflow, workflow_id=r.workflow_id, kind=r.kind,
+                            status=shown_status(r.status, r.lease_expires_at), created_at=r.created_at)
+                    for r in self.runs.values()]
+            records = [RecordFact(id=r.id, run_pk=r.run_pk, step_id=r.step_id, agent=r.agent, status=r.status,
+                                  attempt=r.attempt, started_at=r.started_at, origin=r.origin,
+                                  gate_count=len(r.gates), gates_failed=sum(1 for g in r.gates if not g.passed),
+                                  llm=r.llm, has_output=r.output is not None, inputs_digest=r.inputs_digest,
+                                  output_digest=r.output_digest) for r in self.records.values()]
+            outcomes = [OutcomeFact(id=o.id, run_pk=o.run_pk, value=o.value, correct=o.correct, source=o.source,
+                                    termination=o.termination) for o in self.outcomes_by_id.values()]
+            attributions = [AttributionFact(id=a.id, run_pk=a.run_pk, outcome_id=a.outcome_id, method=a.method,
+                                            params=a.params, blamed_step=a.blamed_step, cost=a.cost)
+                            for a in self.attributions_by_id.values()]
+        return runs, records, outcomes, attributions
+
+    def step_period_counts(self, workflow: str, *, period: str = "week",
+                           since: float | None = None) -> list[StepPeriodCounts]:
+        runs, records, _, _ = self.facts()
+        return aggregate.step_period_counts(aggregate.production_runs(runs, workflow), records, period, since)
+
+    def outcome_counts(self, workflow: str, *, period: str = "week", since: float | None = None) -> list[OutcomeCounts]:
+        runs, records, outcomes, attributions = self.facts()
+        return aggregate.outcome_counts(aggregate.production_runs(runs, workflow), records, outcomes, attributions,
+                                        period, since)
+
+    def trajectory_counts(self, workflow: str | None) -> list[TrajectoryCounts]:
+        runs, records, _, _ = self.facts()
+        return aggregate.trajectory_counts(aggregate.production_runs(runs, workflow), records)
+
+    def outcome_summary(self, workflow: str | None, *, window: int = 1) -> OutcomeSummary:
+        runs, _, outcomes, _ = self.facts()
+        return aggregate.outcome_summary(aggregate.production_runs(runs, workflow), outcomes, window)
+
+    def run_counts(self, workflow: str | None = None) -> list[RunCounts]:
+        return aggregate.run_counts(self.facts()[0], workflow)
+
+    def attribution_counts(self, workflow: str) -> list[AttributionCounts]:
+        runs, _, _, attributions = self.facts()
+        return aggregate.attribution_counts([r for r in runs if r.workflow == workflow], attributions)
+
+    def nondeterminism_counts(self, workflow: str) -> list[NondeterminismCounts]:
+        runs, records, _, _ = self.facts()
+        return aggregate.nondeterminism_counts(aggregate.production_runs(runs, workflow), records)
+
     def count_rows(self) -> dict[str, int]:
         with self.lock:
             counts = (len(self.workflows), len(self.runs), len(self.records), self.gate_count,
@@ -485,7 +612,8 @@ def run_view(run: _Run) -> RunView:
                    inputs=jsonio.loads(run.inputs) or {},
                    output=jsonio.loads(run.output), error=run.error, parent_run_id=run.parent_run_id,
                    parent_step=run.parent_step, created_at=run.created_at, updated_at=run.updated_at,
-                   trace_id=run.trace_id, owner=run.owner, lease_expires_at=run.lease_expires_at)
+                   trace_id=run.trace_id, owner=run.owner, lease_expires_at=run.lease_expires_at,
+                   reference=jsonio.loads(run.reference))
 
 
 def gate_view(g: _Gate) -> GateView:
@@ -501,4 +629,4 @@ def record_view(r: _Record, run_id: str) -> StepRecordView:
                           ended_at=r.ended_at, inputs=jsonio.loads(r.inputs), output=jsonio.loads(r.output),
                           error_type=r.error_type, error_message=r.error_message, consumed=consumed,
                           injected=jsonio.loads(r.injected) or [], gates=[gate_view(g) for g in r.gates],
-                          llm=jsonio.loads(r.llm))
+                          llm=jsonio.loads(r.llm), superseded_by=r.superseded_by, traceback=r.traceback)

@@ -9,7 +9,6 @@ hottest writes with a DBAPI fast path.
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -19,12 +18,21 @@ from sqlalchemy import and_, bindparam, create_engine, exists, func, insert, or_
 from sqlalchemy.engine import Connection, CursorResult, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
+import orchestrator.store.sql_analytics as sql_analytics
 from orchestrator import jsonio
 from orchestrator.errors import InputError, NotFoundError, ReviewError
 from orchestrator.records import AttributionView, GateView, OutcomeView, ReviewView, RunView, StepRecordView
+from orchestrator.store.analytics import (
+    AttributionCounts,
+    NondeterminismCounts,
+    OutcomeCounts,
+    OutcomeSummary,
+    RunCounts,
+    StepPeriodCounts,
+    TrajectoryCounts,
+)
 from orchestrator.store.base import (
     UNCHANGED,
-    GateRow,
     Lease,
     NewAttribution,
     NewOutcome,
@@ -34,9 +42,22 @@ from orchestrator.store.base import (
     Store,
     already_decided,
     lease_lost,
-    shown_status,
+)
+from orchestrator.store.digests import RecordDigests
+from orchestrator.store.rows import (
+    GATE_COLUMNS,
+    RUN_COLUMNS,
+    STEP_COLUMNS,
+    gate_values,
+    gate_view,
+    new_run_id,
+    record_view,
+    run_update_values,
+    run_view,
+    step_values,
 )
 from orchestrator.store.tables import TABLES
+from orchestrator.store.triage import RunPage, RunQuery
 
 workflows_t = TABLES["workflows"]
 runs_t = TABLES["runs"]
@@ -46,14 +67,6 @@ reviews_t = TABLES["reviews"]
 outcomes_t = TABLES["outcomes"]
 attributions_t = TABLES["attributions"]
 
-STEP_COLUMNS = ("run_pk", "workflow_id", "step_id", "step_type", "agent", "attempt", "status", "origin",
-                "started_at", "ended_at", "inputs", "output", "error_type", "error_message", "consumed",
-                "injected", "llm")
-GATE_COLUMNS = ("record_id", "run_pk", "step_id", "gate", "passed", "score", "reason", "details", "severity",
-                "duration")
-RUN_COLUMNS = ("run_id", "workflow_id", "workflow", "status", "kind", "inputs", "parent_run_id", "parent_step",
-               "owner", "heartbeat_at", "lease_token", "lease_expires_at", "created_at", "updated_at")
-"""In the table's column order (the SQLite fast path binds them positionally)."""
 RUN_KEYS = tuple(c.key for c in runs_t.columns)
 
 _insert_steps = insert(steps_t)
@@ -79,34 +92,6 @@ _insert_leased_step = insert(steps_t).from_select(
 lost its lease writes nothing, and the check costs one primary-key lookup in the same statement."""
 
 
-def new_run_id() -> str:
-    return "r" + secrets.token_hex(5)
-
-
-def step_values(record: NewStepRecord, run_pk: int) -> tuple[Any, ...]:
-    """A record's column values in ``STEP_COLUMNS`` order."""
-    return (run_pk, record.workflow_id, record.step_id, record.step_type, record.agent, record.attempt,
-            record.status, record.origin, record.started_at, record.ended_at, record.inputs, record.output,
-            record.error_type, record.error_message, record.consumed, record.injected, record.llm)
-
-
-def gate_values(gate: GateRow, record_id: int, run_pk: int, step_id: str) -> tuple[Any, ...]:
-    """A verdict's column values in ``GATE_COLUMNS`` order."""
-    return (record_id, run_pk, step_id, gate.gate, gate.passed, gate.score, gate.reason, gate.details,
-            gate.severity, gate.duration)
-
-
-def run_update_values(status: str, output: Any, error: str | None, owner: Any) -> dict[str, Any]:
-    values: dict[str, Any] = {"status": status, "updated_at": time.time()}
-    if output is not None:
-        values["output"] = jsonio.dumps(output)
-    if error is not None:
-        values["error"] = error
-    if owner is not UNCHANGED:
-        values["owner"] = owner
-    return values
-
-
 class NotPausedError(Exception):
     """Aborts a decision transaction because the run left ``paused``."""
 
@@ -126,25 +111,17 @@ class SqlStore(Store):
                              "check --db or ORCHESTRATOR_DB") from None
         self.lock = threading.RLock()
         self.run_pks: dict[str, int] = {}
+        self.digests = RecordDigests(self.stored_output_digests)
 
     def create_engine(self) -> Engine:
         """The engine for this URL; dialect stores override it to add their settings."""
         return create_engine(self.url, pool_pre_ping=True)
 
     def create_schema(self) -> None:
-        from sqlalchemy import inspect as inspect_db
-        from sqlalchemy import text
+        """Create the tables of a new database, or upgrade an older one (one SELECT when current)."""
+        from orchestrator.store.migrate import ensure_schema
 
-        from orchestrator.store.tables import metadata
-
-        metadata.create_all(self.engine)
-        # databases written before LLM steps and tracing lack these columns
-        inspector = inspect_db(self.engine)
-        for table, column, kind in (("step_records", "llm", "TEXT"), ("runs", "trace_id", "TEXT"),
-                                    ("runs", "lease_token", "TEXT"), ("runs", "lease_expires_at", "FLOAT")):
-            if column not in {c["name"] for c in inspector.get_columns(table)}:
-                with self.engine.begin() as conn:
-                    conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+        ensure_schema(self.engine)
 
     def close(self) -> None:
         with self.lock:
@@ -169,16 +146,25 @@ class SqlStore(Store):
 
     def register_workflow(self, name: str, version: str, definition: dict[str, Any], source: str | None,
                           content_hash: str) -> int:
-        with self.lock, self.conn.begin():
-            row = self.conn.execute(_find_workflow, {"name_": name, "hash_": content_hash}).first()
-            if row is not None:
-                found, stored_source = row
-                if source and source != stored_source:  # writing the same value again would change nothing
-                    self.conn.execute(update(workflows_t).where(workflows_t.c.id == found).values(source=source))
-                return int(found)
-            return int(new_key(self.conn.execute(insert(workflows_t).values(
-                name=name, version=str(version), content_hash=content_hash, definition=jsonio.dumps(definition),
-                source=source, created_at=time.time()))))
+        """Insert-or-get on (name, content_hash): when another process inserts the same version between
+        this SELECT and INSERT, the unique constraint refuses the second row and the winner's is read."""
+        for attempt in (1, 2):
+            try:
+                with self.lock, self.conn.begin():
+                    row = self.conn.execute(_find_workflow, {"name_": name, "hash_": content_hash}).first()
+                    if row is not None:
+                        found, stored_source = row
+                        if source and source != stored_source:  # writing the same value again changes nothing
+                            self.conn.execute(update(workflows_t).where(workflows_t.c.id == found)
+                                              .values(source=source))
+                        return int(found)
+                    return int(new_key(self.conn.execute(insert(workflows_t).values(
+                        name=name, version=str(version), content_hash=content_hash,
+                        definition=jsonio.dumps(definition), source=source, created_at=time.time()))))
+            except IntegrityError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def workflow_definition(self, workflow_id: int) -> tuple[dict[str, Any], str | None]:
         rows = self.read(select(workflows_t.c.definition, workflows_t.c.source)
@@ -230,6 +216,9 @@ class SqlStore(Store):
 
     def set_trace_id(self, run_id: str, trace_id: str) -> None:
         self.update_run(self.run_pk(run_id), {"trace_id": trace_id})
+
+    def set_reference(self, run_id: str, reference: Any) -> None:
+        self.update_run(self.run_pk(run_id), {"reference": jsonio.dumps(reference)})
 
     def acquire_lease(self, lease: Lease, *, statuses: Iterable[str]) -> bool:
         now = time.time()
@@ -298,6 +287,11 @@ class SqlStore(Store):
             query = query.where(runs_t.c.kind == kind)
         return [run_view(r) for r in self.read(query)]
 
+    def triage_runs(self, query: RunQuery) -> RunPage:
+        from orchestrator.store.sql_triage import triage_page
+
+        return triage_page(self.read, query)
+
     def child_runs(self, run_id: str) -> list[RunView]:
         return [run_view(r) for r in self.read(select(runs_t).where(runs_t.c.parent_run_id == run_id)
                                                .order_by(runs_t.c.id))]
@@ -311,6 +305,7 @@ class SqlStore(Store):
 
     def write_record(self, record: NewStepRecord, run_pk: int) -> int:
         """Insert a record and its gates inside the caller's transaction (under its lease, when it names one)."""
+        self.digests.fill(record)
         params = dict(zip(STEP_COLUMNS, step_values(record, run_pk), strict=True))
         if record.lease_token is None:
             record_id = new_key(self.conn.execute(_insert_steps, params))
@@ -324,7 +319,15 @@ class SqlStore(Store):
             self.conn.execute(_insert_gates, [dict(zip(GATE_COLUMNS, gate_values(g, record_id, run_pk,
                                                                                   record.step_id), strict=True))
                                               for g in record.gates])
+        self.digests.remember(record_id, record)
         return record_id
+
+    def stored_output_digests(self, ids: Iterable[int]) -> dict[int, str | None]:
+        """Output digests of stored records (for inputs digests); runs inside a caller's transaction if one is open."""
+        query = select(steps_t.c.id, steps_t.c.output_digest).where(steps_t.c.id.in_(list(ids)))
+        with self.lock:
+            rows = self.conn.execute(query).all() if self.conn.in_transaction() else self.read(query)
+        return {int(r.id): r.output_digest for r in rows}
 
     def step_records(self, run_id: str, *, latest_only: bool = False) -> list[StepRecordView]:
         run_pk = self.run_pk(run_id)
@@ -372,8 +375,11 @@ class SqlStore(Store):
     # -- reviews ------------------------------------------------------------------------------
 
     def decide(self, review: NewReview, *, new_records: Sequence[NewStepRecord] = (),
-               run_status: str = "running") -> int:
-        """The unique constraint on ``reviews.record_id`` makes the database the referee."""
+               run_status: str = "running", lease: Lease | None = None, supersede: Sequence[int] = (),
+               from_statuses: Sequence[str] = ("paused",)) -> int:
+        """The unique constraint on ``reviews.record_id`` makes the database the referee; the run's
+        conditional update (its state, and a free lease when the decision claims one) is the last
+        statement, so a refused decision rolls everything back."""
         run_pk = self.run_pk(review.run_id)
         now = time.time()
         try:
@@ -382,16 +388,28 @@ class SqlStore(Store):
                     run_pk=run_pk, record_id=review.record_id, step_id=review.step_id, decision=review.decision,
                     reviewer=review.reviewer, comment=review.comment, output_before=jsonio.dumps(review.output_before),
                     output_after=None if review.output_after is None else jsonio.dumps(review.output_after),
-                    forced=review.forced, created_at=now)))
+                    forced=review.forced, rerun_side_effects=review.rerun_side_effects, created_at=now)))
                 for record in new_records:
                     self.write_record(record, run_pk)
-                moved = self.conn.execute(update(runs_t).where(
-                    and_(runs_t.c.id == run_pk, runs_t.c.status == "paused")).values(
-                    status=run_status, updated_at=now)).rowcount
-                if moved != 1:
+                if supersede:
+                    marked = self.conn.execute(update(steps_t).where(and_(
+                        steps_t.c.id.in_(list(supersede)), steps_t.c.run_pk == run_pk,
+                        steps_t.c.superseded_by.is_(None))).values(superseded_by=review_id)).rowcount
+                    if marked != len(set(supersede)):
+                        raise NotPausedError()
+                cond = and_(runs_t.c.id == run_pk, runs_t.c.status.in_(list(from_statuses)))
+                # a fixed failed run continues: its error is history (the failed record keeps it)
+                values: dict[str, Any] = {"status": run_status, "updated_at": now, "error": None}
+                if lease is not None:
+                    cond = and_(cond, or_(runs_t.c.lease_token.is_(None), runs_t.c.lease_expires_at < now,
+                                          runs_t.c.lease_token == lease.token))
+                    values.update(owner=lease.holder, lease_token=lease.token, lease_expires_at=now + lease.seconds,
+                                  heartbeat_at=now)
+                if self.conn.execute(update(runs_t).where(cond).values(**values)).rowcount != 1:
                     raise NotPausedError()
         except NotPausedError:
-            raise ReviewError(f"run {review.run_id} is no longer paused (another decision is being applied); "
+            state = " or ".join(from_statuses)
+            raise ReviewError(f"run {review.run_id} is no longer {state} (another decision is being applied); "
                               f"see `orchestrator show {review.run_id}`") from None
         except IntegrityError:
             winner = next((r for r in self.reviews(review.run_id) if r.record_id == review.record_id), None)
@@ -404,7 +422,9 @@ class SqlStore(Store):
         return [ReviewView(id=r.id, run_id=run_id, record_id=r.record_id, step_id=r.step_id,
                            decision=r.decision, reviewer=r.reviewer, comment=r.comment,
                            output_before=jsonio.loads(r.output_before), output_after=jsonio.loads(r.output_after),
-                           forced=bool(r.forced), created_at=r.created_at) for r in rows]
+                           forced=bool(r.forced), created_at=r.created_at,
+                           rerun_side_effects=None if r.rerun_side_effects is None else bool(r.rerun_side_effects))
+                for r in rows]
 
     # -- outcomes and attribution -------------------------------------------------------------
 
@@ -414,14 +434,14 @@ class SqlStore(Store):
             return int(new_key(self.conn.execute(insert(outcomes_t).values(
                 run_pk=run_pk, value=outcome.value, correct=outcome.correct, source=outcome.source,
                 termination=outcome.termination, reason=outcome.reason, reviewer=outcome.reviewer,
-                created_at=time.time()))))
+                created_at=time.time(), evaluator_reason=outcome.evaluator_reason))))
 
     def outcomes(self, run_id: str) -> list[OutcomeView]:
         run_pk = self.run_pk(run_id)
         rows = self.read(select(outcomes_t).where(outcomes_t.c.run_pk == run_pk).order_by(outcomes_t.c.id))
         return [OutcomeView(id=r.id, run_id=run_id, value=r.value, correct=r.correct, source=r.source,
                             termination=r.termination, reason=r.reason, reviewer=r.reviewer,
-                            created_at=r.created_at) for r in rows]
+                            created_at=r.created_at, evaluator_reason=r.evaluator_reason) for r in rows]
 
     def add_attribution(self, attribution: NewAttribution) -> int:
         a = attribution
@@ -446,30 +466,31 @@ class SqlStore(Store):
                                 confidence=r.confidence, evidence=jsonio.loads(r.evidence), cost=r.cost,
                                 created_at=r.created_at) for r in self.read(query)]
 
+    # -- analytics (GROUP BY in the database; see orchestrator.store.sql_analytics) ----------------
+
+    def step_period_counts(self, workflow: str, *, period: str = "week",
+                           since: float | None = None) -> list[StepPeriodCounts]:
+        return sql_analytics.step_period_counts(self.read, self.engine.dialect.name, workflow, period, since)
+
+    def outcome_counts(self, workflow: str, *, period: str = "week", since: float | None = None) -> list[OutcomeCounts]:
+        return sql_analytics.outcome_counts(self.read, self.engine.dialect.name, workflow, period, since)
+
+    def trajectory_counts(self, workflow: str | None) -> list[TrajectoryCounts]:
+        return sql_analytics.trajectory_counts(self.read, workflow)
+
+    def outcome_summary(self, workflow: str | None, *, window: int = 1) -> OutcomeSummary:
+        return sql_analytics.outcome_summary(self.read, workflow, window)
+
+    def run_counts(self, workflow: str | None = None) -> list[RunCounts]:
+        return sql_analytics.run_counts(self.read, workflow)
+
+    def attribution_counts(self, workflow: str) -> list[AttributionCounts]:
+        return sql_analytics.attribution_counts(self.read, workflow)
+
+    def nondeterminism_counts(self, workflow: str) -> list[NondeterminismCounts]:
+        return sql_analytics.nondeterminism_counts(self.read, self.engine.dialect.name, workflow)
+
     def count_rows(self) -> dict[str, int]:
         counts = self.read(*(select(func.count()).select_from(t) for t in TABLES.values()))
         return {name: int(rows[0][0] or 0) for name, rows in zip(TABLES, counts, strict=True)}
 
-
-def run_view(row: Any) -> RunView:
-    return RunView(id=row.id, run_id=row.run_id, workflow=row.workflow, workflow_id=row.workflow_id,
-                   status=shown_status(row.status, row.lease_expires_at), kind=row.kind,
-                   inputs=jsonio.loads(row.inputs) or {},
-                   output=jsonio.loads(row.output), error=row.error, parent_run_id=row.parent_run_id,
-                   parent_step=row.parent_step, created_at=row.created_at, updated_at=row.updated_at,
-                   trace_id=row.trace_id, owner=row.owner, lease_expires_at=row.lease_expires_at)
-
-
-def gate_view(g: Any) -> GateView:
-    return GateView(gate=g.gate, passed=bool(g.passed), score=g.score, reason=g.reason,
-                    details=jsonio.loads(g.details) or {}, severity=g.severity, duration=g.duration,
-                    record_id=g.record_id)
-
-
-def record_view(r: Any, run_id: str, gates: list[GateView]) -> StepRecordView:
-    consumed = [{"record_id": c[0], "step_id": c[1], "delay": c[2]} for c in (jsonio.loads(r.consumed) or [])]
-    return StepRecordView(id=r.id, run_id=run_id, step_id=r.step_id, step_type=r.step_type, agent=r.agent,
-                          attempt=r.attempt, status=r.status, origin=r.origin, started_at=r.started_at,
-                          ended_at=r.ended_at, inputs=jsonio.loads(r.inputs), output=jsonio.loads(r.output),
-                          error_type=r.error_type, error_message=r.error_message, consumed=consumed,
-                          injected=jsonio.loads(r.injected) or [], gates=gates, llm=jsonio.loads(r.llm))

@@ -1,40 +1,71 @@
-"""The embedded SQLite store: WAL, a configurable ``synchronous`` level, and a raw write path.
+"""The embedded SQLite store, on the stdlib ``sqlite3`` module: WAL, a configurable ``synchronous`` level.
 
-A persisted step should cost little more than the raw INSERT + COMMIT underneath it (see
-``benchmarks/``), and SQLAlchemy's per-execute work (cache key, execution context, result
-object) costs more than SQLite's own INSERT + COMMIT of a small row. So the three hottest
-writes (a run row, a step record with its gates, a run's status) are compiled once by
-SQLAlchemy for this dialect and then executed on the DBAPI cursor with positional values,
-whenever no SQLAlchemy transaction is open on the held connection. The SQL text and the
-columns' bind processors are SQLAlchemy's, so the stored values are the same either way.
+A run on SQLite should start quickly and a persisted step should cost little more than the raw
+INSERT + COMMIT underneath it (see ``benchmarks/``). SQLAlchemy costs ~120 ms to import and more
+per statement than SQLite's own INSERT + COMMIT of a small row, so everything a run, a resume
+and ``show`` do is hand-written SQL on one ``sqlite3`` connection here, storing exactly the
+values :class:`~orchestrator.store.sql.SqlStore` stores (the contract suite in ``tests/store/``
+checks both). Everything else (schema creation and upgrades, analytics, attribution, review
+decisions) is handed to a :class:`~orchestrator.store.sqlite_sql.SqliteSqlStore` on the same
+file, opened the first time it is needed: a Store method this class does not implement is
+delegated to it, so a method added to the SQL store works on SQLite without code here.
 """
 
 from __future__ import annotations
 
+import abc
 import os
-from collections.abc import Sequence
+import secrets
+import sqlite3
+import threading
+import time
+from collections import namedtuple
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Table, create_engine, event, insert
-from sqlalchemy.engine import Dialect, Engine
-from sqlalchemy.exc import DBAPIError
-
-from orchestrator.errors import InputError
-from orchestrator.store.base import NewStepRecord, lease_lost
-from orchestrator.store.sql import (
+from orchestrator import jsonio
+from orchestrator.errors import InputError, NotFoundError
+from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView
+from orchestrator.store.analytics import (
+    AttributionCounts,
+    NondeterminismCounts,
+    OutcomeCounts,
+    OutcomeSummary,
+    RunCounts,
+    StepPeriodCounts,
+    TrajectoryCounts,
+)
+from orchestrator.store.base import (
+    UNCHANGED,
+    Lease,
+    NewAttribution,
+    NewOutcome,
+    NewReview,
+    NewStepRecord,
+    StepHistoryRow,
+    Store,
+    lease_lost,
+)
+from orchestrator.store.digests import RecordDigests
+from orchestrator.store.rows import (
     GATE_COLUMNS,
     RUN_COLUMNS,
-    RUN_KEYS,
     STEP_COLUMNS,
-    SqlStore,
     gate_values,
-    runs_t,
+    gate_view,
+    new_run_id,
+    record_view,
+    run_update_values,
+    run_view,
     step_values,
-    steps_t,
-    update_run_by_pk,
 )
-from orchestrator.store.tables import TABLES
+from orchestrator.store.sqlite_pragmas import apply_pragmas
+
+if TYPE_CHECKING:
+    from orchestrator.store.sqlite_sql import SqliteSqlStore
+    from orchestrator.store.triage import RunPage, RunQuery
 
 SYNCHRONOUS_LEVELS = ("normal", "full")
 
@@ -56,112 +87,6 @@ def split_synchronous(url: str) -> tuple[str, str]:
     if level not in SYNCHRONOUS_LEVELS:
         raise InputError(f"synchronous={level!r} is not supported; choose one of {list(SYNCHRONOUS_LEVELS)}")
     return (base + ("?" + "&".join(kept) if kept else "")), level
-
-
-def sqlite_pragmas(level: str) -> Any:
-    """A connect listener applying the store's pragmas to every new DBAPI connection."""
-    def apply(dbapi_conn: Any, _record: Any) -> None:
-        cursor = dbapi_conn.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        # NORMAL is durable against process crashes in WAL mode (a killed process loses
-        # nothing committed); FULL adds power-loss safety at the price of an fsync per commit,
-        # here ~290 µs against ~17 µs.
-        cursor.execute(f"PRAGMA synchronous={level.upper()}")
-        # the sqlite3 default is 5 seconds; reviewers and workers can hold a write for a moment.
-        cursor.execute("PRAGMA busy_timeout=30000")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-    return apply
-
-
-class RawStatement:
-    """A statement compiled once for a dialect, run on the DBAPI cursor with positional values.
-
-    ``binds`` names the parameters in order: the table's columns, plus any ``bindparam`` of the
-    statement (``pk_``). Raises ValueError when the dialect does not bind positionally in order.
-    """
-
-    def __init__(self, table: Table, binds: Sequence[str], dialect: Dialect, statement: Any = None,
-                 columns: Sequence[str] | None = None) -> None:
-        statement = insert(table) if statement is None else statement
-        compiled = statement.compile(dialect=dialect, column_keys=list(columns if columns is not None else binds))
-        if not compiled.positional or list(compiled.positiontup or ()) != list(binds):
-            raise ValueError("the dialect does not bind these parameters positionally in order")
-        self.sql = str(compiled)
-        self.processors = [(i, proc) for i, name in enumerate(binds) if name in table.c
-                           and (proc := table.c[name].type.dialect_impl(dialect).bind_processor(dialect))]
-
-    def row(self, values: Sequence[Any]) -> Sequence[Any]:
-        if not self.processors:
-            return values
-        out = list(values)
-        for i, proc in self.processors:
-            out[i] = proc(out[i])
-        return out
-
-
-_COMPILED: dict[tuple[Any, ...], RawStatement] = {}
-"""Per process: a compile costs about a millisecond, more than a whole small run."""
-
-
-def raw_statement(name: str, table: Table, binds: Sequence[str], dialect: Dialect, *, statement: Any = None,
-                  columns: Sequence[str] | None = None) -> RawStatement:
-    key = (name, table.name, tuple(binds), type(dialect), dialect.paramstyle, dialect.positional)
-    compiled = _COMPILED.get(key)
-    if compiled is None:
-        compiled = _COMPILED[key] = RawStatement(table, binds, dialect, statement, columns)
-    return compiled
-
-
-class RawTransaction:
-    """``with RawTransaction(dbapi_connection, dialect) as tx:`` statements on a cursor, then COMMIT.
-
-    The caller holds the store's lock and has checked that no SQLAlchemy transaction is open, so
-    the DBAPI connection is idle. On any error the transaction is rolled back, and DBAPI errors
-    come out as SQLAlchemy's exception types (IntegrityError, OperationalError), as through
-    ``Connection.execute``.
-    """
-
-    __slots__ = ("dbapi", "dialect", "cursor", "sql", "params")
-
-    def __init__(self, dbapi: Any, dialect: Dialect) -> None:
-        self.dbapi = dbapi
-        self.dialect = dialect
-        self.sql = ""
-        self.params: Any = None
-
-    def __enter__(self) -> RawTransaction:
-        self.cursor = self.dbapi.cursor()
-        return self
-
-    def execute(self, sql: str, params: Sequence[Any]) -> Any:
-        self.sql, self.params = sql, params
-        self.cursor.execute(sql, params)
-        return self.cursor
-
-    def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> Any:
-        self.sql, self.params = sql, params
-        self.cursor.executemany(sql, params)
-        return self.cursor
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
-        try:
-            if exc is None:
-                try:
-                    self.dbapi.commit()
-                    return False
-                except BaseException as commit_error:
-                    exc, self.sql, self.params = commit_error, "COMMIT", None
-            self.dbapi.rollback()
-            dbapi_error = self.dialect.loaded_dbapi.Error
-            if isinstance(exc, dbapi_error):
-                raise DBAPIError.instance(self.sql, self.params, exc, dbapi_error, dialect=self.dialect) from exc
-            if exc_type is None:
-                raise exc
-            return False
-        finally:
-            self.cursor.close()
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -196,7 +121,76 @@ def corrupt(path: str, why: str) -> InputError:
                       "restore it from a backup or point --db elsewhere")
 
 
-class SqliteStore(SqlStore):
+SCHEMA: dict[str, tuple[str, ...]] = {
+    "workflows": ("id", "name", "version", "content_hash", "definition", "source", "created_at"),
+    "runs": ("id", "run_id", "workflow_id", "workflow", "status", "kind", "inputs", "output", "error", "parent_run_id",
+             "parent_step", "owner", "heartbeat_at", "trace_id", "lease_token", "lease_expires_at", "created_at",
+             "updated_at", "reference"),
+    "step_records": ("id", *STEP_COLUMNS, "superseded_by"),
+    "gate_results": ("id", *GATE_COLUMNS),
+    "reviews": ("id", "run_pk", "record_id", "step_id", "decision", "reviewer", "comment", "output_before",
+                "output_after", "forced", "rerun_side_effects", "created_at"),
+    "outcomes": ("id", "run_pk", "value", "correct", "source", "termination", "reason", "reviewer", "created_at",
+                 "evaluator_reason"),
+    "attributions": ("id", "run_pk", "outcome_id", "method", "params", "step_credits", "agent_credits",
+                     "blamed_step", "confidence", "evidence", "cost", "created_at"),
+}
+"""The columns this module reads and writes, per table, in dependency order (``tables.py`` declares
+them; a test keeps the two equal). A database missing any of them gets its schema created or upgraded."""
+
+_RUN_SELECT = f"SELECT {', '.join(SCHEMA['runs'])} FROM runs"
+_STEP_SELECT = f"SELECT {', '.join(SCHEMA['step_records'])} FROM step_records WHERE run_pk = ? ORDER BY id"
+_GATE_SELECT = f"SELECT {', '.join(SCHEMA['gate_results'])} FROM gate_results WHERE run_pk = ? ORDER BY id"
+_INSERT_RUN = f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})"
+_INSERT_STEP = (f"INSERT INTO step_records ({', '.join(STEP_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(STEP_COLUMNS))})")
+_INSERT_LEASED_STEP = (f"INSERT INTO step_records ({', '.join(STEP_COLUMNS)}) "
+                       f"SELECT {', '.join('?' * len(STEP_COLUMNS))} "
+                       "WHERE EXISTS (SELECT 1 FROM runs WHERE runs.id = ? AND runs.lease_token = ?)")
+"""Written only while the run's lease still has the writer's token: a stalled executor that lost its
+lease writes nothing, and the check costs one primary-key lookup in the same statement."""
+_INSERT_GATE = (f"INSERT INTO gate_results ({', '.join(GATE_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(GATE_COLUMNS))})")
+_LEASE_FREE = "(lease_token IS NULL OR lease_expires_at < ? OR lease_token = ?)"
+
+_ROW_TYPES: dict[tuple[str, ...], Callable[..., Any]] = {}
+
+
+def named_row(cursor: sqlite3.Cursor, values: tuple[Any, ...]) -> Any:
+    """Row factory: rows with their columns as attributes, as the shared row views read them."""
+    names = tuple(d[0] for d in cursor.description)
+    kind = _ROW_TYPES.get(names)
+    if kind is None:
+        kind = _ROW_TYPES[names] = namedtuple("Row", names, rename=True)
+    return kind(*values)
+
+
+def marks(values: Sequence[Any]) -> str:
+    return ", ".join("?" * len(values))
+
+
+def connect_target(url: str) -> tuple[str, str | None, str]:
+    """(what ``sqlite3.connect`` opens, the file path or None, the URL a SQLAlchemy store on it uses).
+
+    ``sqlite://`` and ``sqlite:///:memory:`` become a named shared-cache memory database, so the
+    delegate sees the same data for as long as this store is open.
+    """
+    base, _, query = url.partition("?")
+    path = base.split("///", 1)[1] if "///" in base else ""
+    if path in ("", ":memory:"):
+        name = f"file:orchestrator-{secrets.token_hex(6)}?mode=memory&cache=shared"
+        return name, None, f"sqlite:///{name}&uri=true"
+    if path.startswith("file:"):
+        options = [pair for pair in query.split("&") if pair and pair != "uri=true"]
+        target = path + ("?" + "&".join(options) if options else "")
+        return target, None, f"sqlite:///{target}{'&' if options else '?'}uri=true"
+    if query:
+        raise InputError(f"unknown option in the SQLite URL {url!r}: {query}; the only one is "
+                         "?synchronous=normal|full")
+    return path, path, url
+
+
+class SqliteStore(Store):
     """SQLite: the embedded default (``sqlite:///path``; ``sqlite://`` alone is in memory).
 
     ``create=False`` (read-only commands) refuses a path with no database instead of creating
@@ -206,9 +200,8 @@ class SqliteStore(SqlStore):
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         self.url, self.synchronous = split_synchronous(url)
-        path = self.url.split("///", 1)[-1] if "///" in self.url else ""
-        path = path.split("?", 1)[0]
-        if path and path != ":memory:" and not path.startswith("file:"):
+        target, path, self.sql_url = connect_target(self.url)
+        if path is not None:
             file = Path(path)
             if file.is_dir():
                 raise InputError(f"the database {path} is a directory, not a SQLite file; check --db")
@@ -224,69 +217,353 @@ class SqliteStore(SqlStore):
                                  "(check --db or ORCHESTRATOR_DB)")
             else:
                 file.parent.mkdir(parents=True, exist_ok=True)
+        self.lock = threading.RLock()
+        self.run_pks: dict[str, int] = {}
+        self.delegate: SqliteSqlStore | None = None
+        self.digests = RecordDigests(self.stored_output_digests)
         try:
-            super().__init__(self.url)
-        except InputError as exc:
+            self.connection = sqlite3.connect(target, check_same_thread=False, isolation_level=None,
+                                              uri=path is None)
+        except sqlite3.Error as exc:
+            raise InputError(f"cannot open the database {self.display_url}: {exc}; "
+                             "check --db or ORCHESTRATOR_DB") from None
+        try:
+            apply_pragmas(self.connection, self.synchronous)
+            self.connection.row_factory = named_row
+            current = self.schema_is_current()
+        except sqlite3.Error as exc:
+            self.connection.close()  # also removes the -wal and -shm files opening it created
             text = str(exc)
             if path and ("file is not a database" in text or "malformed" in text):
                 raise corrupt(path, "SQLite says " + ("'file is not a database'" if "not a database" in text
                                                       else "'database disk image is malformed'")) from None
-            raise
-        dialect = self.engine.dialect
-        self.raw_steps = raw_statement("insert", steps_t, STEP_COLUMNS, dialect)
-        self.raw_gates = raw_statement("insert", TABLES["gate_results"], GATE_COLUMNS, dialect)
-        self.raw_runs = raw_statement("insert", runs_t, RUN_COLUMNS, dialect)
-        # the leased insert: the same columns and values, written only while the run's lease has the token
-        columns = self.raw_steps.sql[self.raw_steps.sql.index("(") + 1:self.raw_steps.sql.index(")")]
-        self.raw_leased_steps = (f"INSERT INTO step_records ({columns}) SELECT {', '.join('?' * len(STEP_COLUMNS))} "
-                                 "WHERE EXISTS (SELECT 1 FROM runs WHERE runs.id = ? AND runs.lease_token = ?)")
+            raise InputError(f"cannot open the database {self.display_url}: {text}; "
+                             "check --db or ORCHESTRATOR_DB") from None
+        if not current:
+            from orchestrator.store.sqlite_sql import ensure_schema
 
-    def create_engine(self) -> Engine:
-        engine = create_engine(self.url, connect_args={"check_same_thread": False})
-        event.listen(engine, "connect", sqlite_pragmas(self.synchronous))
-        return engine
+            ensure_schema(self.sql_url, self.synchronous)
 
-    def raw(self) -> RawTransaction | None:
-        """A raw transaction when no SQLAlchemy one is open on the held connection (caller holds the lock)."""
-        if self.conn.in_transaction():
-            return None
-        return RawTransaction(self.conn.connection.dbapi_connection, self.engine.dialect)
+    def schema_is_current(self) -> bool:
+        """Whether the database is at the schema revision this code writes (one SELECT, no SQLAlchemy);
+        when not, opening creates or upgrades it (``orchestrator.store.migrate``)."""
+        from orchestrator.store.migrate import HEAD_REVISION, stored_revision
 
-    def insert_run(self, values: tuple[Any, ...]) -> int:
+        return stored_revision(self.connection) == HEAD_REVISION
+
+    def sql(self) -> SqliteSqlStore:
+        """The SQLAlchemy store on the same database, opened on first use."""
         with self.lock:
-            tx = self.raw()
-            if tx is None:
-                return super().insert_run(values)
-            with tx:
-                return int(tx.execute(self.raw_runs.sql, self.raw_runs.row(values)).lastrowid)
+            if self.delegate is None:
+                from orchestrator.store.sqlite_sql import SqliteSqlStore
 
-    def update_run(self, pk: int, values: dict[str, Any]) -> bool:
-        keys = tuple(k for k in RUN_KEYS if k in values)  # SET clauses come in table order
-        stmt = raw_statement("update-run", runs_t, (*keys, "pk_"), self.engine.dialect,
-                             statement=update_run_by_pk, columns=keys)
+                self.delegate = SqliteSqlStore(self.sql_url, self.synchronous)
+            return self.delegate
+
+    def __getattr__(self, name: str) -> Any:
+        """Methods only the SQL store has (``store.some_query(...)``) work here too."""
+        if name.startswith("_") or name in ("delegate", "connection", "lock"):
+            raise AttributeError(name)
+        return getattr(self.sql(), name)
+
+    def close(self) -> None:
         with self.lock:
-            tx = self.raw()
-            if tx is None:
-                return super().update_run(pk, values)
-            with tx:
-                return bool(tx.execute(stmt.sql, stmt.row((*(values[k] for k in keys), pk))).rowcount == 1)
+            if self.delegate is not None:
+                self.delegate.close()
+            self.connection.close()
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taken IMMEDIATE so concurrent writers queue on the busy timeout
+        instead of failing on a lock upgrade; committed at the end, rolled back on any error."""
+        with self.lock:
+            self.connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.connection
+            except BaseException:
+                self.connection.rollback()
+                raise
+            self.connection.commit()
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self.lock:
+            return self.connection.execute(sql, params).fetchall()
+
+    def execute(self, sql: str, params: Sequence[Any]) -> int:
+        """One statement in its own transaction; returns the rows it changed."""
+        with self.lock:
+            return self.connection.execute(sql, params).rowcount
+
+    # -- workflows and runs -----------------------------------------------------------------
+
+    def register_workflow(self, name: str, version: str, definition: dict[str, Any], source: str | None,
+                          content_hash: str) -> int:
+        with self.write() as conn:
+            row = conn.execute("SELECT id, source FROM workflows WHERE name = ? AND content_hash = ?",
+                               (name, content_hash)).fetchone()
+            if row is not None:
+                if source and source != row.source:  # writing the same value again would change nothing
+                    conn.execute("UPDATE workflows SET source = ? WHERE id = ?", (source, row.id))
+                return int(row.id)
+            cursor = conn.execute(
+                "INSERT INTO workflows (name, version, content_hash, definition, source, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (name, str(version), content_hash, jsonio.dumps(definition), source, time.time()))
+            return int(cursor.lastrowid or 0)
+
+    def workflow_definition(self, workflow_id: int) -> tuple[dict[str, Any], str | None]:
+        rows = self.read("SELECT definition, source FROM workflows WHERE id = ?", (workflow_id,))
+        if not rows:
+            raise NotFoundError(f"workflow definition {workflow_id} is not stored")
+        return jsonio.loads(rows[0].definition), rows[0].source
+
+    def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
+                   kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
+                   owner: str | None = None, lease: Lease | None = None) -> str:
+        run_id = new_run_id()
+        now = time.time()
+        values = (run_id, workflow_id, workflow, status, kind, jsonio.dumps(inputs), parent_run_id, parent_step,
+                  lease.holder if lease else owner, now, lease.token if lease else None,
+                  now + lease.seconds if lease else None, now, now)
+        with self.lock:
+            self.run_pks[run_id] = int(self.connection.execute(_INSERT_RUN, values).lastrowid or 0)
+        return run_id
+
+    def run_pk(self, run_id: str) -> int:
+        """The integer key of a run (cached: run ids never change)."""
+        pk = self.run_pks.get(run_id)
+        if pk is None:
+            rows = self.read("SELECT id FROM runs WHERE run_id = ?", (run_id,))
+            if not rows:
+                raise NotFoundError(f"no run {run_id!r} in {self.display_url}; list runs with `orchestrator runs`")
+            pk = self.run_pks[run_id] = int(rows[0].id)
+        return pk
+
+    def set_run_status(self, run_id: str, status: str, *, output: Any = None, error: str | None = None,
+                       expect: Iterable[str] | None = None, owner: str | None = UNCHANGED) -> bool:
+        values = run_update_values(status, output, error, owner)
+        where = "id = ?"
+        params: list[Any] = [self.run_pk(run_id)]
+        if expect is not None:
+            states = list(expect)
+            where += f" AND status IN ({marks(states)})"
+            params += states
+        return self.update_runs(values, where, params) == 1
+
+    def update_runs(self, values: dict[str, Any], where: str, params: Sequence[Any]) -> int:
+        """``UPDATE runs SET <values> WHERE <where>`` (column names are this module's own keys)."""
+        sets = ", ".join(f"{key} = ?" for key in values)
+        return self.execute(f"UPDATE runs SET {sets} WHERE {where}", (*values.values(), *params))
+
+    def set_trace_id(self, run_id: str, trace_id: str) -> None:
+        self.update_runs({"trace_id": trace_id}, "id = ?", (self.run_pk(run_id),))
+
+    def set_reference(self, run_id: str, reference: Any) -> None:
+        self.update_runs({"reference": jsonio.dumps(reference)}, "id = ?", (self.run_pk(run_id),))
+
+    def acquire_lease(self, lease: Lease, *, statuses: Iterable[str]) -> bool:
+        now = time.time()
+        states = list(statuses)
+        values = {"status": "running", "owner": lease.holder, "lease_token": lease.token,
+                  "lease_expires_at": now + lease.seconds, "heartbeat_at": now, "updated_at": now}
+        return self.update_runs(values, f"run_id = ? AND status IN ({marks(states)}) AND {_LEASE_FREE}",
+                                (lease.run_id, *states, now, lease.token)) == 1
+
+    def renew_lease(self, lease: Lease) -> bool:
+        now = time.time()
+        return self.update_runs({"lease_expires_at": now + lease.seconds, "heartbeat_at": now},
+                                "run_id = ? AND lease_token = ?", (lease.run_id, lease.token)) == 1
+
+    def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None) -> bool:
+        values = {**run_update_values(status, output, error, None), "lease_token": None, "lease_expires_at": None}
+        return self.update_runs(values, "run_id = ? AND lease_token = ?", (lease.run_id, lease.token)) == 1
+
+    def get_run(self, run_id: str) -> RunView:
+        rows = self.read(f"{_RUN_SELECT} WHERE run_id = ?", (run_id,))
+        if not rows:
+            raise NotFoundError(f"no run {run_id!r} in {self.display_url}; list runs with `orchestrator runs`")
+        return run_view(rows[0])
+
+    def claim_queued_run(self, lease: Lease) -> str | None:
+        """A conditional UPDATE per candidate, so exactly one racing worker wins (as the SQL store)."""
+        while True:
+            candidates = self.read("SELECT id, run_id FROM runs WHERE status = 'queued' ORDER BY id LIMIT 8")
+            if not candidates:
+                return None
+            for row in candidates:
+                now = time.time()
+                values = {"status": "running", "owner": lease.holder, "heartbeat_at": now, "updated_at": now,
+                          "lease_token": lease.token, "lease_expires_at": now + lease.seconds}
+                if self.update_runs(values, "id = ? AND status = 'queued'", (row.id,)) == 1:
+                    return str(row.run_id)
+
+    def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
+                  limit: int = 1000) -> list[RunView]:
+        where: list[str] = []
+        params: list[Any] = []
+        if status == "interrupted":
+            where.append("status = 'running' AND lease_expires_at < ?")
+            params.append(time.time())
+        elif status == "running":  # (NULL < now is NULL in SQL: a run without a lease is simply running)
+            where.append("status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at >= ?)")
+            params.append(time.time())
+        elif status:
+            where.append("status = ?")
+            params.append(status)
+        if workflow:
+            where.append("workflow = ?")
+            params.append(workflow)
+        if kind:
+            where.append("kind = ?")
+            params.append(kind)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        return [run_view(r) for r in self.read(f"{_RUN_SELECT}{clause} ORDER BY id DESC LIMIT ?", (*params, limit))]
+
+    def child_runs(self, run_id: str) -> list[RunView]:
+        return [run_view(r) for r in self.read(f"{_RUN_SELECT} WHERE parent_run_id = ? ORDER BY id", (run_id,))]
+
+    # -- step records ------------------------------------------------------------------------
 
     def insert_step_record(self, record: NewStepRecord) -> int:
         run_pk = self.run_pk(record.run_id)
+        self.digests.fill(record)
+        values = step_values(record, run_pk)
         with self.lock:
-            tx = self.raw()
-            if tx is None:
-                return super().insert_step_record(record)
-            with tx:
-                values = self.raw_steps.row(step_values(record, run_pk))
+            if not record.gates and record.lease_token is None:  # one statement: its own transaction
+                record_id = int(self.connection.execute(_INSERT_STEP, values).lastrowid or 0)
+                self.digests.remember(record_id, record)
+                return record_id
+            with self.write() as conn:
                 if record.lease_token is None:
-                    record_id = int(tx.execute(self.raw_steps.sql, values).lastrowid)
+                    record_id = int(conn.execute(_INSERT_STEP, values).lastrowid or 0)
                 else:
-                    cursor = tx.execute(self.raw_leased_steps, (*values, run_pk, record.lease_token))
+                    cursor = conn.execute(_INSERT_LEASED_STEP, (*values, run_pk, record.lease_token))
                     if cursor.rowcount != 1:
                         raise lease_lost(record.run_id)
-                    record_id = int(cursor.lastrowid)
+                    record_id = int(cursor.lastrowid or 0)
                 if record.gates:
-                    tx.executemany(self.raw_gates.sql, [
-                        self.raw_gates.row(gate_values(g, record_id, run_pk, record.step_id)) for g in record.gates])
+                    conn.executemany(_INSERT_GATE, [gate_values(g, record_id, run_pk, record.step_id)
+                                                    for g in record.gates])
+            self.digests.remember(record_id, record)
             return record_id
+
+    def stored_output_digests(self, ids: Iterable[int]) -> dict[int, str | None]:
+        """Output digests of stored records, for the inputs digest of a record consuming them."""
+        wanted = list(ids)
+        rows = self.read(f"SELECT id, output_digest FROM step_records WHERE id IN ({marks(wanted)})", wanted)
+        return {int(r.id): r.output_digest for r in rows}
+
+    def step_records(self, run_id: str, *, latest_only: bool = False) -> list[StepRecordView]:
+        run_pk = self.run_pk(run_id)
+        with self.lock:
+            self.connection.execute("BEGIN")  # one snapshot for both reads
+            try:
+                rows = self.connection.execute(_STEP_SELECT, (run_pk,)).fetchall()
+                gate_rows = self.connection.execute(_GATE_SELECT, (run_pk,)).fetchall()
+            finally:
+                self.connection.commit()
+        gates: dict[int, list[Any]] = {}
+        for g in gate_rows:
+            gates.setdefault(g.record_id, []).append(gate_view(g))
+        views = [record_view(r, run_id, gates.get(r.id, [])) for r in rows]
+        if latest_only:
+            return list({v.step_id: v for v in views}.values())
+        return views
+
+    def llm_records(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        return self.sql().llm_records(run_ids)
+
+    def triage_runs(self, query: RunQuery) -> RunPage:
+        return self.sql().triage_runs(query)
+
+    def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:
+        return self.sql().step_history(workflow, since=since)
+
+    # -- analytics: GROUP BY queries of the SQL store ------------------------------------------
+
+    def step_period_counts(self, workflow: str, *, period: str = "week",
+                           since: float | None = None) -> list[StepPeriodCounts]:
+        return self.sql().step_period_counts(workflow, period=period, since=since)
+
+    def outcome_counts(self, workflow: str, *, period: str = "week", since: float | None = None) -> list[OutcomeCounts]:
+        return self.sql().outcome_counts(workflow, period=period, since=since)
+
+    def trajectory_counts(self, workflow: str | None) -> list[TrajectoryCounts]:
+        return self.sql().trajectory_counts(workflow)
+
+    def outcome_summary(self, workflow: str | None, *, window: int = 1) -> OutcomeSummary:
+        return self.sql().outcome_summary(workflow, window=window)
+
+    def run_counts(self, workflow: str | None = None) -> list[RunCounts]:
+        return self.sql().run_counts(workflow)
+
+    def attribution_counts(self, workflow: str) -> list[AttributionCounts]:
+        return self.sql().attribution_counts(workflow)
+
+    def nondeterminism_counts(self, workflow: str) -> list[NondeterminismCounts]:
+        return self.sql().nondeterminism_counts(workflow)
+
+    # -- reviews ------------------------------------------------------------------------------
+
+    def decide(self, review: NewReview, *, new_records: Sequence[NewStepRecord] = (),
+               run_status: str = "running", lease: Lease | None = None, supersede: Sequence[int] = (),
+               from_statuses: Sequence[str] = ("paused",)) -> int:
+        return self.sql().decide(review, new_records=new_records, run_status=run_status, lease=lease,
+                                 supersede=supersede, from_statuses=from_statuses)
+
+    def reviews(self, run_id: str) -> list[ReviewView]:
+        rows = self.read(f"SELECT {', '.join(SCHEMA['reviews'])} FROM reviews WHERE run_pk = ? ORDER BY id",
+                         (self.run_pk(run_id),))
+        return [ReviewView(id=r.id, run_id=run_id, record_id=r.record_id, step_id=r.step_id,
+                           decision=r.decision, reviewer=r.reviewer, comment=r.comment,
+                           output_before=jsonio.loads(r.output_before), output_after=jsonio.loads(r.output_after),
+                           forced=bool(r.forced), created_at=r.created_at,
+                           rerun_side_effects=None if r.rerun_side_effects is None else bool(r.rerun_side_effects))
+                for r in rows]
+
+    # -- outcomes and attribution -------------------------------------------------------------
+
+    def add_outcome(self, outcome: NewOutcome) -> int:
+        run_pk = self.run_pk(outcome.run_id)
+        with self.lock:
+            return int(self.connection.execute(
+                "INSERT INTO outcomes (run_pk, value, correct, source, termination, reason, reviewer, created_at, "
+                "evaluator_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_pk, outcome.value, outcome.correct, outcome.source, outcome.termination, outcome.reason,
+                 outcome.reviewer, time.time(), outcome.evaluator_reason)).lastrowid or 0)
+
+    def outcomes(self, run_id: str) -> list[OutcomeView]:
+        rows = self.read(f"SELECT {', '.join(SCHEMA['outcomes'])} FROM outcomes WHERE run_pk = ? ORDER BY id",
+                         (self.run_pk(run_id),))
+        return [OutcomeView(id=r.id, run_id=run_id, value=r.value,
+                            correct=None if r.correct is None else bool(r.correct), source=r.source,
+                            termination=r.termination, reason=r.reason, reviewer=r.reviewer,
+                            created_at=r.created_at, evaluator_reason=r.evaluator_reason) for r in rows]
+
+    def add_attribution(self, attribution: NewAttribution) -> int:
+        return self.sql().add_attribution(attribution)
+
+    def attributions(self, run_id: str | None = None, *, workflow: str | None = None) -> list[AttributionView]:
+        return self.sql().attributions(run_id, workflow=workflow)
+
+    def count_rows(self) -> dict[str, int]:
+        with self.lock:
+            return {table: int(self.connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+                    for table in SCHEMA}
+
+
+def delegate_abstract_methods(cls: type) -> type:
+    """Give ``cls`` a delegating method for every abstract Store method it does not define, so a
+    method added to the Store interface (and the SQL store) works on SQLite with no code here."""
+    def delegating(name: str) -> Callable[..., Any]:
+        def method(self: SqliteStore, *args: Any, **kwargs: Any) -> Any:
+            return getattr(self.sql(), name)(*args, **kwargs)
+        method.__name__ = method.__qualname__ = name
+        return method
+
+    for name in getattr(cls, "__abstractmethods__", ()):
+        setattr(cls, name, delegating(name))
+    return abc.update_abstractmethods(cls)
+
+
+delegate_abstract_methods(SqliteStore)

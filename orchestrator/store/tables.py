@@ -52,6 +52,8 @@ class RunRow(SQLModel, table=True):
     """The OpenTelemetry trace of the run, so a resumed run and later decisions continue it."""
     created_at: float
     updated_at: float
+    reference: str | None = Field(default=None, sa_column=Column(Text))
+    """JSON text of the run's reference answer (``run --reference``, ``label --reference``) for its evaluator."""
 
 
 class StepRecordRow(SQLModel, table=True):
@@ -61,6 +63,7 @@ class StepRecordRow(SQLModel, table=True):
     __table_args__ = (
         Index("ix_step_records_run_step", "run_pk", "step_id"),
         Index("ix_step_records_workflow_step_time", "workflow_id", "step_id", "started_at"),
+        Index("ix_step_records_run_started", "run_pk", "started_at"),
     )
     id: int | None = Field(default=None, primary_key=True)
     run_pk: int = Field(foreign_key="runs.id")
@@ -85,6 +88,20 @@ class StepRecordRow(SQLModel, table=True):
     llm: str | None = Field(default=None, sa_column=Column(Text))
     """What an LLM attempt sent and got back (``LLMRecord`` as JSON): messages, response, usage, cost, turns."""
     """The next-step context this attempt was told (``ctx.next_needs``)."""
+    inputs_digest: str | None = None
+    """Content hash of the inputs, links resolved to their outputs' digests (``orchestrator.store.digests``);
+    NULL for records written before it was stored, or whose upstream has none."""
+    output_digest: str | None = None
+    """Content hash of the output: the non-determinism check groups these instead of reading outputs."""
+    gate_count: int | None = None
+    """How many gates checked this attempt (0: none); NULL for records written before it was stored."""
+    gates_failed: int | None = None
+    """How many of them failed: ``stats`` reads verdicts from here instead of joining ``gate_results``."""
+    traceback: str | None = Field(default=None, sa_column=Column(Text))
+    """The full traceback of a failed attempt (formatted in the child for ``isolation: process``)."""
+    superseded_by: int | None = None
+    """The review that superseded this record (a reviewer fixed an upstream step): kept, never deleted,
+    but no longer the step's live result; the step runs again when the run continues."""
 
 
 class GateResultRow(SQLModel, table=True):
@@ -119,6 +136,8 @@ class ReviewRow(SQLModel, table=True):
     output_before: str | None = Field(default=None, sa_column=Column(Text))
     output_after: str | None = Field(default=None, sa_column=Column(Text))
     forced: bool = False
+    rerun_side_effects: bool | None = None
+    """For a fix of an upstream step: whether the reviewer accepted re-running steps with side effects."""
     created_at: float
 
 
@@ -135,6 +154,8 @@ class OutcomeRow(SQLModel, table=True):
     reason: str | None = Field(default=None, sa_column=Column(Text))
     reviewer: str | None = None
     created_at: float
+    evaluator_reason: str | None = Field(default=None, sa_column=Column(Text))
+    """Why the evaluator gave this score, when it returned a reason with it."""
 
 
 class AttributionRow(SQLModel, table=True):

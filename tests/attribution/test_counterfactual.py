@@ -65,9 +65,12 @@ def test_side_effecting_steps_are_never_executed_again_in_replays(store, run_wf,
     assert calls(step_log).count("notify") == 1
     result = counterfactual(store, run.run_id)
     assert calls(step_log).count("notify") == 1
-    assert result.blamed_step == "analyze"
-    replay = result.candidates[0].evidence["replay_run_id"]
-    send = next(r for r in store.step_records(replay) if r.step_id == "send")
+    # replacing analyze changes send's inputs and send has no simulate: that replay is blocked
+    analyze = next(c for c in result.candidates if c.step_id == "analyze")
+    assert analyze.evidence["blocked_by"] == "send" and analyze.credit == 0.0
+    # the other replays reach send with its original inputs, so they reuse its record
+    fetch = next(c for c in result.candidates if c.step_id == "fetch")
+    send = next(r for r in store.step_records(fetch.evidence["replay_run_id"]) if r.step_id == "send")
     assert send.origin == "reused"
 
 

@@ -50,9 +50,19 @@ def test_forked_records_link_to_the_forks_own_upstream_records(store, run_wf):
 def test_fork_never_repeats_a_side_effect(store, run_wf, step_log):
     run = run_wf("side_effects")
     fork = fork_run(store, run.run_id, "analyze", {"value": 7, "quality": 1.0})
+    # send's inputs changed and it has no simulate: the fork stops there rather than act or lie
+    assert fork.status == "blocked" and fork.blocked_by == "send"
+    assert _origins(store, fork.run_id)["send"] == "blocked"
+    assert calls(step_log).count("notify") == 1
+    assert fork.value is None
+
+
+def test_fork_reuses_a_side_effect_whose_inputs_are_unchanged(store, run_wf, step_log):
+    run = run_wf("side_effects")
+    fork = fork_run(store, run.run_id, "finish")  # downstream of send: send's inputs are as recorded
     assert _origins(store, fork.run_id)["send"] == "reused"
     assert calls(step_log).count("notify") == 1
-    assert fork.value == 1.0
+    assert fork.status == "succeeded"
 
 
 def test_fork_from_an_unknown_step_is_refused(store, run_wf):

@@ -9,7 +9,6 @@ import os
 import threading
 
 import pytest
-from sqlmodel import SQLModel
 
 from orchestrator import review
 from orchestrator.errors import ReviewError
@@ -22,12 +21,10 @@ PG_URL = os.environ.get("ORCHESTRATOR_TEST_PG_URL")
 pytestmark = pytest.mark.skipif(not PG_URL, reason="ORCHESTRATOR_TEST_PG_URL is not set; no PostgreSQL to test")
 
 
-@pytest.fixture(scope="module")
-def pg_url() -> str:
-    store = open_store(PG_URL)
-    SQLModel.metadata.drop_all(store.engine)  # a clean schema for this module
-    store.close()
-    return PG_URL
+@pytest.fixture
+def pg_url(postgres_url: str) -> str:
+    """A brand-new schema per test (see ``tests/store/conftest.py``), dropped afterwards."""
+    return postgres_url
 
 
 def test_a_run_succeeds_on_postgres(pg_url):

@@ -34,11 +34,9 @@ def test_sqlite_synchronous_level_is_chosen_in_the_url(tmp_path):
 
     store = open_store(f"sqlite:///{tmp_path / 'full.db'}?synchronous=full")
     assert store.synchronous == "full"
-    with store.engine.connect() as conn:
-        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+    assert store.connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     normal = open_store(f"sqlite:///{tmp_path / 'normal.db'}")
-    with normal.engine.connect() as conn:
-        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+    assert normal.connection.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
 
 
 def test_unknown_synchronous_level_is_a_clear_error(cli, tmp_path):
@@ -51,7 +49,7 @@ def test_unknown_synchronous_level_is_a_clear_error(cli, tmp_path):
 
 def test_a_database_that_cannot_be_opened_is_exit_2_with_one_line(cli):
     for url, detail in (("postgresql://nobody@127.0.0.1:1/none", "connection"),
-                        ("nonsense-url", "Could not parse"),
+                        ("nonsense://x", "Can't load plugin"),
                         ("mysql://x/y", "MySQLdb")):
         result = cli("runs", "--db", url, db=False)
         assert result.exit_code == 2, url

@@ -73,3 +73,70 @@ def test_an_isolated_step_returns_its_output_and_reports_its_errors_by_type(tmp_
                            "x=99", "--db", db, "--json"], env=env, capture_output=True, text=True, timeout=60)
     assert boom.returncode == 1
     assert __import__("json").loads(boom.stdout)["steps"][0]["error"] == "KeyError: 'nap T-99'"
+
+
+ASYNC_STEPS = '''
+import asyncio, os, time
+
+async def swallows(x: int) -> int:
+    """Catches its cancellation and returns anyway, late."""
+    try:
+        await asyncio.sleep(3)
+    except asyncio.CancelledError:
+        pass
+    time.sleep(0.3)
+    open(os.environ["SIDE"], "a").write("swallows returned\\n")
+    return x
+
+async def blocks(x: int) -> int:
+    """Never yields: its deadline cannot fire while it runs."""
+    time.sleep(3)
+    open(os.environ["SIDE"], "a").write("blocks returned\\n")
+    return x
+
+async def behaves(x: int) -> int:
+    await asyncio.sleep(0.2)
+    return x
+'''
+
+
+def _async_step_run(tmp_path, function: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    (tmp_path / "async_steps.py").write_text(ASYNC_STEPS)
+    (tmp_path / "wf.yaml").write_text(WORKFLOW.replace("slow_steps:nap", f"async_steps:{function}")
+                                      .replace("timeout: 0.5}", "timeout: 1}"))
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SIDE": str(tmp_path / "side.txt")}
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(tmp_path / "wf.yaml"), "--input", "x=5",
+                           "--db", db, "--json"], env=env, capture_output=True, text=True, timeout=60)
+    return proc, __import__("json").loads(proc.stdout)
+
+
+def test_an_async_step_that_swallows_its_cancellation_is_timed_out_and_its_late_output_discarded(tmp_path):
+    proc, doc = _async_step_run(tmp_path, "swallows")
+    assert proc.returncode == 1, proc.stderr
+    step = doc["steps"][0]
+    assert (step["status"], step["output"]) == ("failed", None)
+    assert step["error"] == ("TimeoutError: step 'nap' timed out after 1 s: it ignored its cancellation and "
+                             "returned late; its output is discarded")
+    assert (tmp_path / "side.txt").read_text() == "swallows returned\n"  # it did return, after its deadline
+
+
+def test_an_async_step_that_blocks_the_event_loop_is_timed_out_naming_the_block(tmp_path):
+    proc, doc = _async_step_run(tmp_path, "blocks")
+    assert proc.returncode == 1, proc.stderr
+    step = doc["steps"][0]
+    assert (step["status"], step["output"]) == ("failed", None)
+    assert step["error"].startswith("TimeoutError: step 'nap' timed out after 1 s: the event loop was blocked for 3.")
+    assert step["error"].endswith(" s: the step did not yield; use a sync step or isolation: process")
+    assert (tmp_path / "side.txt").read_text() == "blocks returned\n"
+    shown = subprocess.run([sys.executable, "-m", "orchestrator", "show", doc["run_id"], "--db",
+                            f"sqlite:///{tmp_path / 'o.db'}"], env={**os.environ, "PYTHONPATH": str(REPO),
+                                                                   "COLUMNS": "300"},
+                           capture_output=True, text=True, timeout=60)
+    assert "the event loop was blocked for 3." in shown.stdout
+
+
+def test_a_well_behaved_async_step_within_its_timeout_succeeds(tmp_path):
+    proc, doc = _async_step_run(tmp_path, "behaves")
+    assert proc.returncode == 0, proc.stderr
+    assert (doc["status"], doc["output"], doc["steps"][0]["error"]) == ("succeeded", 5, None)

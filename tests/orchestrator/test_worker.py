@@ -6,12 +6,9 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from orchestrator.store import open_store
 from tests.conftest import FIXTURES, REPO, calls
 
-PG_URL = os.environ.get("ORCHESTRATOR_TEST_PG_URL")
 
 
 def test_queued_run_waits_for_a_worker(cli, store, step_log):
@@ -59,9 +56,53 @@ def test_two_workers_share_a_sqlite_queue(tmp_path, db_url):
     _two_workers_share_the_queue(db_url, tmp_path)
 
 
-@pytest.mark.skipif(not PG_URL, reason="ORCHESTRATOR_TEST_PG_URL is not set; no PostgreSQL to test")
-def test_two_workers_share_a_postgres_queue(tmp_path):
-    store = open_store(PG_URL)
-    for run in store.list_runs(status="queued"):
-        store.set_run_status(run.run_id, "failed", error="left over from an earlier test session")
-    _two_workers_share_the_queue(PG_URL, tmp_path)
+def test_two_workers_share_a_postgres_queue(tmp_path, postgres_url):
+    _two_workers_share_the_queue(postgres_url, tmp_path)
+
+
+TIMED_STEPS = '''
+import os, time
+
+def timed(value: int, ctx) -> int:
+    began = time.time()
+    time.sleep(0.5)
+    with open(os.environ["STEP_TIMES"], "a") as fh:
+        fh.write(f"{ctx.run_id} {ctx.step_id} {began} {time.time()}\\n")
+    return value + 1
+'''
+TIMED = """name: timed
+inputs: {x: {type: integer, default: 0}}
+steps:
+  - {id: one, run: 'timed_steps:timed', inputs: {value: $inputs.x}}
+  - {id: two, run: 'timed_steps:timed', inputs: {value: one}}
+"""
+
+
+def test_a_worker_with_concurrency_3_overlaps_runs_and_executes_each_step_once(tmp_path, durable_url):
+    (tmp_path / "timed_steps.py").write_text(TIMED_STEPS)
+    (tmp_path / "timed.yaml").write_text(TIMED)
+    times = tmp_path / "times.log"
+    env = {**os.environ, "STEP_TIMES": str(times), "PYTHONPATH": str(REPO)}
+    orchestrator = [sys.executable, "-m", "orchestrator"]
+    ids = []
+    for i in range(5):
+        queued = subprocess.run([*orchestrator, "run", str(tmp_path / "timed.yaml"), "--queue", "--input", f"x={i}",
+                                 "--json", "--db", durable_url], env=env, capture_output=True, text=True, timeout=60)
+        assert queued.returncode == 0, queued.stderr
+        ids.append(__import__("json").loads(queued.stdout)["run_id"])
+    worker = subprocess.run([*orchestrator, "worker", "--once", "--concurrency", "3", "--db", durable_url], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert worker.returncode == 0, worker.stderr
+    assert worker.stderr.strip() == "worker done: 5 run(s) executed"
+
+    store = open_store(durable_url)
+    assert [(store.get_run(r).status, store.get_run(r).output) for r in ids] == [("succeeded", i + 2)
+                                                                                 for i in range(5)]
+    steps = [line.split() for line in times.read_text().splitlines()]
+    assert sorted((run, step) for run, step, _, _ in steps) == sorted((r, s) for r in ids for s in ("one", "two"))
+    spans = [(float(began), float(ended), run) for run, _, began, ended in steps]
+    overlapping = {frozenset((a[2], b[2])) for a in spans for b in spans
+                   if a[2] != b[2] and a[0] < b[1] and b[0] < a[1]}
+    assert overlapping, "no two runs were executing at the same time"
+    most_at_once = max(sum(1 for began, ended, _ in spans if began <= t < ended) for t, _, _ in spans)
+    assert most_at_once <= 3

@@ -54,9 +54,13 @@ def frozen(start: float = EPOCH, step: float = 0.0, first_id: int = 1) -> Iterat
     """
     clock = SteppingClock(start, step)
     ids = (f"r{n:04d}" for n in itertools.count(first_id))
-    with mock.patch("orchestrator.store.sql.time", clock), mock.patch("orchestrator.attempt.time", clock), \
-            mock.patch("orchestrator.review.time", clock), \
-            mock.patch("orchestrator.store.sql.new_run_id", lambda: next(ids)):
+    def next_id() -> str:
+        return next(ids)
+
+    with mock.patch("orchestrator.store.sql.time", clock), mock.patch("orchestrator.store.sqlite.time", clock), \
+            mock.patch("orchestrator.attempt.time", clock), mock.patch("orchestrator.review.time", clock), \
+            mock.patch("orchestrator.store.sql.new_run_id", next_id), \
+            mock.patch("orchestrator.store.sqlite.new_run_id", next_id):
         yield
 
 

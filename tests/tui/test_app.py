@@ -48,7 +48,7 @@ class TestQuitting:
         while "report" not in store.latest_records(run_id) and time.monotonic() < deadline:
             await anyio.sleep(0.05)
         await anyio.sleep(0.3)  # the hook stops the continuation right after report's record
-        assert store.get_run(run_id).status == "running"
+        assert store.get_run(run_id).status == "interrupted"  # its lease handed back: resumable at once
         result = await anyio.to_thread.run_sync(lambda: continue_run(store, run_id))
         assert result.status == "succeeded"
         assert [r.decision for r in store.reviews(run_id)] == ["approve"]

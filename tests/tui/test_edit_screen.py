@@ -120,16 +120,22 @@ class TestEdit:
             await settle(pilot)
         assert store.count_rows() == before
 
-    async def test_e_on_the_run_screen_opens_the_editor_for_the_waiting_step(self, app: ReviewApp,
-                                                                            seeded: Seeded) -> None:
-        """`e` edits the waiting step even while an upstream step is selected."""
+    async def test_e_on_the_run_screen_opens_the_editor_for_the_selected_step(self, app: ReviewApp,
+                                                                             seeded: Seeded) -> None:
+        """`e` edits the waiting step; on a completed upstream step it edits that one (a fix at the cause)."""
         async with app.run_test(size=SIZE) as pilot:
             detail = RunDetailScreen(seeded.paused_twice)
             await app.push_screen(detail)
             await wait_for(pilot, lambda: detail.detail is not None)
-            await pilot.press("up")
             await pilot.press("e")
             assert isinstance(app.screen, EditScreen)
             await wait_for(pilot, lambda: app.screen.record is not None)
             assert app.screen.record.step_id == "score"
+            await pilot.press("escape")
+            await pilot.press("up")
+            await pilot.press("e")
+            assert isinstance(app.screen, EditScreen)
+            await wait_for(pilot, lambda: app.screen.record is not None)
+            assert app.screen.record.step_id == "fetch"
+            assert "run again" in str(app.screen.query_one("#edit-title").render())
             await settle(pilot)

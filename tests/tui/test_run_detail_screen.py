@@ -6,7 +6,6 @@ import anyio
 import pytest
 
 from orchestrator import review
-from orchestrator.labels import LabelResult
 from orchestrator.store import Store, open_store
 from tests.tui.seed import FIXTURES, Seeded, start
 from tests.tui.waiting import settle, wait_for
@@ -150,28 +149,29 @@ class TestDecisions:
         assert [(r.decision, r.reviewer) for r in store.reviews(seeded.paused_retryable)] == [("reject", "bob")]
 
     async def test_label_shows_the_step_a_backward_trace_blames(self, app: ReviewApp, store: Store,
-                                                               seeded: Seeded, monkeypatch) -> None:
-        """When label_run reports a blamed step, the run screen names and marks it."""
-        import orchestrator.labels
+                                                               seeded: Seeded) -> None:
+        """A label of a run whose score was approved despite failing stores a trace blaming score; the run
+        screen's header names the step of that stored record."""
+        from orchestrator.runner import continue_run
 
-        real = orchestrator.labels.label_run
+        def approve_and_finish() -> None:
+            review.approve(store, seeded.paused_twice, reviewer="bob")
+            continue_run(store, seeded.paused_twice)
 
-        def traced(*args, **kwargs) -> LabelResult:
-            result = real(*args, **kwargs)
-            result.blamed_step = "score"
-            return result
-
-        monkeypatch.setattr(orchestrator.labels, "label_run", traced)
+        await anyio.to_thread.run_sync(approve_and_finish)
         async with app.run_test(size=SIZE) as pilot:
-            screen = await open_run(pilot, seeded.succeeded)
+            screen = await open_run(pilot, seeded.paused_twice)
+            assert "blames step" not in str(screen.query_one("#run-summary").render())
             await pilot.press("l")
             app.screen.query_one("#incorrect").value = True
             await pilot.press("tab")
             app.screen.query_one("#reason").focus()
             await pilot.press(*"too optimistic", "enter")
-            await wait_for(pilot, lambda: "blames step score" in str(screen.query_one("#run-summary").render()))
+            await wait_for(pilot, lambda: "backward trace blames step score"
+                           in str(screen.query_one("#run-summary").render()))
             await settle(pilot)
-        assert [(o.correct, o.reason) for o in store.outcomes(seeded.succeeded)] == [(False, "too optimistic")]
+        assert [(o.correct, o.reason) for o in store.outcomes(seeded.paused_twice)] == [(False, "too optimistic")]
+        assert [a.blamed_step for a in store.attributions(seeded.paused_twice)] == ["score"]
 
 
 class TestTwoWaitingSteps:

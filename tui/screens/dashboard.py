@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from tui.app import ReviewApp
 
 PERIODS = ("week", "day")
-MAX_RUNS = 100_000
 
 
 @dataclass
@@ -100,11 +99,11 @@ class DashboardScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="dashboard-load", exit_on_error=False)
     def reload(self) -> None:
         from orchestrator.attribution.stats import compute_stats
+        from tui.queries import dashboard_workflows
 
         store, workflow, period = self.app.store, self.workflow, self.period
         try:
-            runs = store.list_runs(kind="run", limit=MAX_RUNS)  # newest first
-            workflows = list(dict.fromkeys(r.workflow for r in runs))
+            workflows = dashboard_workflows(store)  # the newest run's first
             if workflow not in workflows:
                 workflow = workflows[0] if workflows else None
             report = None if workflow is None else compute_stats(store, workflow, period=period,

@@ -1,6 +1,8 @@
-"""Replace a paused step's output. Saving goes through ``orchestrator.review.edit``, the function
-behind ``orchestrator edit``, so the new output must be valid JSON and pass all of the step's
-gates; when it does not, the reason is shown here and nothing is stored or lost.
+"""Replace a paused step's output, or a completed step's (a fix at the pause's cause: its
+descendants are superseded and run again). Saving goes through ``orchestrator.review.edit``, the
+function behind ``orchestrator edit``, so the new output must be valid JSON and pass all of the
+step's gates; when it does not, the reason is shown here and nothing is stored or lost. A fix that
+would run again steps with side effects asks first.
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ class EditScreen(Screen[None]):
             title.append(f"\nmust pass: {', '.join(message.gates)}")
         for gate in rec.failed_gates:
             title.append(f"\n✗ {gate.gate}: {gate.reason}", style="red")
+        if rec.status == "succeeded":
+            title.append("\na fix at the cause: the steps downstream of it are superseded and run again",
+                         style="yellow")
         self.query_one("#edit-title", Static).update(title)
         editor = self.query_one("#editor", TextArea)
         self.original = json.dumps(rec.output, indent=2, ensure_ascii=False)
@@ -116,14 +121,39 @@ class EditScreen(Screen[None]):
         self.save(value, self.query_one("#edit-comment", Input).value.strip() or None)
 
     @work(thread=True, exit_on_error=False)
-    def save(self, value: object, comment: str | None) -> None:
+    def save(self, value: object, comment: str | None, rerun_side_effects: bool = False) -> None:
         try:
+            if not rerun_side_effects and self.step is not None and actions.is_fix(self.app.store, self.run_id,
+                                                                                   self.step):
+                effects = actions.fix_side_effects(self.app.store, self.run_id, self.step, "edit")
+                if effects:
+                    self.app.call_from_thread(self._confirm_side_effects, value, comment, effects)
+                    return
             decision = actions.decide(self.app.store, self.run_id, "edit", step=self.step, output=value,
-                                      comment=comment, reviewer=self.app.reviewer)
+                                      comment=comment, reviewer=self.app.reviewer,
+                                      rerun_side_effects=rerun_side_effects)
         except Exception as exc:
             self.post_message(EditRejected(_error_text(exc)))
             return
         self.post_message(DecisionMade(decision))
+
+    def _confirm_side_effects(self, value: object, comment: str | None, effects: list[str]) -> None:
+        """Steps downstream that acted on the world act again only if the reviewer says so."""
+        from tui.screens.confirm import ConfirmScreen
+
+        def answered(answer: str | None) -> None:
+            if answer is None:
+                self.saving = False
+                self._error("not saved: the steps with side effects would have run again")
+            else:
+                self.save(value, comment, True)
+
+        self.app.push_screen(
+            ConfirmScreen("Re-run steps with side effects?",
+                          f"Fixing step {self.step} runs again steps that already acted: {', '.join(effects)}. "
+                          "The choice is recorded in the review.", confirm_label="Re-run them",
+                          ask_comment=False, cursor_blink=self.app.cursor_blink),
+            answered)
 
     def on_decision_made(self, _message: DecisionMade) -> None:
         # The message bubbles on to the app, which continues the run.

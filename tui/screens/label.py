@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
+
+from tui.queries import evaluator_verdict
+
+if TYPE_CHECKING:
+    from tui.app import ReviewApp
 
 
 @dataclass(frozen=True)
@@ -22,7 +27,12 @@ class LabelChoice:
 
 
 class LabelScreen(ModalScreen[LabelChoice | None]):
-    """Dismisses with a :class:`LabelChoice`, or None on cancel."""
+    """Dismisses with a :class:`LabelChoice`, or None on cancel.
+
+    ``correct`` is preselected, or ``incorrect`` when the run's latest evaluator outcome says so.
+    """
+
+    app: ReviewApp
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", tooltip="Close without labelling"),
@@ -48,6 +58,18 @@ class LabelScreen(ModalScreen[LabelChoice | None]):
             with Horizontal(id="dialog-buttons"):
                 yield Button("Save label", variant="primary", compact=True, id="save")
                 yield Button("Cancel", compact=True, id="cancel")
+
+    def on_mount(self) -> None:
+        self.load_verdict()
+
+    @work(thread=True, exit_on_error=False)
+    def load_verdict(self) -> None:
+        if evaluator_verdict(self.app.store, self.run_id) is False:
+            self.app.call_from_thread(self.preselect_incorrect)
+
+    def preselect_incorrect(self) -> None:
+        """Start from the evaluator's verdict: the output was scored incorrect."""
+        self.query_one("#incorrect", RadioButton).value = True
 
     @on(Input.Submitted, "#reason")
     @on(Button.Pressed, "#save")

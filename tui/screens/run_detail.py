@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, ClassVar
 
+from rich.table import Table
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -15,10 +16,11 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Static
 from textual.worker import get_current_worker
 
+from tui import actions
 from tui.bindings import DECISION_BINDINGS
 from tui.format import STATUS_STYLE, format_age, truncate
-from tui.messages import JumpToStep, LoadFailed, RunLoaded, StoreChanged
-from tui.queries import RunDetail, load_run_detail
+from tui.messages import ActionFailed, DecisionMade, JumpToStep, LoadFailed, RunLoaded, StoreChanged
+from tui.queries import RunDetail, StepItem, load_run_detail
 from tui.widgets.live_status import LiveStatus
 from tui.widgets.step_detail import StepDetail
 from tui.widgets.step_list import StepList
@@ -29,8 +31,13 @@ if TYPE_CHECKING:
     from tui.app import ReviewApp
 
 
+FIXABLE_RUNS = ("paused", "failed")
+"""Run states in which `e`/`r` also apply to a completed step (a fix at the pause's cause)."""
+
+
 class RunDetailScreen(Screen[None]):
-    """Opens on the paused step; decisions apply to the selected step when it waits for review."""
+    """Opens on the paused step; decisions apply to the selected step when it waits for review, and
+    `e`/`r` on a completed step of a paused or failed run fix it there (its descendants run again)."""
 
     app: ReviewApp
 
@@ -57,11 +64,16 @@ class RunDetailScreen(Screen[None]):
             yield TracedStepList(id="steps")
             yield StepDetail(id="detail")
             yield TracePanel(id="trace")
+        yield Static(id="critic-evidence")
         yield LiveStatus("tab: into the detail · ↑ buttons jump upstream · a e r x: the waiting step",
                          id="live-status")
         yield Footer()
 
     def on_mount(self) -> None:
+        evidence = self.query_one("#critic-evidence", Static)
+        evidence.display = False
+        evidence.styles.height = "auto"
+        evidence.styles.max_height = 14
         self.query_one(StepList).focus()
         self.reload()
         # Other reviewers and processes change runs too; this re-read is cheap and keeps the pane.
@@ -111,12 +123,17 @@ class RunDetailScreen(Screen[None]):
             self._close_trace()  # a step waits for review again: show its detail, not "no outcome yet"
         self._seen_waiting.update(detail.waiting)
         self._opened = True
-        blamed = self.app.blamed.get(self.run_id) or detail.blamed_step
+        blamed = self._blamed(detail)
         steps = self.query_one(StepList)
         steps.show(detail.steps, select=select, blamed=blamed)
         self.query_one("#run-summary", Static).update(self._summary(detail, blamed))
         await self._show_selected()
         self.refresh_bindings()
+
+    def _blamed(self, detail: RunDetail) -> str | None:
+        """The step the run's explaining attribution record blames: the record the trace panel shows too
+        (``orchestrator.attribution.choice``); before any is read back, what a label here just reported."""
+        return detail.blamed_step if detail.attribution is not None else self.app.blamed.get(self.run_id)
 
     def _summary(self, detail: RunDetail, blamed: str | None) -> Text:
         run = detail.run
@@ -139,7 +156,9 @@ class RunDetailScreen(Screen[None]):
             if outcome.reason:
                 text.append(f": {truncate(outcome.reason, 120)}")
         if blamed:
-            text.append(f"\nbackward trace blames step {blamed}", style="bold red")
+            method = detail.attribution.method if detail.attribution is not None else "trace"
+            who = "backward trace" if method == "trace" else f"{method} attribution"
+            text.append(f"\n{who} blames step {blamed}", style="bold red")
         return text
 
     async def _show_selected(self) -> None:
@@ -148,6 +167,26 @@ class RunDetailScreen(Screen[None]):
         step_id = self.query_one(StepList).selected_step
         item = self.detail.step(step_id) if step_id else None
         await self.query_one(StepDetail).show(item, now=self.app.clock())
+        self._show_critic_evidence(item)
+
+    def _show_critic_evidence(self, item: StepItem | None) -> None:
+        """Under a waiting critic: the outputs of the steps it verified, side by side, and where to fix."""
+        box = self.query_one("#critic-evidence", Static)
+        verdict = next((g for g in item.gate_record.gates if g.gate == "critic"), None) \
+            if item is not None and item.waiting and item.step_type == "critic" and item.gate_record else None
+        verified = [str(s) for s in verdict.details.get("verifies", [])] if verdict is not None else []
+        box.display = bool(verified)
+        if not verified or self.detail is None:
+            return
+        table = Table(title=f"critic {item.step_id if item else ''} verified: select the wrong step, "
+                            "then e (edit) or r (retry) fixes it there", title_justify="left", expand=True)
+        cells = []
+        for sid in verified:
+            step = self.detail.step(sid)
+            table.add_column(f"{sid} ({step.status if step else 'no record'})", overflow="fold", ratio=1)
+            cells.append(truncate(json.dumps(step.output, indent=2, default=str), 500) if step else "")
+        table.add_row(*cells)
+        box.update(table)
 
     @on(DataTable.RowHighlighted, "#steps")
     async def step_highlighted(self) -> None:
@@ -158,7 +197,7 @@ class RunDetailScreen(Screen[None]):
         if self.detail is not None:
             steps = self.query_one(StepList)
             steps.show(self.detail.steps, select=message.step_id,
-                       blamed=self.app.blamed.get(self.run_id) or self.detail.blamed_step)
+                       blamed=self._blamed(self.detail))
             steps.focus()
 
     # -- actions ---------------------------------------------------------------------------------
@@ -169,7 +208,21 @@ class RunDetailScreen(Screen[None]):
             return True
         if action == "label":
             return True if self.detail.run.status in ("succeeded", "failed", "rejected") else None
+        fixing = action == "edit" or (action == "decide" and parameters == ("retry",))
+        if fixing and self._fixable_step() is not None:
+            return True
         return True if self.detail.waiting else None
+
+    def _fixable_step(self) -> str | None:
+        """The selected step when it completed in a paused or failed run and does not itself wait."""
+        if self.detail is None or self.detail.run.status not in FIXABLE_RUNS:
+            return None
+        selected = self.query_one(StepList).selected_step
+        item = self.detail.step(selected) if selected else None
+        if item is None or item.waiting or item.status != "succeeded" or item.record is None \
+                or item.record.superseded:
+            return None
+        return item.step_id
 
     def _target_step(self) -> str | None:
         """The selected step if it waits for review, else the only waiting step."""
@@ -185,14 +238,48 @@ class RunDetailScreen(Screen[None]):
         return None
 
     def action_decide(self, decision: str) -> None:
+        fix = self._fixable_step() if decision == "retry" else None
+        if fix is not None:
+            self._retry_fix(fix)
+            return
         step = self._target_step()
         if step is not None:
             self.app.request_decision(self.run_id, decision, step=step)
 
     def action_edit(self) -> None:
-        step = self._target_step()
+        step = self._fixable_step() or self._target_step()
         if step is not None:
             self.app.open_editor(self.run_id, step)
+
+    @work(thread=True, group="fix", exit_on_error=False)
+    def _retry_fix(self, step: str, rerun_side_effects: bool = False) -> None:
+        """Retry a completed step; steps with side effects that would run again are confirmed first."""
+        try:
+            effects = [] if rerun_side_effects else actions.fix_side_effects(self.app.store, self.run_id, step,
+                                                                             "retry")
+            if effects:
+                self.app.call_from_thread(self._confirm_side_effects, step, effects)
+                return
+            decision = actions.decide(self.app.store, self.run_id, "retry", step=step, reviewer=self.app.reviewer,
+                                      rerun_side_effects=rerun_side_effects)
+        except Exception as exc:
+            self.post_message(ActionFailed(self.run_id, _error_text(exc)))
+            return
+        self.post_message(DecisionMade(decision))
+
+    def _confirm_side_effects(self, step: str, effects: list[str]) -> None:
+        from tui.screens.confirm import ConfirmScreen
+
+        def answered(answer: str | None) -> None:
+            if answer is not None:
+                self._retry_fix(step, True)
+
+        self.app.push_screen(
+            ConfirmScreen(f"Retry step {step} and re-run side effects?",
+                          f"These steps downstream already acted and would act again: {', '.join(effects)}. "
+                          "The choice is recorded in the review.", confirm_label="Re-run them",
+                          ask_comment=False, cursor_blink=self.app.cursor_blink),
+            answered)
 
     def action_label(self) -> None:
         if self.detail is not None:
@@ -224,11 +311,11 @@ class RunDetailScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="trace-load", exit_on_error=False)
     def _load_trace(self) -> None:
-        from orchestrator.attribution.methods import trace_view
+        from orchestrator.attribution.choice import explaining_view
         from orchestrator.errors import OrchestratorError
 
         try:
-            view = trace_view(self.app.store, self.run_id)
+            view = explaining_view(self.app.store, self.run_id)
         except OrchestratorError as exc:  # no outcome yet: the attribution code says what to do
             self.post_message(TraceUnavailable(self.run_id, str(exc)))
             return
@@ -250,3 +337,11 @@ class RunDetailScreen(Screen[None]):
             if self.detail is not None and self.detail.run.status in ("succeeded", "failed", "rejected"):
                 reason += "\n\nPress l to label it here; the trace then appears."
             await self.query_one(TracePanel).show_unavailable(reason)
+
+
+def _error_text(exc: Exception) -> str:
+    from orchestrator.errors import OrchestratorError
+
+    if isinstance(exc, OrchestratorError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc} (nothing was changed)"

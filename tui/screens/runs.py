@@ -104,8 +104,21 @@ class RunsScreen(Screen[None]):
             summary = f"{paused} paused · {len(self.rows)} runs"
             if bar.active:
                 summary += f" · {len(shown)} match the filter"
+            summary += self._why(self.highlighted)
         self.query_one("#runs-summary", Static).update(summary)
         self.refresh_bindings()
+
+    @staticmethod
+    def _why(row: RunRow | None) -> str:
+        """What the table has no room for, about the highlighted run: why it paused, whom its outcome blames."""
+        if row is None:
+            return ""
+        parts = []
+        if row.waiting and row.gate_reason:
+            parts.append(f"{row.run_id} at {row.waiting[0]}: {row.gate_reason}")
+        if row.blamed:
+            parts.append(f"{row.run_id} blames {row.blamed}")
+        return "".join(f" · {p}" for p in parts)
 
     # -- filter ----------------------------------------------------------------------------------
 
@@ -141,7 +154,7 @@ class RunsScreen(Screen[None]):
 
     @on(DataTable.RowHighlighted, "#runs")
     def row_highlighted(self) -> None:
-        self.refresh_bindings()
+        self._show()  # the summary line explains the highlighted run; the bindings follow it
 
     @on(DataTable.RowSelected, "#runs")
     def open_run(self, event: DataTable.RowSelected) -> None:

@@ -20,11 +20,12 @@ class RunTable(DataTable[str | Text]):
     ]
 
     COLUMNS = (("run", "run"), ("workflow", "workflow"), ("status", "status"), ("paused at", "paused"),
-               ("age", "age"))
+               ("outcome", "outcome"), ("age", "age"))
+    """What fits in 100 columns of what ``orchestrator runs`` shows (gate reasons are on the run screen)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
-        self._shown: tuple[tuple[str, str, str, str, str], ...] = ()
+        self._shown: tuple[tuple[str, str, str, str, str, str], ...] = ()
 
     def on_mount(self) -> None:
         for label, key in self.COLUMNS:
@@ -39,16 +40,18 @@ class RunTable(DataTable[str | Text]):
 
     def show(self, rows: list[RunRow], now: float) -> None:
         """Replace the rows (only when something visible changed), keeping the cursor's run."""
-        cells = tuple((r.run_id, r.workflow, r.status, ", ".join(r.waiting), format_age(now - r.created_at))
+        cells = tuple((r.run_id, r.workflow, r.status, ", ".join(r.waiting), r.outcome, format_age(now - r.created_at))
                       for r in rows)
         if cells == self._shown:
             return
         self._shown = cells
         keep = self.highlighted_run
         self.clear()
-        for run_id, workflow, status, waiting, age in cells:
+        for run_id, workflow, status, waiting, outcome, age in cells:
+            verdict = "red" if outcome.endswith("incorrect") else ("green" if outcome else "")
             self.add_row(run_id, truncate(workflow, 24), Text(status, style=STATUS_STYLE.get(status, "")),
-                         Text(truncate(waiting, 24), style="yellow"), Text(age, justify="right"), key=run_id)
+                         Text(truncate(waiting, 24), style="yellow"), Text(outcome, style=verdict),
+                         Text(age, justify="right"), key=run_id)
         ids = [c[0] for c in cells]
         if keep in ids:
             self.move_cursor(row=ids.index(keep), scroll=False)

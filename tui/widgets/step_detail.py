@@ -11,14 +11,17 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Button, Static
 
+from orchestrator.records import StepRecordView
 from tui.format import STATUS_STYLE, format_age, format_duration, step_status_words
 from tui.messages import JumpToStep
 from tui.queries import StepItem
 from tui.widgets.gate_verdict import GateVerdict
 from tui.widgets.json_view import JsonView
+from tui.widgets.step_marks import step_mark
 
 SECTIONS = (
     ("gates", "Gates"),
+    ("traceback", "Traceback"),
     ("llm", "Model call"),
     ("output", "Output"),
     ("inputs", "Inputs"),
@@ -92,6 +95,10 @@ class StepDetail(VerticalScroll):
         self.query_one("#section-gates .section-title", Static).update(gate_title)
         self._section("gates", bool(gates))
 
+        failed = self._failed_attempt(item)
+        self.query_one("#traceback-text", Static).update(self._traceback(failed))
+        self._section("traceback", failed is not None)
+
         llm = item.record.llm if item.record is not None else None
         self._show_llm(llm)
         self._section("llm", bool(llm))
@@ -150,6 +157,9 @@ class StepDetail(VerticalScroll):
         text.append(step_status_words(item.status, item.waiting, decision), style=STATUS_STYLE.get(item.status, ""))
         if item.record is not None and item.record.error and item.status != "gate_failed":
             text.append(f": {item.record.error}")
+        mark = step_mark(item)
+        if mark.note:  # approved despite / edited after failing verdicts, or failed warnings
+            text.append(f"\n{mark.icon} {mark.note}", style=mark.style)
         return text
 
     @staticmethod
@@ -164,6 +174,20 @@ class StepDetail(VerticalScroll):
                 text.append(f" needs: {need['needs']}")
             if need.get("description"):
                 text.append(f" makes: {need['description']}")
+        return text
+
+    @staticmethod
+    def _failed_attempt(item: StepItem) -> StepRecordView | None:
+        """The latest attempt that stored a traceback (the step's own error), or None."""
+        records = [*item.attempts, item.record] if item.record is not None else list(item.attempts)
+        return next((r for r in reversed(records) if r is not None and r.traceback), None)
+
+    @staticmethod
+    def _traceback(record: StepRecordView | None) -> Text:
+        if record is None or record.traceback is None:
+            return Text()
+        text = Text(f"attempt {record.attempt}: {record.error}\n", style="bold red")
+        text.append(record.traceback.rstrip(), style="dim")
         return text
 
     @staticmethod

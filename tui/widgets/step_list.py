@@ -1,4 +1,6 @@
-"""The run's steps in topological order: status icon, step, agent, attempt and duration."""
+"""The run's steps in topological order: status icon, step, agent, attempt and duration.
+
+A step that passed only on a reviewer's word or with a failed warning gets its own icon (``step_marks``)."""
 
 from __future__ import annotations
 
@@ -7,8 +9,9 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import DataTable
 
-from tui.format import STATUS_STYLE, STEP_ICON, format_duration, truncate
+from tui.format import format_duration, truncate
 from tui.queries import StepItem
+from tui.widgets.step_marks import step_mark
 
 SHARE = 0.55
 """The most of the terminal's width the list may take (the detail pane gets the rest; see app.tcss)."""
@@ -24,7 +27,7 @@ class StepList(DataTable[str | Text]):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", show_header=True, cell_padding=1, **kwargs)
-        self._shown: tuple[tuple[str, str, bool, str, int, str, bool], ...] = ()
+        self._shown: tuple[tuple[str, str, str, bool, str, int, str, bool], ...] = ()
         self._with_agent: bool | None = None
         self._steps: list[StepItem] = []
         self._blamed: str | None = None
@@ -62,19 +65,17 @@ class StepList(DataTable[str | Text]):
         self._steps, self._blamed = steps, blamed
         keep = select or self.selected_step
         self._set_columns(self._fits_agent(steps))
-        cells = tuple((s.step_id, s.status, s.waiting, s.agent, s.attempt, format_duration(s.duration),
-                       s.step_id == blamed) for s in steps)
+        marks = [step_mark(s) for s in steps]
+        cells = tuple((s.step_id, m.icon, m.style, s.waiting, s.agent, s.attempt, format_duration(s.duration),
+                       s.step_id == blamed) for s, m in zip(steps, marks, strict=True))
         if cells != self._shown:
             self._shown = cells
             self.clear()
-            for step_id, status, waiting, agent, attempt, duration, is_blamed in cells:
-                style = STATUS_STYLE.get(status, "")
-                if status == "gate_failed" and not waiting:
-                    style = "yellow"
+            for step_id, icon, style, waiting, agent, attempt, duration, is_blamed in cells:
                 name = Text(truncate(step_id, STEP_WIDTH), style="bold" if waiting else "")
                 if is_blamed:
                     name.append(" ◀", style="bold red")
-                row: list[str | Text] = [Text(STEP_ICON.get(status, "?"), style=style), name]
+                row: list[str | Text] = [Text(icon, style=style), name]
                 if self._with_agent:
                     row.append(truncate(agent, AGENT_WIDTH))
                 row += [Text(str(attempt) if attempt else "", justify="right"), Text(duration, justify="right")]

@@ -16,6 +16,7 @@ REGISTRY: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
     # name: (module, options for make(), top-level packages whose absence means "not installed")
     "ours (sync steps)": ("ours", {"variant": "sync"}, ("orchestrator",)),
     "ours (async steps)": ("ours", {"variant": "async"}, ("orchestrator",)),
+    "ours (inline sync steps)": ("ours", {"variant": "inline sync"}, ("orchestrator",)),
     "raw sqlite3": ("raw_sqlite", {}, ()),
     "LangGraph": ("langgraph_engine", {}, ("langgraph", "aiosqlite")),
     "Burr": ("burr_engine", {}, ("burr", "aiosqlite")),

@@ -85,3 +85,20 @@ class Engine(ABC):
     @abstractmethod
     def runs_per_second(self, seconds: float) -> float:
         """Start sequential 5-step runs, each with a new run id, for about ``seconds``; runs per second."""
+
+    def bytes_per_step(self, n: int) -> float:
+        """Bytes the database grows by per persisted step of an ``n``-step chain (checkpointed file size)."""
+        raise Unsupported("not measured for this engine")
+
+
+def database_bytes(path: Path) -> int:
+    """A SQLite database's size with its write-ahead log folded in, so growth is comparable across engines."""
+    con = sqlite3.connect(path)
+    try:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages = con.execute("PRAGMA page_count").fetchone()[0]
+        size = con.execute("PRAGMA page_size").fetchone()[0]
+        free = con.execute("PRAGMA freelist_count").fetchone()[0]
+        return int((pages - free) * size)
+    finally:
+        con.close()

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engines.base import SLEEP, Engine, Level, Unsupported, inc
+from engines.base import SLEEP, Engine, Level, Unsupported, database_bytes, inc
 
 # -- the orchestrator's public API ---------------------------------------------------------------
 from orchestrator import Workflow, start_run
@@ -44,12 +44,12 @@ def _runnable(wf: Workflow) -> Any:
     return wf.bind()
 
 
-def chain_workflow(n: int, fn: Callable[..., Any], name: str) -> Any:
+def chain_workflow(n: int, fn: Callable[..., Any], name: str, **options: Any) -> Any:
     """``s0 .. s{n-1}``, each feeding the next; the output is the last step's."""
     wf = Workflow(name, inputs={"x": "integer"}, output=f"s{n - 1}")
-    wf.step(id="s0", inputs={"value": "$inputs.x"})(fn)
+    wf.step(id="s0", inputs={"value": "$inputs.x"}, **options)(fn)
     for i in range(1, n):
-        wf.step(id=f"s{i}", inputs={"value": f"s{i - 1}"})(fn)
+        wf.step(id=f"s{i}", inputs={"value": f"s{i - 1}"}, **options)(fn)
     return _runnable(wf)
 
 
@@ -71,9 +71,11 @@ class Ours(Engine):
 
     def __init__(self, variant: str) -> None:
         self.variant = variant
-        self.fn: Callable[..., Any] = inc if variant == "sync" else ainc
+        self.fn: Callable[..., Any] = ainc if variant == "async" else inc
+        self.options: dict[str, Any] = {"inline": True} if variant == "inline sync" else {}
         self.name = f"ours ({variant} steps)"  # type: ignore[misc]
         self.store: Any = None
+        self.path: Path | None = None
         self.runs = itertools.count()
 
     def setup(self, tmpdir: Path, level: Level) -> str:
@@ -83,7 +85,8 @@ class Ours(Engine):
             except Exception as exc:  # the memory store may not exist on every revision
                 raise Unsupported(f"memory store pending ({type(exc).__name__})") from exc
             return "none (memory:// store)"
-        self.store = _open_store(f"sqlite:///{tmpdir / 'ours.db'}?synchronous={level}")
+        self.path = tmpdir / "ours.db"
+        self.store = _open_store(f"sqlite:///{self.path}?synchronous={level}")
         return self._describe(level)
 
     def _describe(self, level: str) -> str:
@@ -110,7 +113,7 @@ class Ours(Engine):
         return result
 
     def chain_us_per_step(self, n: int) -> float:
-        workflow = chain_workflow(n, self.fn, f"peers-chain-{n}-{self.variant}")
+        workflow = chain_workflow(n, self.fn, f"peers-chain-{n}-{self.variant}", **self.options)
         gc.collect()
         t = time.perf_counter()
         result = self._run(workflow, next(self.runs))
@@ -123,11 +126,20 @@ class Ours(Engine):
         workflow = fanout_workflow(width)
         gc.collect()
         t = time.perf_counter()
-        self._run(workflow, 0, max_concurrency=width + 2)
+        self._run(workflow, 0)  # the default concurrency: what a user gets with no flag
         return time.perf_counter() - t
 
+    def bytes_per_step(self, n: int) -> float:
+        if self.path is None:
+            raise Unsupported("no database file")
+        workflow = chain_workflow(n, self.fn, f"peers-bytes-{n}-{self.variant}", **self.options)
+        self._run(workflow, -1)  # the workflow row is stored once, not per run
+        before = database_bytes(self.path)
+        self._run(workflow, next(self.runs))
+        return (database_bytes(self.path) - before) / n
+
     def runs_per_second(self, seconds: float) -> float:
-        workflow = chain_workflow(5, self.fn, f"peers-five-{self.variant}")
+        workflow = chain_workflow(5, self.fn, f"peers-five-{self.variant}", **self.options)
         self._run(workflow, -1)  # registered, code paths warm
         count, t = 0, time.perf_counter()
         while count < 20 or time.perf_counter() - t < seconds:
@@ -137,5 +149,5 @@ class Ours(Engine):
 
 
 def make(variant: str = "sync") -> Engine:
-    """The adapter for ``variant`` ``sync`` or ``async`` step functions."""
+    """The adapter for ``variant`` ``sync``, ``inline sync`` (``inline: true``) or ``async`` step functions."""
     return Ours(variant)

@@ -12,7 +12,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from engines.base import SLEEP, Engine, Level, apply_pragmas, describe, inc
+from engines.base import SLEEP, Engine, Level, Unsupported, apply_pragmas, database_bytes, describe, inc
 
 _DDL = "CREATE TABLE steps (id INTEGER PRIMARY KEY, run TEXT NOT NULL, step TEXT NOT NULL, value TEXT)"
 _INSERT = "INSERT INTO steps (run, step, value) VALUES (?, ?, ?)"
@@ -26,13 +26,15 @@ class RawSqlite(Engine):
 
     def __init__(self) -> None:
         self.con: sqlite3.Connection | None = None
+        self.path: Path | None = None
         self.runs = 0
 
     def setup(self, tmpdir: Path, level: Level) -> str:
         if level == "none":
             self.con = None
             return "none (plain Python loop)"
-        self.con = sqlite3.connect(tmpdir / "raw.db", check_same_thread=False)
+        self.path = tmpdir / "raw.db"
+        self.con = sqlite3.connect(self.path, check_same_thread=False)
         apply_pragmas(self.con, level)
         self.con.execute(_DDL)
         self.con.commit()
@@ -94,6 +96,14 @@ class RawSqlite(Engine):
                 con.commit()
             count += 1
         return count / (time.perf_counter() - t)
+
+    def bytes_per_step(self, n: int) -> float:
+        """The floor's row: run id, step id and value, nothing else."""
+        if self.path is None:
+            raise Unsupported("no database file")
+        before = database_bytes(self.path)
+        self.chain_us_per_step(n)
+        return (database_bytes(self.path) - before) / n
 
 
 def make() -> Engine:

@@ -1,0 +1,436 @@
+"""A typed Python API that does what the CLI does: :class:`Orchestrator`.
+
+Every method returns a pydantic model with the keys of the matching ``--json`` document (built by
+the same functions: :mod:`orchestrator.documents`, :mod:`orchestrator.records`), so a script that
+parses the CLI's JSON and one that calls this API read the same fields. Models allow extra keys:
+the documents gain keys over time, never lose them.
+
+Blocking methods (``run``, ``approve``...) start their own event loop; inside a running one (a
+notebook cell, an async web handler) they raise InsideEventLoopError naming their ``a``-prefixed
+async twin, which executes on the caller's loop instead::
+
+    with Orchestrator("sqlite:///runs.db") as orch:
+        run = orch.run("workflows/procurement/procurement.yaml", {"inject_fault": True})
+        if run.status == "paused":
+            run = orch.approve(run.run_id, comment="checked by hand")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio.to_thread
+from pydantic import BaseModel, ConfigDict
+
+from orchestrator.attribution.replay import MISSING
+from orchestrator.attribution.stats import StatsReport
+from orchestrator.binding import BoundWorkflow
+from orchestrator.documents import run_document, runs_page_document
+from orchestrator.errors import InputError
+from orchestrator.executor import new_lease
+from orchestrator.listing import run_query
+from orchestrator.pyapi import Workflow
+from orchestrator.review import Decision
+from orchestrator.runner import (
+    InsideEventLoopError,
+    continue_run,
+    continue_run_async,
+    refuse_inside_event_loop,
+    start_run,
+    start_run_async,
+)
+from orchestrator.runstate import RunResult
+from orchestrator.store import Store, open_store
+from orchestrator.threads import DEFAULT_CONCURRENCY
+
+__all__ = ["Orchestrator", "RunDetail", "RunList", "RunSummary", "StepDetail", "GateVerdict", "ReviewDetail",
+           "OutcomeDetail", "AttributionDetail", "Candidate", "LabelDetail", "InsideEventLoopError",
+           "WorkflowLike"]
+
+WorkflowLike = str | Path | Workflow | BoundWorkflow
+"""A workflow file (``.yaml``/``.py``), a :class:`~orchestrator.pyapi.Workflow` or a bound workflow."""
+
+
+
+class _Document(BaseModel):
+    """A JSON document of the CLI as a model: the documented keys typed, later keys kept as extras."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class GateVerdict(_Document):
+    """One gate's verdict on one step record."""
+
+    gate: str
+    passed: bool
+    score: float | None = None
+    reason: str = ""
+    severity: str = "block"
+    details: dict[str, Any] = {}
+
+
+class StepDetail(_Document):
+    """The latest live record of one step (``show --json`` ``steps``)."""
+
+    step_id: str
+    type: str
+    agent: str
+    status: str
+    attempt: int
+    origin: str
+    record_id: int
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration: float = 0.0
+    inputs: dict[str, Any] | None = None
+    output: Any = None
+    error: str | None = None
+    gates: list[GateVerdict] = []
+    llm: dict[str, Any] | None = None
+
+
+class ReviewDetail(_Document):
+    """A review decision on the run."""
+
+    step_id: str
+    decision: str
+    reviewer: str
+    comment: str | None = None
+    forced: bool = False
+    created_at: str | None = None
+
+
+class OutcomeDetail(_Document):
+    """A final-output signal: reward, correctness, where it came from."""
+
+    value: float
+    correct: bool | None = None
+    source: str
+    termination: str
+    reason: str | None = None
+    reviewer: str | None = None
+    created_at: str | None = None
+
+
+class RunDetail(_Document):
+    """One run step by step: the ``run --json`` / ``show --json`` document."""
+
+    run_id: str
+    workflow: str
+    status: str
+    output: Any = None
+    error: str | None = None
+    inputs: dict[str, Any] = {}
+    created_at: str | None = None
+    steps: list[StepDetail] = []
+    paused_steps: list[str] = []
+    reviews: list[ReviewDetail] = []
+    outcomes: list[OutcomeDetail] = []
+    llm: dict[str, Any] | None = None
+
+    def step(self, step_id: str) -> StepDetail:
+        """The latest live record of ``step_id``; KeyError naming the steps there are."""
+        for s in self.steps:
+            if s.step_id == step_id:
+                return s
+        raise KeyError(f"run {self.run_id} has no live record of step {step_id!r}; "
+                       f"steps: {[s.step_id for s in self.steps]}")
+
+
+class RunSummary(_Document):
+    """One listed run (an item of ``runs --json``)."""
+
+    run_id: str
+    workflow: str
+    status: str
+    created_at: str | None = None
+    kind: str = "run"
+    outcome: float | None = None
+    correct: bool | None = None
+    blamed_step: str | None = None
+    waiting_step: str | None = None
+    waiting_steps: list[str] = []
+    gate_reason: str | None = None
+    llm: dict[str, Any] | None = None
+
+
+class RunList(BaseModel):
+    """One page of listed runs, newest first, and how many the filters keep in all."""
+
+    runs: list[RunSummary]
+    total: int
+    offset: int
+    limit: int
+
+    @property
+    def more(self) -> bool:
+        """Whether runs after this page exist (ask again with ``offset=offset + len(runs)``)."""
+        return self.offset + len(self.runs) < self.total
+
+
+class Candidate(_Document):
+    """One step's share of the blame."""
+
+    step_id: str
+    agent: str
+    credit: float
+    evidence: dict[str, Any] = {}
+
+
+class AttributionDetail(_Document):
+    """An attribution record: the ``trace --json`` / ``attribute --json`` document."""
+
+    run_id: str
+    method: str
+    blamed_step: str | None = None
+    confidence: float | None = None
+    candidates: list[Candidate] = []
+
+
+class LabelDetail(_Document):
+    """What a label stored: the ``label --json`` document."""
+
+    run_id: str
+    outcome_id: int
+    value: float
+    correct: bool
+    blamed_step: str | None = None
+    confidence: float | None = None
+    attribution_id: int | None = None
+    explanation: str | None = None
+
+
+class Orchestrator:
+    """Runs, reviews, labels and explains workflows against one store: everything the CLI does, typed.
+
+    ``db`` is a store URL as ``--db`` takes it (default: ``$ORCHESTRATOR_DB``, else the SQLite file
+    under ``./.orchestrator/``). Use it as a context manager, or call :meth:`close`, to release the store.
+    """
+
+    def __init__(self, db: str | None = None, *, reviewer: str | None = None,
+                 max_concurrency: int = DEFAULT_CONCURRENCY) -> None:
+        """Open the store; ``reviewer`` is recorded on decisions and labels that name nobody."""
+        self.store: Store = open_store(db)
+        self.reviewer = reviewer
+        self.max_concurrency = max_concurrency
+
+    def __enter__(self) -> Orchestrator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the store's connections; the orchestrator is unusable afterwards."""
+        self.store.close()
+
+    # -- running -------------------------------------------------------------------------------
+
+    def run(self, workflow: WorkflowLike, inputs: Mapping[str, object] | None = None, *,
+            max_concurrency: int | None = None) -> RunDetail:
+        """Start a run and execute it to its end or first pause (status ``paused``: review it).
+
+        Inputs are checked, converted and given their declared defaults as with ``--input``.
+        """
+        refuse_inside_event_loop("Orchestrator.run()", "await Orchestrator.arun(...)")
+        result = start_run(self.store, self._bind(workflow), dict(inputs or {}),
+                           max_concurrency=max_concurrency or self.max_concurrency)
+        return self.get_run(result.run_id)
+
+    async def arun(self, workflow: WorkflowLike, inputs: Mapping[str, object] | None = None, *,
+                   max_concurrency: int | None = None) -> RunDetail:
+        """:meth:`run` on the caller's event loop: steps run concurrently with whatever else it does."""
+        bound = await anyio.to_thread.run_sync(self._bind, workflow)
+        result = await start_run_async(self.store, bound, dict(inputs or {}),
+                                       max_concurrency=max_concurrency or self.max_concurrency)
+        return await self._detail(result.run_id)
+
+    def resume(self, run_id: str) -> RunDetail:
+        """Continue a paused, interrupted or failed run; completed steps never run again."""
+        refuse_inside_event_loop("Orchestrator.resume()", "await Orchestrator.aresume(...)")
+        continue_run(self.store, run_id, max_concurrency=self.max_concurrency)
+        return self.get_run(run_id)
+
+    async def aresume(self, run_id: str) -> RunDetail:
+        """:meth:`resume` on the caller's event loop."""
+        from orchestrator.runner import claim
+
+        lease = await anyio.to_thread.run_sync(claim, self.store, run_id)
+        await continue_run_async(self.store, run_id, lease=lease, max_concurrency=self.max_concurrency)
+        return await self._detail(run_id)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunDetail:
+        """One run step by step, with gate verdicts, reviews and outcomes (``show --json``)."""
+        return RunDetail.model_validate(run_document(self.store, run_id))
+
+    def list_runs(self, *, status: str | None = None, workflow: str | None = None,
+                  outcome: Literal["correct", "incorrect"] | None = None, blamed: str | None = None,
+                  since: str | float | datetime | None = None,
+                  kind: Literal["original", "replay", "counterfactual"] | None = "original",
+                  limit: int = 50, offset: int = 0) -> RunList:
+        """One page of runs, newest first, filtered as ``orchestrator runs`` filters them.
+
+        ``since`` is epoch seconds, a datetime, an ISO date/time or a duration (``2h``, ``7d``);
+        ``kind=None`` lists every kind.
+        """
+        query = run_query(status=status, workflow=workflow, outcome=outcome, blamed=blamed, since=since, kind=kind,
+                          limit=limit, offset=offset)
+        page, docs = runs_page_document(self.store, query)
+        return RunList(runs=[RunSummary.model_validate(d) for d in docs], total=page.total, offset=page.offset,
+                       limit=page.limit)
+
+    # -- reviewing: each decision answers the pause it names (or the only one) and continues the run --
+
+    def approve(self, run_id: str, *, step: str | None = None, reviewer: str | None = None,
+                comment: str | None = None) -> RunDetail:
+        """Accept the paused step's output as it is, then continue the run to its end or next pause."""
+        from orchestrator import review
+
+        return self._decide_and_continue("approve", lambda: review.approve(
+            self.store, run_id, step=step, reviewer=self._who(reviewer), comment=comment, lease=new_lease(run_id)))
+
+    def edit(self, run_id: str, output: object, *, step: str | None = None, reviewer: str | None = None,
+             comment: str | None = None, force: bool = False, rerun_side_effects: bool = False) -> RunDetail:
+        """Replace the paused step's output (or fix a completed ``step`` upstream of the pause), then continue.
+
+        The output must pass the step's blocking gates unless ``force``; else ReviewError, nothing stored.
+        """
+        from orchestrator import review
+
+        return self._decide_and_continue("edit", lambda: review.edit(
+            self.store, run_id, output, step=step, reviewer=self._who(reviewer), comment=comment, force=force,
+            rerun_side_effects=rerun_side_effects, lease=new_lease(run_id)))
+
+    def retry(self, run_id: str, *, step: str | None = None, reviewer: str | None = None,
+              comment: str | None = None, rerun_side_effects: bool = False) -> RunDetail:
+        """Run the paused step again with the failed verdicts as ``ctx.gate_feedback`` (or re-run a
+        completed ``step`` and its descendants), then continue."""
+        from orchestrator import review
+
+        return self._decide_and_continue("retry", lambda: review.retry(
+            self.store, run_id, step=step, reviewer=self._who(reviewer), comment=comment,
+            rerun_side_effects=rerun_side_effects, lease=new_lease(run_id)))
+
+    def reject(self, run_id: str, *, step: str | None = None, reviewer: str | None = None,
+               comment: str | None = None) -> RunDetail:
+        """End the paused run as ``rejected``; the steps that never ran are recorded as skipped."""
+        from orchestrator import review
+
+        review.reject(self.store, run_id, step=step, reviewer=self._who(reviewer), comment=comment)
+        return self.get_run(run_id)
+
+    async def aapprove(self, run_id: str, *, step: str | None = None, reviewer: str | None = None,
+                       comment: str | None = None) -> RunDetail:
+        """:meth:`approve` without blocking the caller's event loop."""
+        from orchestrator import review
+
+        return await self._adecide_and_continue(lambda: review.approve(
+            self.store, run_id, step=step, reviewer=self._who(reviewer), comment=comment, lease=new_lease(run_id)))
+
+    async def aedit(self, run_id: str, output: object, *, step: str | None = None, reviewer: str | None = None,
+                    comment: str | None = None, force: bool = False, rerun_side_effects: bool = False) -> RunDetail:
+        """:meth:`edit` without blocking the caller's event loop."""
+        from orchestrator import review
+
+        return await self._adecide_and_continue(lambda: review.edit(
+            self.store, run_id, output, step=step, reviewer=self._who(reviewer), comment=comment, force=force,
+            rerun_side_effects=rerun_side_effects, lease=new_lease(run_id)))
+
+    async def aretry(self, run_id: str, *, step: str | None = None, reviewer: str | None = None,
+                     comment: str | None = None, rerun_side_effects: bool = False) -> RunDetail:
+        """:meth:`retry` without blocking the caller's event loop."""
+        from orchestrator import review
+
+        return await self._adecide_and_continue(lambda: review.retry(
+            self.store, run_id, step=step, reviewer=self._who(reviewer), comment=comment,
+            rerun_side_effects=rerun_side_effects, lease=new_lease(run_id)))
+
+    async def areject(self, run_id: str, *, step: str | None = None, reviewer: str | None = None,
+                      comment: str | None = None) -> RunDetail:
+        """:meth:`reject` without blocking the caller's event loop."""
+        return await anyio.to_thread.run_sync(
+            lambda: self.reject(run_id, step=step, reviewer=reviewer, comment=comment))
+
+    # -- outcomes and attribution -----------------------------------------------------------------
+
+    def label(self, run_id: str, *, correct: bool | None = None, reward: float | None = None,
+              reason: str | None = None, reviewer: str | None = None) -> LabelDetail:
+        """Record a human outcome of a finished run; an incorrect one is traced back to a step at once."""
+        from orchestrator.labels import label_run
+
+        result = label_run(self.store, run_id, correct=correct, reward=reward, reason=reason,
+                           reviewer=self._who(reviewer))
+        return LabelDetail(run_id=result.run_id, outcome_id=result.outcome_id, value=result.value,
+                           correct=result.correct, blamed_step=result.blamed_step, confidence=result.confidence,
+                           attribution_id=result.attribution_id, explanation=result.explanation)
+
+    def trace(self, run_id: str, *, recompute: bool = False) -> AttributionDetail:
+        """The latest backward trace of the run's outcome (computed and stored when there is none)."""
+        from orchestrator.attribution.methods import trace_view
+
+        return AttributionDetail.model_validate(trace_view(self.store, run_id, recompute=recompute).to_json())
+
+    def attribute(self, run_id: str, *, method: Literal["trace", "counterfactual", "shapley", "difference"] = "trace",
+                  by: Literal["step", "agent"] = "step", samples: int | None = None,
+                  seed: int = 0) -> AttributionDetail:
+        """Compute and store an attribution record of the run's outcome with one method."""
+        refuse_inside_event_loop("Orchestrator.attribute()", "await anyio.to_thread.run_sync(...)")
+        from orchestrator.attribution.methods import attribute, stored_view
+
+        result = attribute(self.store, run_id, method, by=by, samples=samples, seed=seed)
+        return AttributionDetail.model_validate(stored_view(self.store, result).to_json())
+
+    def replay(self, run_id: str, *, from_step: str, output: object = MISSING) -> RunDetail:
+        """Fork a new run from ``from_step``: earlier steps reuse their records, ``from_step`` takes
+        ``output`` (or runs again), later steps run again. The original run is not modified."""
+        refuse_inside_event_loop("Orchestrator.replay()", "await anyio.to_thread.run_sync(...)")
+        from orchestrator.attribution.methods import fork_run
+
+        evaluation = fork_run(self.store, run_id, from_step, output)
+        if not evaluation.run_id:
+            raise InputError(f"replaying run {run_id} from step {from_step!r} created no run")
+        return self.get_run(evaluation.run_id)
+
+    def stats(self, workflow: str | None = None, *, since: str | float | datetime | None = None,
+              period: Literal["day", "week"] = "week", min_runs: int = 1) -> StatsReport:
+        """Per step: gate pass rate per period, trend, and the share of failures blamed on it (``stats --json``)."""
+        from orchestrator.attribution.stats import compute_stats
+
+        return compute_stats(self.store, workflow, since=run_query(since=since).since, period=period, min_runs=min_runs)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _who(self, reviewer: str | None) -> str | None:
+        return reviewer or self.reviewer
+
+    def _bind(self, workflow: WorkflowLike) -> BoundWorkflow:
+        if isinstance(workflow, BoundWorkflow):
+            return workflow
+        if isinstance(workflow, Workflow):
+            return workflow.bind()
+        if isinstance(workflow, str | Path):
+            from orchestrator.spec import load_workflow
+
+            return load_workflow(workflow)
+        raise InputError(f"workflow must be a file path, a Workflow or a BoundWorkflow; got {type(workflow).__name__}")
+
+    async def _detail(self, run_id: str) -> RunDetail:
+        return await anyio.to_thread.run_sync(self.get_run, run_id)
+
+    def _decide_and_continue(self, name: str, decide: Callable[[], Decision]) -> RunDetail:
+        refuse_inside_event_loop(f"Orchestrator.{name}()", f"await Orchestrator.a{name}(...)")
+        decision = decide()
+        continue_run(self.store, decision.run_id, max_concurrency=self.max_concurrency, lease=decision.lease)
+        return self.get_run(decision.run_id)
+
+    async def _adecide_and_continue(self, decide: Callable[[], Decision]) -> RunDetail:
+        decision = await anyio.to_thread.run_sync(decide)
+        assert decision.lease is not None, "a continuing decision claims the run's lease"
+        result: RunResult = await continue_run_async(self.store, decision.run_id, lease=decision.lease,
+                                                     max_concurrency=self.max_concurrency)
+        return await self._detail(result.run_id)

@@ -1,0 +1,149 @@
+"""Aggregated rows for ``stats``, ``report`` and the dashboard: what the store counts, not what it stores.
+
+The analytics read methods of :class:`~orchestrator.store.base.Store` return these rows. Their
+number grows with the steps and periods shown (and, for a few, with the distinct reward
+values, attribution methods or run states), never with the number of runs: the SQL stores
+compute them with GROUP BY, the memory store with the same rules in Python
+(:mod:`orchestrator.store.aggregate`).
+
+Rules every implementation follows (the contract tests in ``tests/store/`` hold them to it):
+
+- Only runs of kind ``run`` of the named workflow count: replays and forks are not production traffic.
+- **A run's start** is the earliest start of its step records, or its creation time when it has
+  none. A run belongs to the period holding its start; ``since`` keeps runs starting at or after it.
+- **Periods** are UTC days, or ISO weeks starting Monday 00:00 UTC; see :func:`period_start`.
+- **A step's gate verdict in a run** is that of its first gated attempt (all gates passed or not).
+- **An incorrect outcome** is a run whose latest outcome has ``correct`` false. **Whom it blames**:
+  the latest attribution record linked to that outcome, else the run's latest attribution record
+  of any kind; no record, or one that blamed no step, is *unattributed* (``blamed_step`` None).
+  (The latest record is the most informative one: a counterfactual or Shapley run is asked for
+  after the automatic backward trace, so it supersedes it.)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+PERIOD_SECONDS = {"day": 86400, "week": 7 * 86400}
+PERIOD_OFFSET = {"day": 0, "week": 3 * 86400}
+"""The epoch (1970-01-01) was a Thursday: shifting by three days makes week buckets start on Mondays."""
+
+
+def period_start(ts: float, period: str) -> float:
+    """Epoch seconds of the start of the UTC day or ISO week holding ``ts``."""
+    size, offset = PERIOD_SECONDS[period], PERIOD_OFFSET[period]
+    return float(math.floor((ts + offset) / size) * size - offset)
+
+
+@dataclass(frozen=True, slots=True)
+class StepPeriodCounts:
+    """One step in one period: what its records in the period's runs add up to."""
+
+    step_id: str
+    period_start: float
+    agent: str
+    """The step's agent as its records name it (the smallest, when they disagree)."""
+    first_record: int
+    """The id of the step's earliest record among them: steps unknown to the definition are listed in this order."""
+    runs: int
+    """Runs with at least one record of the step."""
+    gated_runs: int
+    """Runs in which an attempt of the step was checked by gates."""
+    gate_passes: int
+    """Runs whose first gated attempt of the step passed all its gates."""
+    attempts: int
+    """Records of the step (every attempt, skipped ones included)."""
+    failures: int
+    """Records with status ``failed``."""
+    gate_failures: int
+    """Records with status ``gate_failed``."""
+    retries: int
+    """Records of attempt 2 or later."""
+    model_records: int = 0
+    """Executed LLM attempts (copies a review or replay made are not counted)."""
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    priced_records: int = 0
+    """Of the LLM attempts, those with a known cost."""
+    cost: float = 0.0
+    """USD summed over the priced LLM attempts."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeCounts:
+    """Runs of one period with one outcome state: incorrect (with whom it blames) or not."""
+
+    period_start: float
+    incorrect: bool
+    blamed_step: str | None
+    """For incorrect runs: the step the chosen attribution record blamed; None when unattributed."""
+    runs: int
+
+
+@dataclass(frozen=True, slots=True)
+class TrajectoryCounts:
+    """How many runs executed ``steps`` distinct steps in ``attempts`` attempts (skipped records left out)."""
+
+    steps: int
+    attempts: int
+    runs: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeSummary:
+    """The latest outcome of each production run, summed up."""
+
+    scored: int = 0
+    """Runs with an outcome."""
+    correct: int = 0
+    nonzero: int = 0
+    """Runs whose latest reward is above zero."""
+    values: dict[float, int] = field(default_factory=dict)
+    """Latest reward -> number of runs (as many entries as distinct rewards)."""
+    by_source: dict[str, int] = field(default_factory=dict)
+    by_termination: dict[str, int] = field(default_factory=dict)
+    early_mean: float | None = None
+    """Mean reward of the first ``window`` scored runs, in creation order."""
+    recent_mean: float | None = None
+    """Mean reward of the last ``window`` scored runs."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunCounts:
+    """Runs of one workflow version, kind and shown status (``interrupted`` for lapsed leases)."""
+
+    workflow: str
+    workflow_id: int
+    kind: str
+    status: str
+    runs: int
+
+
+@dataclass(frozen=True, slots=True)
+class AttributionCounts:
+    """Attribution records of one method and parameter set."""
+
+    method: str
+    params: str
+    """The parameters as stored (JSON text)."""
+    records: int
+    cost: int
+    """Step executions their replays spent."""
+
+
+@dataclass(frozen=True, slots=True)
+class NondeterminismCounts:
+    """One step: of the inputs seen in two or more runs, how many gave different outputs.
+
+    Each run contributes its step's first attempt that produced an output (succeeded or
+    gate_failed), compared through the digests written with it (:mod:`orchestrator.store.digests`).
+    """
+
+    step_id: str
+    first_record: int
+    repeated_inputs: int
+    varied: int
+    not_covered: int
+    """Attempts left out because they have no inputs digest (written before digests were stored)."""

@@ -1,0 +1,1 @@
+"""Migration scripts, one revision per module (a package so that installs ship them)."""

@@ -1,0 +1,100 @@
+"""``Store.triage_runs`` in SQL: one page of runs with outcome, blame and pause, in three queries.
+
+The page and the total are each one statement (latest outcome and latest attribution joined by
+their largest id per run); the waiting steps of the page's paused runs are a third. The rules are
+in :mod:`orchestrator.store.triage`; the memory store follows the same ones in Python.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import and_, exists, false, func, or_, select, true
+from sqlalchemy.sql.elements import ColumnElement
+
+from orchestrator.store.rows import run_view
+from orchestrator.store.tables import TABLES
+from orchestrator.store.triage import RunPage, RunQuery, TriageRow
+
+Read = Callable[..., Any]
+
+runs_t = TABLES["runs"]
+steps_t = TABLES["step_records"]
+gates_t = TABLES["gate_results"]
+reviews_t = TABLES["reviews"]
+outcomes_t = TABLES["outcomes"]
+attributions_t = TABLES["attributions"]
+
+
+def status_condition(status: str | None) -> ColumnElement[bool] | None:
+    """The WHERE condition of a shown status: ``interrupted`` is a running run whose lease lapsed."""
+    now = time.time()
+    if status == "interrupted":
+        return and_(runs_t.c.status == "running", runs_t.c.lease_expires_at < now)
+    if status == "running":  # (NULL < now is NULL in SQL: a run without a lease is simply running)
+        return and_(runs_t.c.status == "running",
+                    or_(runs_t.c.lease_expires_at.is_(None), runs_t.c.lease_expires_at >= now))
+    if status:
+        return runs_t.c.status == status
+    return None
+
+
+def triage_page(read: Read, query: RunQuery) -> RunPage:
+    """The page of runs ``query`` asks for (see :meth:`Store.triage_runs`)."""
+    latest_outcome = (select(func.max(outcomes_t.c.id)).where(outcomes_t.c.run_pk == runs_t.c.id)
+                      .correlate(runs_t).scalar_subquery())
+    latest_attribution = (select(func.max(attributions_t.c.id)).where(attributions_t.c.run_pk == runs_t.c.id)
+                          .correlate(runs_t).scalar_subquery())
+    o = outcomes_t.alias("o")
+    a = attributions_t.alias("a")
+    joined = (runs_t.outerjoin(o, o.c.id == latest_outcome).outerjoin(a, a.c.id == latest_attribution))
+    conditions: list[ColumnElement[bool]] = []
+    by_status = status_condition(query.status)
+    if by_status is not None:
+        conditions.append(by_status)
+    if query.workflow:
+        conditions.append(runs_t.c.workflow == query.workflow)
+    if query.kind:
+        conditions.append(runs_t.c.kind == query.kind)
+    if query.since is not None:
+        conditions.append(runs_t.c.created_at >= query.since)
+    if query.outcome is not None:
+        conditions.append(o.c.correct == (true() if query.outcome == "correct" else false()))
+    if query.blamed:
+        conditions.append(a.c.blamed_step == query.blamed)
+    where = and_(true(), *conditions)
+    page = (select(runs_t, o.c.value.label("triage_value"), o.c.correct.label("triage_correct"),
+                   a.c.blamed_step.label("triage_blamed"))
+            .select_from(joined).where(where).order_by(runs_t.c.id.desc())
+            .limit(max(0, query.limit)).offset(max(0, query.offset)))
+    count = select(func.count()).select_from(joined).where(where)
+    rows, totals = read(page, count)
+    listed = [TriageRow(run_view(r), outcome_value=r.triage_value,
+                        outcome_correct=None if r.triage_correct is None else bool(r.triage_correct),
+                        blamed_step=r.triage_blamed) for r in rows]
+    paused = {r.id: row for r, row in zip(rows, listed, strict=True) if r.status == "paused"}
+    if paused:
+        _add_waiting(read, paused)
+    return RunPage(listed, int(totals[0][0]), query.offset, query.limit)
+
+
+def _add_waiting(read: Read, paused: dict[int, TriageRow]) -> None:
+    """Fill the waiting steps and the first failing gate's reason of the page's paused runs, in one query."""
+    later = steps_t.alias("later")
+    newer_record = exists().where(and_(later.c.run_pk == steps_t.c.run_pk, later.c.step_id == steps_t.c.step_id,
+                                       later.c.id > steps_t.c.id))
+    answered = exists().where(reviews_t.c.record_id == steps_t.c.id)
+    failing = and_(gates_t.c.record_id == steps_t.c.id, gates_t.c.passed == false())
+    first_reason = (select(gates_t.c.reason).where(failing)
+                    .order_by(gates_t.c.id).limit(1).correlate(steps_t).scalar_subquery())
+    waiting = (select(steps_t.c.run_pk, steps_t.c.step_id, first_reason.label("reason"))
+               .where(and_(steps_t.c.run_pk.in_(list(paused)), steps_t.c.status == "gate_failed",
+                           steps_t.c.superseded_by.is_(None), ~newer_record, ~answered))
+               .order_by(steps_t.c.run_pk, steps_t.c.started_at, steps_t.c.step_id))
+    for r in read(waiting):
+        row = paused[r.run_pk]
+        if not row.waiting_steps:
+            row.gate_reason = r.reason
+        row.waiting_steps.append(r.step_id)

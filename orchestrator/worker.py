@@ -1,0 +1,197 @@
+"""The worker loop: claim queued runs (and take over interrupted ones) and execute them, several at once.
+
+Every run executes under its own lease and heartbeat, on one event loop (``concurrency`` runs at
+most), so a worker is one process however many runs it holds. Stopping is graceful: the first
+SIGTERM (or SIGINT) stops claiming and drains, letting the steps in flight finish and be recorded,
+then hands each unfinished run's lease back (the run shows as ``interrupted``; ``resume`` or any
+worker continues it at once). A second signal stops at once: the steps in flight are abandoned
+(unrecorded, so they run again on resume) and the leases are still handed back.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from orchestrator.errors import LeaseLostError, SpecError, StoreMismatchError
+from orchestrator.events import EventHook
+from orchestrator.executor import Drain, RunHandedBack, new_lease, release_lease
+from orchestrator.review import apply_review_timeouts
+from orchestrator.runner import continue_run_async
+from orchestrator.runstate import RunResult
+from orchestrator.store import Lease, Store
+from orchestrator.stored_workflow import load_run_workflow
+from orchestrator.threads import DEFAULT_CONCURRENCY
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@dataclass
+class WorkSummary:
+    """What a worker did before it stopped."""
+
+    executed: int = 0
+    """Runs executed to their end or a pause."""
+    handed_back: list[str] = field(default_factory=list)
+    """Runs it stopped before their end, left resumable."""
+    signal: str | None = None
+    """The signal that stopped it (``SIGTERM``), if one did."""
+    forced: bool = False
+    """A second signal stopped it at once, abandoning the steps in flight."""
+
+
+@dataclass
+class WorkOptions:
+    """How a worker claims and executes runs (the ``worker`` command's options)."""
+
+    once: bool = False
+    poll: float = 1.0
+    max_runs: int | None = None
+    concurrency: int = 1
+    max_concurrency: int = DEFAULT_CONCURRENCY
+    recover: bool = True
+
+
+def work(store: Store, *, once: bool = False, poll: float = 1.0, max_runs: int | None = None,
+         concurrency: int = 1, max_concurrency: int = DEFAULT_CONCURRENCY, on_event: EventHook | None = None,
+         on_result: Callable[[RunResult], None] | None = None, recover: bool = True,
+         stop_on_signals: bool = False, on_stopping: Callable[[str, int], None] | None = None) -> WorkSummary:
+    """Claim and execute queued runs until the queue is empty (``once``) or ``max_runs`` were claimed.
+
+    Several workers may share one database (PostgreSQL, or a SQLite file on one host): each run
+    is claimed by exactly one of them. With ``recover``, workers also take over interrupted runs
+    (a process died mid-run). Paused runs whose review timed out are decided here too.
+    ``stop_on_signals`` (the CLI's worker; needs the main thread) drains on SIGTERM or SIGINT as the
+    module docstring says, calling ``on_stopping(signal name, runs in flight)`` when the drain starts.
+    """
+    options = WorkOptions(once, poll, max_runs, max(1, concurrency), max_concurrency, recover)
+    worker = Worker(store, options, on_event=on_event, on_result=on_result, on_stopping=on_stopping)
+    try:
+        anyio.run(worker.run, stop_on_signals)
+    except BaseExceptionGroup as group:  # one run's internal error: report it, not the task group
+        raise _first_leaf(group) from None
+    return worker.summary
+
+
+class Worker:
+    """One worker process's loop; see the module docstring."""
+
+    def __init__(self, store: Store, options: WorkOptions, *, on_event: EventHook | None = None,
+                 on_result: Callable[[RunResult], None] | None = None,
+                 on_stopping: Callable[[str, int], None] | None = None) -> None:
+        self.store = store
+        self.options = options
+        self.on_event = on_event
+        self.on_result = on_result
+        self.on_stopping = on_stopping
+        self.drain = Drain()
+        self.summary = WorkSummary()
+        self.in_flight: set[str] = set()
+
+    async def run(self, stop_on_signals: bool) -> None:
+        self.stopping = anyio.Event()
+        async with anyio.create_task_group() as everything:
+            if stop_on_signals:
+                await everything.start(self.watch_signals, everything)
+            async with anyio.create_task_group() as runs:
+                await self.claim_runs(runs)
+            everything.cancel_scope.cancel()  # done: stop watching for signals
+
+    async def claim_runs(self, runs: TaskGroup) -> None:
+        """Claim runs while a slot is free, until told to stop (or ``once`` finds nothing to claim)."""
+        options = self.options
+        slots = anyio.Semaphore(options.concurrency)
+        claimed = 0
+        while not self.drain.requested and (options.max_runs is None or claimed < options.max_runs):
+            await slots.acquire()
+            if self.drain.requested:
+                slots.release()
+                break
+            lease = new_lease()
+            run_id = self.store.claim_queued_run(lease) or (recover_one(self.store, lease) if options.recover
+                                                             else None)
+            if run_id is None:
+                slots.release()
+                decide_timed_out_reviews(self.store)
+                if self.store.list_runs(status="queued", limit=1):
+                    continue
+                if options.once:
+                    break
+                with anyio.move_on_after(options.poll):
+                    await self.stopping.wait()
+                continue
+            claimed += 1
+            self.in_flight.add(run_id)
+            runs.start_soon(self.execute, replace(lease, run_id=run_id), slots)
+
+    async def execute(self, lease: Lease, slots: anyio.Semaphore) -> None:
+        """Execute one claimed run; whatever stops it, its lease is ended or handed back."""
+        run_id = lease.run_id
+        try:
+            result = await continue_run_async(self.store, run_id, lease=lease, on_event=self.on_event,
+                                              max_concurrency=self.options.max_concurrency, drain=self.drain)
+        except (SpecError, StoreMismatchError) as exc:
+            self.store.end_lease(lease, "failed", error=str(exc))
+            result = RunResult(run_id, "failed", error=str(exc))
+        except LeaseLostError:
+            return  # this worker stalled and another took the run over; it wrote nothing more
+        except RunHandedBack:
+            self.summary.handed_back.append(run_id)
+            return
+        except BaseException:  # stopped at once (a second signal), possibly before the run began
+            release_lease(self.store, lease)
+            self.summary.handed_back.append(run_id)
+            raise
+        finally:
+            self.in_flight.discard(run_id)
+            slots.release()
+        self.summary.executed += 1
+        if self.on_result is not None:
+            self.on_result(result)
+
+    async def watch_signals(self, everything: TaskGroup, *,
+                            task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The first SIGTERM/SIGINT drains; a second one cancels everything (leases are still handed back)."""
+        with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+            task_status.started()
+            async for signum in signals:
+                if self.summary.signal is None:
+                    self.summary.signal = signal.Signals(signum).name
+                    self.drain.request()
+                    self.stopping.set()
+                    if self.on_stopping is not None:
+                        self.on_stopping(self.summary.signal, len(self.in_flight))
+                else:
+                    self.summary.forced = True
+                    everything.cancel_scope.cancel()
+                    return
+
+
+def recover_one(store: Store, lease: Lease) -> str | None:
+    """Take over one interrupted run (its executor died, whoever started it), as DBOS recovers pending
+    workflows: the same path as a resume, so completed steps are not executed again."""
+    for run in store.list_runs(status="interrupted", kind=None, limit=20):
+        if store.acquire_lease(replace(lease, run_id=run.run_id), statuses=("running",)):
+            return run.run_id
+    return None
+
+
+def decide_timed_out_reviews(store: Store) -> None:
+    """Paused runs whose review timed out are decided, and queued again when they continue."""
+    for paused in store.list_runs(status="paused"):
+        try:
+            workflow, _ = load_run_workflow(store, paused.run_id)
+            decided = apply_review_timeouts(store, paused.run_id, workflow.spec)
+        except (SpecError, StoreMismatchError):
+            continue
+        if decided and store.get_run(paused.run_id).status == "running":
+            store.set_run_status(paused.run_id, "queued", expect=["running"])
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first

@@ -1,0 +1,151 @@
+"""The analytics contract: aggregated rows for stats, report and the dashboard, the same on every store."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from orchestrator.store import NewAttribution, NewOutcome, Store
+from orchestrator.store.analytics import period_start
+from tests.store.rows import add_run, add_workflow, gate, step
+
+DAY = 86400.0
+WEEK45 = datetime(2026, 11, 2, tzinfo=UTC).timestamp()  # a Monday
+MONDAY = WEEK45 + 12 * 3600
+WEEK46 = WEEK45 + 7 * DAY
+
+
+def llm(calls: int, tokens_in: int, tokens_out: int, cost: float | None) -> str:
+    return json.dumps({"calls": calls, "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out},
+                       "cost": cost})
+
+
+def test_period_start_is_the_utc_day_or_the_monday_of_the_iso_week():
+    assert period_start(MONDAY + 3 * DAY, "week") == WEEK45
+    assert period_start(MONDAY + 6.4 * DAY, "week") == WEEK45  # Sunday evening
+    assert period_start(MONDAY + 3 * DAY, "day") == WEEK45 + 3 * DAY
+
+
+def seed_steps(store: Store) -> int:
+    """Week 45: two runs of a gated step a (one retried after a failed gate) and an LLM step b.
+    Week 46: one run. Plus a replay and another workflow's run, which never count."""
+    wf = add_workflow(store)
+    one = add_run(store, wf)
+    store.insert_step_record(step(one, wf, "a", status="gate_failed", started_at=MONDAY, gates=[gate(passed=False)]))
+    store.insert_step_record(step(one, wf, "a", attempt=2, started_at=MONDAY + 5, gates=[gate(), gate("other")]))
+    store.insert_step_record(step(one, wf, "b", started_at=MONDAY + 9, llm=llm(2, 100, 20, 0.5)))
+    two = add_run(store, wf)
+    store.insert_step_record(step(two, wf, "a", status="failed", started_at=MONDAY + DAY))
+    store.insert_step_record(step(two, wf, "a", attempt=2, started_at=MONDAY + DAY + 1, gates=[gate()]))
+    store.insert_step_record(step(two, wf, "b", started_at=MONDAY + DAY + 2, llm=llm(1, 10, 5, None)))
+    later = add_run(store, wf)
+    store.insert_step_record(step(later, wf, "a", started_at=MONDAY + 7 * DAY, gates=[gate(passed=False)]))
+    replay = add_run(store, wf, kind="replay")
+    store.insert_step_record(step(replay, wf, "a", started_at=MONDAY, gates=[gate()]))
+    other = add_workflow(store, "other", "h2")
+    store.insert_step_record(step(add_run(store, other, "other"), other, "a", started_at=MONDAY))
+    return wf
+
+
+def test_step_period_counts_sum_runs_gates_attempts_and_model_usage_per_step_and_week(store: Store):
+    seed_steps(store)
+    rows = {(r.step_id, r.period_start): r for r in store.step_period_counts("wf", period="week")}
+    assert sorted(rows) == [("a", WEEK45), ("a", WEEK46), ("b", WEEK45)]
+    a45 = rows[("a", WEEK45)]
+    # run one's first gated attempt failed, run two's (after a failed attempt without gates) passed
+    assert (a45.runs, a45.gated_runs, a45.gate_passes) == (2, 2, 1)
+    assert (a45.attempts, a45.failures, a45.gate_failures, a45.retries) == (4, 1, 1, 2)
+    assert a45.agent == "agent-a" and a45.model_records == 0
+    a46 = rows[("a", WEEK46)]
+    assert (a46.runs, a46.gated_runs, a46.gate_passes, a46.attempts) == (1, 1, 0, 1)
+    b45 = rows[("b", WEEK45)]
+    assert (b45.runs, b45.gated_runs, b45.gate_passes) == (2, 0, 0)
+    assert (b45.model_records, b45.model_calls, b45.input_tokens, b45.output_tokens) == (2, 3, 110, 25)
+    assert (b45.priced_records, b45.cost) == (1, 0.5)
+    assert [r.step_id for r in store.step_period_counts("wf", period="week")][:2] == ["a", "b"]
+
+
+def test_step_period_counts_by_day_and_since_follow_each_runs_first_step(store: Store):
+    seed_steps(store)
+    days = {(r.step_id, r.period_start): r.runs for r in store.step_period_counts("wf", period="day")}
+    assert days == {("a", WEEK45): 1, ("b", WEEK45): 1, ("a", WEEK45 + DAY): 1, ("b", WEEK45 + DAY): 1,
+                    ("a", WEEK46): 1}
+    late = store.step_period_counts("wf", period="week", since=MONDAY + 1)  # run one started before it
+    assert {(r.step_id, r.period_start): r.runs for r in late} == {("a", WEEK45): 1, ("b", WEEK45): 1,
+                                                                   ("a", WEEK46): 1}
+    assert store.step_period_counts("unknown") == []
+
+
+def test_outcome_counts_follow_the_latest_outcome_and_the_latest_linked_attribution(store: Store):
+    wf = add_workflow(store)
+    runs = [add_run(store, wf) for _ in range(5)]
+    for run_id in runs:
+        store.insert_step_record(step(run_id, wf, "a", started_at=MONDAY))
+    bad = NewOutcome(runs[0], value=0.0, correct=False, source="human", termination="goal_achieved")
+
+    def blame(run_id: str, who: str | None, outcome_id: int | None, method: str = "trace") -> None:
+        store.add_attribution(NewAttribution(run_id, method=method, params={}, step_credits=[], agent_credits={},
+                                             blamed_step=who, confidence=0.5, evidence={}, outcome_id=outcome_id))
+
+    first = store.add_outcome(bad)  # run 0: an older attribution linked to its outcome, a later unlinked one
+    blame(runs[0], "a", first)
+    blame(runs[0], "b", None, "shapley")
+    second = store.add_outcome(NewOutcome(runs[1], 0.0, False, "human", "goal_achieved"))
+    blame(runs[1], "a", second)
+    blame(runs[1], "c", second, "counterfactual")  # the latest linked record wins
+    blame(runs[2], "b", None)  # run 2: nothing linked, so its latest record of any kind
+    store.add_outcome(NewOutcome(runs[2], 0.0, False, "human", "goal_achieved"))
+    store.add_outcome(NewOutcome(runs[3], 0.0, False, "human", "goal_achieved"))  # run 3: unattributed
+    store.add_outcome(NewOutcome(runs[4], 0.0, False, "human", "goal_achieved"))  # run 4: corrected later
+    store.add_outcome(NewOutcome(runs[4], 1.0, True, "human", "goal_achieved"))
+    add_run(store, wf)  # no records: its creation time puts it in the current week
+    rows = store.outcome_counts("wf", period="week")
+    in45 = {(r.incorrect, r.blamed_step): r.runs for r in rows if r.period_start == WEEK45}
+    assert in45 == {(True, "a"): 1, (True, "c"): 1, (True, "b"): 1, (True, None): 1, (False, None): 1}
+    assert sum(r.runs for r in rows) == 6 and len({r.period_start for r in rows}) == 2
+    assert store.outcome_counts("wf", since=MONDAY + 1) != [] and \
+        all(r.period_start != WEEK45 for r in store.outcome_counts("wf", since=MONDAY + 1))
+
+
+def test_nondeterminism_counts_compare_digests_of_inputs_with_links_resolved(store: Store):
+    wf = add_workflow(store)
+    for i in range(3):
+        run_id = add_run(store, wf)
+        # a: same inputs, outputs equal up to key order -> not varied
+        upstream = store.insert_step_record(step(run_id, wf, "a", inputs=json.dumps({"q": 1}),
+                                                 output={"x": 1, "y": 2} if i else {"y": 2, "x": 1}))
+        # b consumes a's (equal) output through a link, and answers differently each time -> varied
+        store.insert_step_record(step(run_id, wf, "b", inputs=json.dumps({"d": {"$record": upstream}}), output=i))
+        # c: different inputs in every run -> never repeated; its failed first attempt has no output
+        store.insert_step_record(step(run_id, wf, "c", status="failed", output=None, inputs=json.dumps({"n": i})))
+        store.insert_step_record(step(run_id, wf, "c", attempt=2, inputs=json.dumps({"n": i}), output="same"))
+    rows = [(r.step_id, r.repeated_inputs, r.varied, r.not_covered) for r in store.nondeterminism_counts("wf")]
+    assert rows == [("a", 1, 0, 0), ("b", 1, 1, 0), ("c", 0, 0, 0)]
+
+
+def test_report_aggregates_trajectories_outcomes_composition_and_attributions(store: Store):
+    wf = add_workflow(store)
+    runs = [add_run(store, wf) for _ in range(3)]
+    store.insert_step_record(step(runs[0], wf, "a"))
+    store.insert_step_record(step(runs[0], wf, "a", attempt=2))
+    store.insert_step_record(step(runs[0], wf, "b"))
+    store.insert_step_record(step(runs[1], wf, "a"))
+    store.insert_step_record(step(runs[1], wf, "b", status="skipped"))
+    store.add_outcome(NewOutcome(runs[0], 0.0, False, "human", "goal_achieved"))
+    store.add_outcome(NewOutcome(runs[0], 0.5, True, "evaluator", "goal_achieved"))
+    store.add_outcome(NewOutcome(runs[1], 1.0, True, "evaluator", "max_steps"))
+    for by, cost in (("step", 2), ("step", 3), ("agent", 4)):
+        store.add_attribution(NewAttribution(runs[0], "shapley", {"by": by}, [], {}, None, None, {}, cost=cost))
+    add_run(store, wf, kind="counterfactual", parent_run_id=runs[0])
+    assert [(t.steps, t.attempts, t.runs) for t in store.trajectory_counts("wf")] == [(0, 0, 1), (1, 1, 1),
+                                                                                     (2, 3, 1)]
+    summary = store.outcome_summary("wf", window=1)
+    assert (summary.scored, summary.correct, summary.nonzero) == (2, 2, 2)
+    assert summary.values == {0.5: 1, 1.0: 1} and summary.by_source == {"evaluator": 2}
+    assert summary.by_termination == {"goal_achieved": 1, "max_steps": 1}
+    assert (summary.early_mean, summary.recent_mean) == (0.5, 1.0)
+    assert store.outcome_summary(None, window=5).early_mean == 0.75
+    kinds = {(c.kind, c.status): c.runs for c in store.run_counts("wf")}
+    assert kinds == {("run", "running"): 3, ("counterfactual", "running"): 1}
+    counts = {(a.method, json.loads(a.params)["by"]): (a.records, a.cost) for a in store.attribution_counts("wf")}
+    assert counts == {("shapley", "step"): (2, 5), ("shapley", "agent"): (1, 4)}

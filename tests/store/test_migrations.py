@@ -1,0 +1,280 @@
+"""Schema migrations: new databases start at head, older ones are upgraded on open, newer ones refused.
+
+The release database fixture (``tests/fixtures/release_db``, built by the release's own code) is
+opened by this code through the CLI: its paused run continues and succeeds, its earlier records
+read back as the release showed them, and its schema ends at the head revision. The same content
+is upgraded on PostgreSQL from the release schema (revision 0001) with no ``alembic_version``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+from orchestrator.errors import InputError
+from orchestrator.store import normalize_url
+from orchestrator.store.migrate import (
+    HEAD_REVISION,
+    RELEASE_REVISION,
+    alembic_config,
+    ensure_schema,
+    script_head,
+    stored_revision,
+)
+from orchestrator.store.tables import metadata
+from tests.conftest import REPO
+
+RELEASE_DB = REPO / "tests" / "fixtures" / "release_db"
+MANIFEST = json.loads((RELEASE_DB / "release.json").read_text())
+TABLE_ORDER = ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions")
+
+
+def cli(*args: str, db: str) -> subprocess.CompletedProcess[str]:
+    """The orchestrator command in a fresh process (the fixture's step module importable from anywhere)."""
+    env = {k: v for k, v in os.environ.items() if k != "ORCHESTRATOR_DB"}
+    env.update(PYTHONPATH=os.pathsep.join([str(REPO), str(RELEASE_DB)]), COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args, "--db", db], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def upgrade_to(conn: sa.Connection, revision: str) -> None:
+    command.upgrade(alembic_config(conn), revision)
+    conn.commit()
+
+
+def schema_differences(conn: sa.Connection) -> list[Any]:
+    return list(compare_metadata(MigrationContext.configure(conn), metadata))
+
+
+# -- revisions ----------------------------------------------------------------------------------------
+
+
+def test_head_revision_is_the_head_of_the_migration_scripts() -> None:
+    assert HEAD_REVISION == script_head()
+
+
+def test_the_migrations_build_exactly_the_declared_schema(durable_url: str) -> None:
+    engine = sa.create_engine(normalize_url(durable_url))
+    with engine.connect() as conn:
+        upgrade_to(conn, "head")
+        assert schema_differences(conn) == []
+    engine.dispose()
+
+
+def test_a_new_database_is_created_at_head_and_then_left_alone(durable_url: str) -> None:
+    url = normalize_url(durable_url)
+    assert stored_revision(url) is None
+    first = ensure_schema(url)
+    assert (first.before, first.action, first.after) == (None, "created", HEAD_REVISION)
+    assert stored_revision(url) == HEAD_REVISION
+    assert ensure_schema(url).action == "current"
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        assert schema_differences(conn) == []
+    engine.dispose()
+
+
+def test_a_database_at_an_older_revision_is_upgraded(durable_url: str) -> None:
+    url = normalize_url(durable_url)
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        upgrade_to(conn, RELEASE_REVISION)
+    change = ensure_schema(engine)
+    assert (change.before, change.action) == (RELEASE_REVISION, "upgraded")
+    with engine.connect() as conn:
+        assert schema_differences(conn) == []
+    assert stored_revision(engine) == HEAD_REVISION
+    engine.dispose()
+
+
+def test_an_unversioned_database_with_newer_columns_is_adopted(durable_url: str) -> None:
+    """A development build between the release and migrations created every declared column."""
+    url = normalize_url(durable_url)
+    engine = sa.create_engine(url)
+    metadata.create_all(engine)
+    change = ensure_schema(engine)
+    assert (change.before, change.action) == (None, "adopted")
+    assert stored_revision(engine) == HEAD_REVISION
+    engine.dispose()
+
+
+def test_a_newer_schema_than_the_code_knows_is_refused_and_left_as_it_is(durable_url: str, tmp_path: Path) -> None:
+    url = normalize_url(durable_url)
+    ensure_schema(url)
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999'"))
+    with pytest.raises(InputError, match="database schema 9999 is newer than this orchestrator; upgrade the "
+                                         "package"):
+        ensure_schema(engine)
+    assert stored_revision(engine) == "9999"
+    engine.dispose()
+    refused = cli("runs", db=durable_url)
+    assert refused.returncode == 2
+    assert "database schema 9999 is newer than this orchestrator" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+def test_opening_a_current_database_reads_one_row_and_imports_no_alembic(durable_url: str) -> None:
+    ensure_schema(normalize_url(durable_url))
+    probe = ("import sys; from orchestrator.store import open_store; "
+             f"open_store({durable_url!r}).close(); print(sorted(m for m in sys.modules if m.startswith('alembic')))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_stored_revision_reads_a_stdlib_sqlite_connection(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    with sqlite3.connect(db) as conn:
+        assert stored_revision(conn) is None
+    ensure_schema(f"sqlite:///{db}")
+    conn = sqlite3.connect(db)
+    assert stored_revision(conn) == HEAD_REVISION
+    conn.close()
+
+
+def test_db_upgrade_says_what_it_did_and_db_revision_where_a_database_stands(durable_url: str) -> None:
+    engine = sa.create_engine(normalize_url(durable_url))
+    with engine.connect() as conn:
+        upgrade_to(conn, RELEASE_REVISION)
+    engine.dispose()
+    pending = cli("db", "revision", "--check", db=durable_url)
+    assert (pending.returncode, pending.stdout.splitlines()[:2]) == (1, [f"stored: {RELEASE_REVISION}",
+                                                                         f"head:   {HEAD_REVISION}"])
+    upgraded = cli("db", "upgrade", db=durable_url)
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert f"upgraded the schema from {RELEASE_REVISION} to {HEAD_REVISION}" in upgraded.stdout
+    again = cli("db", "upgrade", db=durable_url)
+    assert f"is at {HEAD_REVISION} (head); nothing to do" in again.stdout
+    assert cli("db", "revision", "--check", db=durable_url).returncode == 0
+
+
+@pytest.mark.parametrize("db, message", [
+    ("memory://", "memory:// keeps nothing between commands and has no schema"),
+    ("{tmp}/absent.db", "no database at {tmp}/absent.db"),
+])
+def test_db_commands_refuse_what_has_no_schema_in_one_line(tmp_path: Path, db: str, message: str) -> None:
+    for command_ in ("upgrade", "revision"):
+        refused = cli("db", command_, db=db.format(tmp=tmp_path))
+        assert refused.returncode == 2
+        assert len(refused.stderr.strip().splitlines()) == 1
+        assert message.format(tmp=tmp_path) in refused.stderr
+    assert not (tmp_path / "absent.db").exists()
+
+
+# -- the release database -----------------------------------------------------------------------------
+
+
+def contract(doc: dict[str, Any]) -> dict[str, Any]:
+    """The keys of ``show --json`` that DESIGN.md makes a contract, with the step records' histories."""
+    steps = [{k: s[k] for k in ("step_id", "type", "agent", "status", "attempt", "started_at", "ended_at", "output",
+                                 "error")} | {"gates": [{k: g[k] for k in ("gate", "passed", "score", "reason")}
+                                                        for g in s["gates"]]} for s in doc["steps"]]
+    attempts = [{k: a[k] for k in ("record_id", "step_id", "attempt", "status", "origin", "error")}
+                for a in doc["attempts"]]
+    return {"run_id": doc["run_id"], "workflow": doc["workflow"], "status": doc["status"], "output": doc["output"],
+            "steps": steps, "attempts": attempts, "reviews": doc["reviews"], "outcomes": doc["outcomes"]}
+
+
+def release_keys(new: Any, old: Any) -> Any:
+    """``new`` reduced to the keys ``old`` has, recursively: ``show --json`` may add keys, never rename them."""
+    if isinstance(new, dict) and isinstance(old, dict):
+        return {k: release_keys(new[k], old[k]) if k in new else "<missing>" for k in old}
+    if isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
+        return [release_keys(n, o) for n, o in zip(new, old, strict=True)]
+    return new
+
+
+def same_as_release(doc: dict[str, Any], release: dict[str, Any]) -> bool:
+    return release_keys(contract(doc), contract(release)) == contract(release)
+
+
+def show(run_id: str, db: str) -> dict[str, Any]:
+    shown = cli("show", run_id, "--json", db=db)
+    assert shown.returncode == 0, shown.stderr
+    return json.loads(shown.stdout)
+
+
+def revision_of(db: str) -> dict[str, Any]:
+    said = cli("db", "revision", "--json", db=db)
+    assert said.returncode == 0, said.stderr
+    return json.loads(said.stdout)
+
+
+def check_release_content_upgrades(db: str) -> None:
+    """What both backends must show: the release's records intact, the paused run continuing to success."""
+    succeeded, paused = MANIFEST["succeeded_run"], MANIFEST["paused_run"]
+    assert revision_of(db)["stored"] is None  # written before migrations existed
+
+    assert same_as_release(show(paused, db), MANIFEST["documents"][paused])
+    assert revision_of(db) == {"database": revision_of(db)["database"], "stored": HEAD_REVISION,
+                               "head": HEAD_REVISION, "current": True}
+
+    approved = cli("approve", paused, "--comment", "upgraded", db=db)
+    assert approved.returncode == 0, approved.stdout + approved.stderr
+    after = show(paused, db)
+    assert after["status"] == "succeeded"
+    assert after["output"] == {"names": ["vendors-0", "vendors-1", "vendors-2"], "count": 3}
+    assert [r["decision"] for r in after["reviews"]] == ["approve"]
+    before = contract(MANIFEST["documents"][paused])["attempts"]
+    assert release_keys(contract(after)["attempts"][:len(before)], before) == before
+
+    assert same_as_release(show(succeeded, db), MANIFEST["documents"][succeeded])
+    assert [o["source"] for o in show(succeeded, db)["outcomes"]] == ["evaluator", "human"]
+
+
+def test_the_release_sqlite_database_upgrades_and_its_paused_run_continues(tmp_path: Path) -> None:
+    db = tmp_path / "release.db"
+    shutil.copy(RELEASE_DB / "release.db", db)
+    check_release_content_upgrades(str(db))
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM attributions").fetchone() == (1,)  # the label's backward trace
+        assert conn.execute("SELECT count(*) FROM workflows").fetchone() == (1,)
+
+
+def copy_release_rows(source: Path, target: sa.Connection) -> None:
+    """Every row of the release fixture into ``target`` (same ids), booleans as booleans, sequences moved on."""
+    tables = sa.MetaData()
+    tables.reflect(target)
+    with sqlite3.connect(source) as src:
+        src.row_factory = sqlite3.Row
+        for name in TABLE_ORDER:
+            table = tables.tables[name]
+            flags = {c.name for c in table.columns if isinstance(c.type, sa.Boolean)}
+            rows = [{k: (bool(r[k]) if k in flags and r[k] is not None else r[k]) for k in r.keys()}
+                    for r in src.execute(f"SELECT * FROM {name}")]
+            if rows:
+                target.execute(table.insert(), rows)
+            target.execute(sa.text(f"SELECT setval(pg_get_serial_sequence('{name}', 'id'), "
+                                   f"(SELECT coalesce(max(id), 0) + 1 FROM {name}), false)"))
+    target.commit()
+
+
+def test_the_release_content_upgrades_on_postgresql(postgres_url: str) -> None:
+    """A PostgreSQL database as the release left it: the 0001 schema (which equals the release's
+    ``tables.py``), no ``alembic_version``, and the fixture's rows."""
+    engine = sa.create_engine(normalize_url(postgres_url))
+    with engine.connect() as conn:
+        upgrade_to(conn, RELEASE_REVISION)
+        conn.execute(sa.text("DROP TABLE alembic_version"))
+        conn.commit()
+        copy_release_rows(RELEASE_DB / "release.db", conn)
+    check_release_content_upgrades(postgres_url)
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM attributions")).scalar() == 1
+        assert schema_differences(conn) == []
+    engine.dispose()

@@ -1,0 +1,60 @@
+"""The embedded SQLite store: plain paths for --db, its column list kept equal to the declared schema,
+and Store methods it does not implement itself handed to the SQL store on the same file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.store import normalize_url, open_store
+from orchestrator.store.sqlite import SCHEMA, SqliteStore
+from tests.conftest import FIXTURES
+from tests.store.rows import add_run, add_workflow
+
+
+def test_the_columns_it_writes_are_the_declared_schema():
+    from orchestrator.store.tables import TABLES
+
+    assert {name: tuple(c.name for c in table.columns) for name, table in TABLES.items()} == SCHEMA
+
+
+@pytest.mark.parametrize("given, expected", [
+    ("/tmp/x.db", "sqlite:////tmp/x.db"),
+    ("./runs.db", "sqlite:///runs.db"),
+    ("runs.db", "sqlite:///runs.db"),
+    ("sqlite:///a.db", "sqlite:///a.db"),
+    ("memory://", "memory://"),
+])
+def test_a_plain_path_is_a_sqlite_database(given, expected):
+    assert normalize_url(given) == expected
+
+
+def test_run_and_show_with_a_plain_path_for_db(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ran = cli("run", str(FIXTURES / "ok.yaml"), "--json", "--db", "./runs.db", db=False)
+    assert ran.exit_code == 0, ran.stderr
+    assert (tmp_path / "runs.db").exists()
+    absolute = str(tmp_path / "runs.db")
+    shown = cli("show", ran.json()["run_id"], "--json", "--db", absolute, db=False)
+    assert shown.exit_code == 0, shown.stderr
+    assert shown.json()["status"] == "succeeded"
+    missing = cli("runs", "--db", str(tmp_path / "nowhere.db"), db=False)
+    assert missing.exit_code == 2 and "no database at" in missing.stderr
+
+
+def test_methods_it_does_not_implement_go_to_the_sql_store_on_the_same_file(tmp_path: Path):
+    store = open_store(f"sqlite:///{tmp_path / 't.db'}")
+    assert isinstance(store, SqliteStore)
+    run_id = add_run(store, add_workflow(store))
+    assert store.delegate is None  # nothing so far needed SQLAlchemy
+    assert store.step_history("wf") == []  # delegated
+    assert store.delegate is not None
+    assert [r.run_id for r in store.delegate.list_runs()] == [run_id]  # the same database
+
+
+def test_an_in_memory_url_is_one_database_for_both_sides():
+    store = open_store("sqlite://")
+    run_id = add_run(store, add_workflow(store))
+    assert [r.run_id for r in store.sql().list_runs()] == [run_id]
+    store.close()
