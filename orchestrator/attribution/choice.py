@@ -12,30 +12,24 @@ from collections.abc import Sequence
 
 from orchestrator.records import AttributionView
 from orchestrator.store import Store
-
-PREFERENCE = {"counterfactual": 0, "shapley": 0, "difference": 1, "trace": 2}
-"""Lower is more informative. Counterfactual and Shapley replay the run and measure each step's
-effect on the outcome; difference credit is Shapley's cheaper approximation; a trace only reads the
-recorded signals. Methods not listed rank after trace."""
+from orchestrator.store.analytics import attribution_rank
 
 
 def _rank(view: AttributionView) -> int:
-    rank = PREFERENCE.get(view.method, len(PREFERENCE))
-    if view.method in ("shapley", "difference") and view.params.get("by") == "agent":
-        rank = max(rank, 1)  # blames an agent; its blamed step is only that agent's first step
-    return rank
+    return attribution_rank(view.method, view.params.get("by") == "agent")
 
 
 def explaining_record(views: Sequence[AttributionView]) -> AttributionView | None:
     """The most informative stored attribution record of a run, or None without any.
 
-    The rule: a counterfactual or Shapley (by step) record over difference credit or Shapley by
-    agent, over a backward trace; within the same rank the newest record (by creation time, then
-    id) wins, so a trace made after a new label replaces the earlier trace.
+    The rule (:func:`~orchestrator.store.analytics.attribution_rank`, shared with ``stats`` and the
+    dashboard, which apply it in SQL): a counterfactual or Shapley (by step) record over difference
+    credit or Shapley by agent, over a backward trace; within the same rank the newest record wins,
+    so a trace made after a new label replaces the earlier trace.
     """
     if not views:
         return None
-    return min(views, key=lambda v: (_rank(v), -v.created_at, -v.id))
+    return min(views, key=lambda v: (_rank(v), -v.id))
 
 
 def explaining_view(store: Store, run_id: str) -> AttributionView:

@@ -96,6 +96,10 @@ class StatsReport(BaseModel):
     unattributed: int = 0
     """Incorrect outcomes with no attribution record (or one that blamed no step)."""
     blamed_distribution: dict[str, float] = Field(default_factory=dict)
+    blame_methods: dict[str, int] = Field(default_factory=dict)
+    """Which attribution method the blame of each attributed incorrect outcome came from (runs per method):
+    each run counts once, by its explaining record (counterfactual or Shapley over difference credit over
+    trace, the newest within a method), the record the review screen shows."""
     steps: list[StepStats] = Field(default_factory=list)
     alerts: list[Alert] = Field(default_factory=list)
 
@@ -241,12 +245,17 @@ def build_stats(workflow: str, step_rows: Sequence[StepPeriodCounts], outcome_ro
              for sid, agent in _ordered_steps(step_rows, step_order)]
     incorrect = sum(incorrect_in.values())
     unattributed = sum(n for (_, who), n in blamed_in.items() if who is None)
+    methods: Counter[str] = Counter()
+    for o in outcome_rows:
+        if o.incorrect and o.blamed_step is not None and o.method is not None:
+            methods[o.method] += o.runs
     distribution = {s.step_id: s.blamed_share for s in steps if s.blamed}
     if unattributed:
         distribution["(unattributed)"] = round(unattributed / incorrect, 4)
     return StatsReport(workflow=workflow, period=period, since=iso(since), generated_at=iso(now or time.time()) or "",
                        runs=sum(o.runs for o in outcome_rows), incorrect_outcomes=incorrect,
-                       unattributed=unattributed, blamed_distribution=distribution, steps=steps,
+                       unattributed=unattributed, blamed_distribution=distribution,
+                       blame_methods=dict(methods.most_common()), steps=steps,
                        alerts=[a for s in steps if (a := _alert(s, alert_drop, min_runs)) is not None])
 
 
@@ -266,3 +275,11 @@ def _alert(step: StepStats, drop: float, min_runs: int) -> Alert | None:
                  message=f"step {step.step_id!r}: gate pass rate fell from {previous_rate:.0%} "
                          f"({previous.period}) to {current_rate:.0%} ({current.period}), "
                          f"{points_dropped:g} points")
+
+
+def blame_source(report: StatsReport) -> str:
+    """One line saying where the blame shares come from, for the CLI and the dashboard alike."""
+    if not report.blame_methods:
+        return ""
+    methods = ", ".join(f"{method} {runs}" for method, runs in report.blame_methods.items())
+    return f"blame from each run's explaining attribution record: {methods} run(s)"

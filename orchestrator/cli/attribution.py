@@ -242,7 +242,7 @@ def stats(workflow: WorkflowOption = None,
     """Per step: gate pass rate over time, its trend, and the share of failures attributed to it."""
     from rich.table import Table
 
-    from orchestrator.attribution.stats import compute_stats, parse_since
+    from orchestrator.attribution.stats import blame_source, compute_stats, parse_since
 
     start = parse_since(since) if since else None
     store = open_store(db, create=False)
@@ -274,6 +274,7 @@ def stats(workflow: WorkflowOption = None,
     if report_.blamed_distribution:
         parts = sorted(report_.blamed_distribution.items(), key=lambda kv: -kv[1])
         out.print("failure attribution: " + ", ".join(f"{escape(k)} {v:.0%}" for k, v in parts), highlight=False)
+        out.print(escape(blame_source(report_)), highlight=False)
     for alert in report_.alerts:
         out.print(f"[bold yellow]alert[/] {escape(alert.message)}", highlight=False, soft_wrap=True)
 

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from orchestrator import jsonio
 from orchestrator.store.analytics import (
     AttributionCounts,
     NondeterminismCounts,
@@ -19,6 +20,7 @@ from orchestrator.store.analytics import (
     RunCounts,
     StepPeriodCounts,
     TrajectoryCounts,
+    attribution_rank,
     period_start,
 )
 
@@ -133,6 +135,11 @@ def _latest_outcomes(outcomes: Iterable[OutcomeFact]) -> dict[int, OutcomeFact]:
     return latest
 
 
+def _by_agent(params: str) -> bool:
+    loaded = jsonio.loads(params) if params else None
+    return isinstance(loaded, dict) and loaded.get("by") == "agent"
+
+
 def outcome_counts(runs: Sequence[RunFact], records: Sequence[RecordFact], outcomes: Sequence[OutcomeFact],
                    attributions: Sequence[AttributionFact], period: str, since: float | None) -> list[OutcomeCounts]:
     periods = run_periods(runs, records, period, since)
@@ -140,17 +147,18 @@ def outcome_counts(runs: Sequence[RunFact], records: Sequence[RecordFact], outco
     by_run: dict[int, list[AttributionFact]] = {}
     for a in sorted(attributions, key=lambda a: a.id):
         by_run.setdefault(a.run_pk, []).append(a)
-    counts: Counter[tuple[float, bool, str | None]] = Counter()
+    counts: Counter[tuple[float, bool, str | None, str | None]] = Counter()
     for pk, start in periods.items():
         outcome = latest.get(pk)
         if outcome is None or outcome.correct is not False:
-            counts[(start, False, None)] += 1
+            counts[(start, False, None, None)] += 1
             continue
         views = by_run.get(pk, [])
-        chosen = [a for a in views if a.outcome_id == outcome.id] or views
-        counts[(start, True, chosen[-1].blamed_step if chosen else None)] += 1
-    return [OutcomeCounts(period_start=s, incorrect=bad, blamed_step=who, runs=n)
-            for (s, bad, who), n in sorted(counts.items(), key=lambda kv: kv[0][0])]
+        chosen = min(views, key=lambda a: (attribution_rank(a.method, _by_agent(a.params)), -a.id),
+                     default=None)
+        counts[(start, True, chosen.blamed_step if chosen else None, chosen.method if chosen else None)] += 1
+    return [OutcomeCounts(period_start=s, incorrect=bad, blamed_step=who, runs=n, method=method)
+            for (s, bad, who, method), n in sorted(counts.items(), key=lambda kv: kv[0][0])]
 
 
 def trajectory_counts(runs: Sequence[RunFact], records: Sequence[RecordFact]) -> list[TrajectoryCounts]:

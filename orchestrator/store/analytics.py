@@ -14,10 +14,10 @@ Rules every implementation follows (the contract tests in ``tests/store/`` hold 
 - **Periods** are UTC days, or ISO weeks starting Monday 00:00 UTC; see :func:`period_start`.
 - **A step's gate verdict in a run** is that of its first gated attempt (all gates passed or not).
 - **An incorrect outcome** is a run whose latest outcome has ``correct`` false. **Whom it blames**:
-  the latest attribution record linked to that outcome, else the run's latest attribution record
-  of any kind; no record, or one that blamed no step, is *unattributed* (``blamed_step`` None).
-  (The latest record is the most informative one: a counterfactual or Shapley run is asked for
-  after the automatic backward trace, so it supersedes it.)
+  the run's *explaining* attribution record (:func:`attribution_rank`: the most informative method,
+  the newest record within it), the same record the review screen's header and trace panel show; no
+  record, or one that blamed no step, is *unattributed* (``blamed_step`` None). The counts say
+  which method each blame came from.
 """
 
 from __future__ import annotations
@@ -71,6 +71,22 @@ class StepPeriodCounts:
     """USD summed over the priced LLM attempts."""
 
 
+METHOD_PREFERENCE: dict[str, int] = {"counterfactual": 0, "shapley": 0, "difference": 1, "trace": 2}
+"""Lower is more informative. Counterfactual and Shapley replay the run and measure each step's effect
+on the outcome; difference credit is Shapley's cheaper approximation; a trace only reads the recorded
+signals. Methods not listed rank after trace."""
+
+BY_AGENT_RANK = 1
+"""A record that credits agents names only that agent's first step as blamed: never above rank 1."""
+
+
+def attribution_rank(method: str, by_agent: bool) -> int:
+    """The rank of one attribution record under the one rule every face uses (lower explains better);
+    among records of equal rank the newest (highest id) wins."""
+    rank = METHOD_PREFERENCE.get(method, len(METHOD_PREFERENCE))
+    return max(rank, BY_AGENT_RANK) if by_agent else rank
+
+
 @dataclass(frozen=True, slots=True)
 class OutcomeCounts:
     """Runs of one period with one outcome state: incorrect (with whom it blames) or not."""
@@ -80,6 +96,8 @@ class OutcomeCounts:
     blamed_step: str | None
     """For incorrect runs: the step the chosen attribution record blamed; None when unattributed."""
     runs: int
+    method: str | None = None
+    """For incorrect runs: the method of the explaining attribution record; None without one."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from orchestrator.store.analytics import (
     RunCounts,
     StepPeriodCounts,
     TrajectoryCounts,
+    attribution_rank,
 )
 from orchestrator.store.base import (
     UNCHANGED,
@@ -181,6 +182,12 @@ class _Attribution:
     created_at: float
 
 
+def explaining_key(a: _Attribution) -> tuple[int, int]:
+    """Sort key of :func:`~orchestrator.store.analytics.attribution_rank`'s rule: lower explains better."""
+    params = jsonio.loads(a.params) if a.params else None
+    return attribution_rank(a.method, isinstance(params, dict) and params.get("by") == "agent"), -a.id
+
+
 class MemoryStore(Store):
     """Every table a dict keyed by its integer id; the process's memory is the database."""
 
@@ -316,7 +323,12 @@ class MemoryStore(Store):
             outcomes: dict[int, _Outcome] = {}
             for o in self.outcomes_by_id.values():  # ids increase: the last one seen is the latest
                 outcomes[o.run_pk] = o
-            blamed: dict[int, str | None] = {a.run_pk: a.blamed_step for a in self.attributions_by_id.values()}
+            explaining: dict[int, _Attribution] = {}
+            for a in self.attributions_by_id.values():  # the explaining record: best rank, then newest
+                held = explaining.get(a.run_pk)
+                if held is None or explaining_key(a) < explaining_key(held):
+                    explaining[a.run_pk] = a
+            blamed: dict[int, str | None] = {pk: a.blamed_step for pk, a in explaining.items()}
             kept: list[TriageRow] = []
             for run in reversed(self.runs.values()):
                 shown = shown_status(run.status, run.lease_expires_at)

@@ -20,6 +20,8 @@ from typing import Any
 from sqlalchemy import text
 
 from orchestrator.store.analytics import (
+    BY_AGENT_RANK,
+    METHOD_PREFERENCE,
     PERIOD_OFFSET,
     PERIOD_SECONDS,
     AttributionCounts,
@@ -127,16 +129,28 @@ def outcome_counts(read: Read, dialect: str, workflow: str, period: str,
       FROM latest l LEFT JOIN outcomes o ON o.id = l.oid),
     chosen AS (
       SELECT j.period_start, j.incorrect,
-             CASE WHEN j.incorrect = 1 THEN COALESCE(
-               (SELECT MAX(a.id) FROM attributions a WHERE a.run_pk = j.run_pk AND a.outcome_id = j.oid),
-               (SELECT MAX(a.id) FROM attributions a WHERE a.run_pk = j.run_pk)) END AS aid
+             CASE WHEN j.incorrect = 1 THEN
+               (SELECT a.id FROM attributions a WHERE a.run_pk = j.run_pk
+                ORDER BY {attribution_rank_sql("a")}, a.id DESC LIMIT 1) END AS aid
       FROM judged j)
-    SELECT c.period_start, c.incorrect, a.blamed_step, COUNT(*) AS runs
+    SELECT c.period_start, c.incorrect, a.blamed_step, a.method, COUNT(*) AS runs
     FROM chosen c LEFT JOIN attributions a ON a.id = c.aid
-    GROUP BY c.period_start, c.incorrect, a.blamed_step ORDER BY c.period_start"""
+    GROUP BY c.period_start, c.incorrect, a.blamed_step, a.method ORDER BY c.period_start"""
     rows = read(text(sql).bindparams(workflow=workflow, since=EARLIEST if since is None else since))
     return [OutcomeCounts(period_start=float(r.period_start), incorrect=bool(r.incorrect),
-                          blamed_step=r.blamed_step, runs=int(r.runs)) for r in rows]
+                          blamed_step=r.blamed_step, runs=int(r.runs), method=r.method) for r in rows]
+
+
+def attribution_rank_sql(alias: str) -> str:
+    """:func:`~orchestrator.store.analytics.attribution_rank` as a SQL expression on ``alias``'s row.
+
+    Parameters are stored as compact JSON (``{"by":"agent",...}``), so a LIKE finds agent credit."""
+    by_agent = f"{alias}.params LIKE '%\"by\":\"agent\"%'"
+    cases = " ".join(f"WHEN {alias}.method = '{method}' THEN "
+                     + (f"CASE WHEN {by_agent} THEN {BY_AGENT_RANK} ELSE {rank} END" if rank < BY_AGENT_RANK
+                        else str(rank))
+                     for method, rank in METHOD_PREFERENCE.items())
+    return f"(CASE {cases} ELSE {len(METHOD_PREFERENCE)} END)"
 
 
 def _production(workflow: str | None) -> str:

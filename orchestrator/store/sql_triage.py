@@ -1,7 +1,7 @@
 """``Store.triage_runs`` in SQL: one page of runs with outcome, blame and pause, in three queries.
 
-The page and the total are each one statement (latest outcome and latest attribution joined by
-their largest id per run); the waiting steps of the page's paused runs are a third. The rules are
+The page and the total are each one statement (latest outcome and explaining attribution joined
+per run); the waiting steps of the page's paused runs are a third. The rules are
 in :mod:`orchestrator.store.triage`; the memory store follows the same ones in Python.
 """
 
@@ -11,10 +11,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import and_, exists, false, func, or_, select, true
+from sqlalchemy import and_, exists, false, func, literal_column, or_, select, true
 from sqlalchemy.sql.elements import ColumnElement
 
 from orchestrator.store.rows import run_view
+from orchestrator.store.sql_analytics import attribution_rank_sql
 from orchestrator.store.tables import TABLES
 from orchestrator.store.triage import RunPage, RunQuery, TriageRow
 
@@ -45,8 +46,11 @@ def triage_page(read: Read, query: RunQuery) -> RunPage:
     """The page of runs ``query`` asks for (see :meth:`Store.triage_runs`)."""
     latest_outcome = (select(func.max(outcomes_t.c.id)).where(outcomes_t.c.run_pk == runs_t.c.id)
                       .correlate(runs_t).scalar_subquery())
-    latest_attribution = (select(func.max(attributions_t.c.id)).where(attributions_t.c.run_pk == runs_t.c.id)
-                          .correlate(runs_t).scalar_subquery())
+    latest_attribution = (select(attributions_t.c.id).where(attributions_t.c.run_pk == runs_t.c.id)
+                          .order_by(literal_column(attribution_rank_sql(attributions_t.name)),
+                                    attributions_t.c.id.desc())
+                          .limit(1).correlate(runs_t).scalar_subquery())
+    """The run's explaining attribution record (the rule of ``stats`` and the review screen)."""
     o = outcomes_t.alias("o")
     a = attributions_t.alias("a")
     joined = (runs_t.outerjoin(o, o.c.id == latest_outcome).outerjoin(a, a.c.id == latest_attribution))

@@ -9,7 +9,8 @@ them to it):
 - Runs are listed newest first (by creation order); ``total`` counts every run the filters keep.
 - **A run's outcome** is its latest outcome record (value and ``correct``); ``outcome="correct"``
   keeps runs whose latest outcome has ``correct`` true, ``"incorrect"`` those with it false.
-- **A run's blamed step** is the ``blamed_step`` of its latest attribution record.
+- **A run's blamed step** is the ``blamed_step`` of its explaining attribution record
+  (:func:`~orchestrator.store.analytics.attribution_rank`: the most informative method, newest within it).
 - **The waiting step** of a paused run is its earliest-started live ``gate_failed`` record that no
   review answered (as :func:`orchestrator.review.waiting_records` orders them); ``gate_reason`` is
   the reason of that record's first failing gate.
@@ -37,7 +38,7 @@ class RunQuery:
     kind: str | None = "run"
     outcome: OutcomeFilter | None = None
     blamed: str | None = None
-    """Only runs whose latest attribution record blamed this step."""
+    """Only runs whose explaining attribution record blamed this step."""
     since: float | None = None
     """Only runs created at or after this time (epoch seconds)."""
     limit: int = 50

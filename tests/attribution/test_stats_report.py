@@ -76,6 +76,18 @@ class TestStats:
         week46 = report.steps[0].trend[-1]
         assert (week46.incorrect, week46.blamed, week46.blamed_share) == (10, 6, 0.6)
 
+    def test_blame_comes_from_each_runs_explaining_record_and_says_which_method(self, cli, store, two_weeks):
+        """A counterfactual stored after the automatic trace outranks it, as on the review screen."""
+        blamed_run = next(r for r in store.list_runs(workflow="procure", kind="run")
+                          if [a.blamed_step for a in store.attributions(r.run_id)] == ["retrieve"])
+        store.add_attribution(NewAttribution(blamed_run.run_id, method="counterfactual", params={}, step_credits=[],
+                                             agent_credits={}, blamed_step="summarize", confidence=0.8, evidence={}))
+        report = compute_stats(store, "procure")
+        assert report.blame_methods == {"trace": 8, "counterfactual": 1}
+        assert {s.step_id: s.blamed for s in report.steps if s.blamed} == {"retrieve": 5, "summarize": 4}
+        shown = cli("stats", "--workflow", "procure")
+        assert "blame from each run's explaining attribution record: trace 8, counterfactual 1 run(s)" in shown.stdout
+
     def test_ungated_step_has_no_pass_rate_and_steady_step_no_alert(self, store, two_weeks):
         report = compute_stats(store, "procure")
         steps = {s.step_id: s for s in report.steps}

@@ -10,7 +10,6 @@ from orchestrator.store import open_store
 from tests.conftest import FIXTURES, REPO, calls
 
 
-
 def test_queued_run_waits_for_a_worker(cli, store, step_log):
     result = cli("run", str(FIXTURES / "ok.yaml"), "--queue", "--json")
     assert result.exit_code == 0

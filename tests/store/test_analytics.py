@@ -76,32 +76,36 @@ def test_step_period_counts_by_day_and_since_follow_each_runs_first_step(store: 
     assert store.step_period_counts("unknown") == []
 
 
-def test_outcome_counts_follow_the_latest_outcome_and_the_latest_linked_attribution(store: Store):
+def test_outcome_counts_follow_the_latest_outcome_and_the_explaining_attribution(store: Store):
     wf = add_workflow(store)
     runs = [add_run(store, wf) for _ in range(5)]
     for run_id in runs:
         store.insert_step_record(step(run_id, wf, "a", started_at=MONDAY))
     bad = NewOutcome(runs[0], value=0.0, correct=False, source="human", termination="goal_achieved")
 
-    def blame(run_id: str, who: str | None, outcome_id: int | None, method: str = "trace") -> None:
-        store.add_attribution(NewAttribution(run_id, method=method, params={}, step_credits=[], agent_credits={},
+    def blame(run_id: str, who: str | None, outcome_id: int | None, method: str = "trace", by: str = "step") -> None:
+        store.add_attribution(NewAttribution(run_id, method=method, params={"by": by}, step_credits=[],
+                                             agent_credits={},
                                              blamed_step=who, confidence=0.5, evidence={}, outcome_id=outcome_id))
 
-    first = store.add_outcome(bad)  # run 0: an older attribution linked to its outcome, a later unlinked one
+    first = store.add_outcome(bad)  # run 0: a trace, then a Shapley record: Shapley explains better
     blame(runs[0], "a", first)
     blame(runs[0], "b", None, "shapley")
     second = store.add_outcome(NewOutcome(runs[1], 0.0, False, "human", "goal_achieved"))
+    blame(runs[1], "c", second, "counterfactual")  # a counterfactual outranks a later trace
     blame(runs[1], "a", second)
-    blame(runs[1], "c", second, "counterfactual")  # the latest linked record wins
-    blame(runs[2], "b", None)  # run 2: nothing linked, so its latest record of any kind
+    blame(runs[1], "z", second, "shapley", by="agent")  # credits agents: never above a counterfactual
+    blame(runs[2], "a", None)  # run 2: two traces, the newest wins
+    blame(runs[2], "b", None)
     store.add_outcome(NewOutcome(runs[2], 0.0, False, "human", "goal_achieved"))
     store.add_outcome(NewOutcome(runs[3], 0.0, False, "human", "goal_achieved"))  # run 3: unattributed
     store.add_outcome(NewOutcome(runs[4], 0.0, False, "human", "goal_achieved"))  # run 4: corrected later
     store.add_outcome(NewOutcome(runs[4], 1.0, True, "human", "goal_achieved"))
     add_run(store, wf)  # no records: its creation time puts it in the current week
     rows = store.outcome_counts("wf", period="week")
-    in45 = {(r.incorrect, r.blamed_step): r.runs for r in rows if r.period_start == WEEK45}
-    assert in45 == {(True, "a"): 1, (True, "c"): 1, (True, "b"): 1, (True, None): 1, (False, None): 1}
+    in45 = {(r.incorrect, r.blamed_step, r.method): r.runs for r in rows if r.period_start == WEEK45}
+    assert in45 == {(True, "b", "shapley"): 1, (True, "c", "counterfactual"): 1, (True, "b", "trace"): 1,
+                    (True, None, None): 1, (False, None, None): 1}
     assert sum(r.runs for r in rows) == 6 and len({r.period_start for r in rows}) == 2
     assert store.outcome_counts("wf", since=MONDAY + 1) != [] and \
         all(r.period_start != WEEK45 for r in store.outcome_counts("wf", since=MONDAY + 1))

@@ -14,8 +14,8 @@ def outcome(store: Store, run_id: str, correct: bool, value: float | None = None
                                         "goal_achieved"))
 
 
-def blame(store: Store, run_id: str, step_id: str | None) -> int:
-    return store.add_attribution(NewAttribution(run_id, "trace", {}, [], {}, step_id, 0.5, {}))
+def blame(store: Store, run_id: str, step_id: str | None, method: str = "trace", by: str = "step") -> int:
+    return store.add_attribution(NewAttribution(run_id, method, {"by": by}, [], {}, step_id, 0.5, {}))
 
 
 def ids(store: Store, **query: object) -> list[str]:
@@ -50,17 +50,21 @@ def test_the_outcome_of_a_run_is_its_latest_outcome_and_filters_on_correctness(s
     assert store.triage_runs(RunQuery(outcome="correct")).total == 2
 
 
-def test_blamed_filters_on_the_step_the_latest_attribution_blamed(store: Store):
+def test_blamed_filters_on_the_step_the_explaining_attribution_blamed(store: Store):
     wf = add_workflow(store)
-    first, second, third = (add_run(store, wf) for _ in range(3))
+    first, second, third, fourth = (add_run(store, wf) for _ in range(4))
     blame(store, first, "a")
     blame(store, second, "a")
-    blame(store, second, "b")  # a later record supersedes the earlier verdict
+    blame(store, second, "b")  # a newer trace supersedes the earlier one
     blame(store, third, None)
+    blame(store, fourth, "c", "counterfactual")
+    blame(store, fourth, "a")  # a later trace does not outrank a counterfactual
+    blame(store, fourth, "d", "shapley", by="agent")  # nor does credit by agent
     assert ids(store, blamed="a") == [first]
     assert ids(store, blamed="b") == [second]
+    assert ids(store, blamed="c") == [fourth]
     assert {r.run.run_id: r.blamed_step for r in store.triage_runs(RunQuery()).rows} == \
-        {first: "a", second: "b", third: None}
+        {first: "a", second: "b", third: None, fourth: "c"}
 
 
 def test_a_paused_run_shows_its_waiting_step_and_the_failed_gate_reason(store: Store):

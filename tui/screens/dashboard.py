@@ -169,7 +169,11 @@ class DashboardScreen(Screen[None]):
         if report.unattributed:
             incorrect += f" ({report.unattributed} unattributed)"
         alerts = f" · {len(report.alerts)} alert{'s' if len(report.alerts) != 1 else ''}" if report.alerts else ""
-        return f"{report.runs} runs · {incorrect}{alerts} · by {report.period}, {span}"
+        from orchestrator.attribution.stats import blame_source
+
+        source = blame_source(report)
+        summary = f"{report.runs} runs · {incorrect}{alerts} · by {report.period}, {span}"
+        return f"{summary}\n{source}" if source else summary
 
     # -- actions ---------------------------------------------------------------------------------
 
