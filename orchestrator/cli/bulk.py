@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +73,21 @@ def read_lines(path: Path, option: str = "--input-file") -> list[tuple[int, dict
     return rows
 
 
+REFERENCE_KEY = "$reference"
+"""A line's reference answer (for an evaluator that declares ``reference``); plain ``reference`` works
+too unless the workflow has an input of that name."""
+
+
+def split_reference(values: dict[str, Any], input_names: Iterable[str]) -> tuple[dict[str, Any], Any]:
+    """(inputs, reference answer or None) of one line or ``--input-file`` object; see :data:`REFERENCE_KEY`."""
+    inputs = dict(values)
+    reference = inputs.pop(REFERENCE_KEY, None)
+    if "reference" in inputs and "reference" not in set(input_names):
+        plain = inputs.pop("reference")
+        reference = plain if reference is None else reference
+    return inputs, reference
+
+
 @dataclass
 class BulkItem:
     """One line's run: what it came to, or why it could not run."""
@@ -81,6 +96,8 @@ class BulkItem:
     inputs: dict[str, Any]
     result: RunResult | None = None
     error: str | None = None
+    reference: Any = None
+    """The line's reference answer, stored on its run; None without one."""
 
     @property
     def status(self) -> str:
@@ -124,13 +141,13 @@ class BulkProgress:
 
 
 def run_all(store: Store, workflow: BoundWorkflow, items: list[BulkItem], *, parallel: int,
-            run: Callable[[Store, BoundWorkflow, dict[str, Any]], RunResult], progress: BulkProgress) -> None:
+            run: Callable[[Store, BoundWorkflow, BulkItem], RunResult], progress: BulkProgress) -> None:
     """Execute every item's run, at most ``parallel`` at once; each item gets its result or error."""
     from orchestrator.errors import OrchestratorError
 
     def one(item: BulkItem) -> None:
         try:
-            item.result = run(store, workflow, item.inputs)
+            item.result = run(store, workflow, item)
         except OrchestratorError as exc:
             item.error = str(exc)
         except Exception as exc:  # one run's crash must not lose the others' results
@@ -169,25 +186,31 @@ def bulk_run(workflow: BoundWorkflow, input_file: Path, pairs: dict[str, Any], *
 
     items = []
     for number, values in read_lines(input_file):
-        given = {**pairs, **values}
+        line_inputs, reference = split_reference(values, workflow.spec.inputs)
+        given = {**pairs, **line_inputs}
         try:
             resolve_inputs(workflow.spec, given)  # every line is checked before anything is stored
         except InputError as exc:
             raise InputError(f"--input-file {input_file}:{number}: {exc}") from None
-        items.append(BulkItem(number, given))
+        items.append(BulkItem(number, given, reference=reference))
     store = open_store(db)
     if queue:
         from orchestrator.runner import enqueue_run
 
-        ids = [enqueue_run(store, workflow, item.inputs) for item in items]
+        ids = []
+        for item in items:
+            ids.append(enqueue_run(store, workflow, item.inputs))
+            if item.reference is not None:
+                store.set_reference(ids[-1], item.reference)
         if as_json:
             print_json([store.get_run(run_id).summary_json() for run_id in ids])
         else:
             out.print(f"{len(ids)} runs queued", highlight=False)
         return
 
-    def execute(store: Store, workflow: BoundWorkflow, given: dict[str, Any]) -> RunResult:
-        result = start_run(store, workflow, given, max_concurrency=max_concurrency, otel=otel)
+    def execute(store: Store, workflow: BoundWorkflow, item: BulkItem) -> RunResult:
+        result = start_run(store, workflow, item.inputs, max_concurrency=max_concurrency, otel=otel,
+                           reference=item.reference)
         return wait_for_review_timeouts(store, result, max_concurrency=max_concurrency)
 
     run_all(store, workflow, items, parallel=parallel, run=execute,

@@ -207,18 +207,23 @@ def run(
 
         if is_bulk(input_file):
             if reference is not None:
-                raise InputError("--reference gives one run's reference answer; it does not apply to a file of "
-                                 "many runs (label each run with `orchestrator label RUN --reference F`)")
+                raise InputError("--reference gives one run's reference answer; in a file of many runs give each "
+                                 "line its own \"$reference\" key")
             bulk_run(workflow, input_file, parse_pairs(input or []), db=db, as_json=as_json, parallel=parallel,
                      max_concurrency=max_concurrency, queue=queue, otel=otel)
             return
         loaded = read_json_file(input_file, "--input-file")
         if not isinstance(loaded, dict):
             raise InputError(f"--input-file {input_file} must hold a JSON object of inputs")
+        from orchestrator.cli.bulk import split_reference
+
+        loaded, in_file_reference = split_reference(loaded, workflow.spec.inputs)
         given.update(loaded)
     given.update(parse_pairs(input or []))
     resolve_inputs(workflow.spec, given)  # fail on bad inputs before anything is stored
     answer = read_json_file(reference, "--reference") if reference is not None else None
+    if answer is None and input_file is not None:
+        answer = in_file_reference
     store = open_store(db)
     if queue:
         from orchestrator.runner import enqueue_run

@@ -93,3 +93,29 @@ def test_a_null_reference_is_refused(cli, judged, tmp_path, step_log):
     ref.write_text("null")
     result = cli("label", run_id, "--reference", str(ref))
     assert result.exit_code == 2 and "reference answer is null" in result.stderr
+
+
+def test_each_line_of_a_bulk_file_carries_its_own_reference(cli, judged, tmp_path, step_log):
+    lines = tmp_path / "many.jsonl"
+    lines.write_text("\n".join(json.dumps(line) for line in (
+        {"x": 7, "$reference": {"answer": 57}},
+        {"x": 7, "reference": {"answer": 8}},  # plain `reference`: the workflow has no input of that name
+        {"x": 7},
+    )) + "\n")
+    batch = cli("run", str(judged), "--input-file", str(lines), "--json")
+    assert batch.exit_code == 0, batch.stderr
+    reasons = []
+    for item in batch.json():
+        doc = cli("show", item["run_id"], "--json").json()
+        reasons.append((doc["reference"], [o["evaluator_reason"] for o in doc["outcomes"]]))
+    assert reasons == [({"answer": 57}, ["answer 57 vs reference 57 for x=7"]),
+                       ({"answer": 8}, ["answer 57 vs reference 8 for x=7"]),
+                       (None, ["no reference answer to compare with"])]
+
+
+def test_a_single_input_file_may_carry_the_reference(cli, judged, tmp_path, step_log):
+    given = tmp_path / "one.json"
+    given.write_text(json.dumps({"x": 7, "$reference": {"answer": 57}}))
+    doc = cli("run", str(judged), "--input-file", str(given), "--json").json()
+    assert doc["reference"] == {"answer": 57}
+    assert [o["evaluator_reason"] for o in doc["outcomes"]] == ["answer 57 vs reference 57 for x=7"]
