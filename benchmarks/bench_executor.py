@@ -54,11 +54,8 @@ from orchestrator.threads import DEFAULT_CONCURRENCY  # noqa: E402
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 BEGIN, END = "<!-- bench_executor:begin -->", "<!-- bench_executor:end -->"
 
-# Targets (from the issue). Reference points measured elsewhere on this machine:
-# Burr's SQLite persister ~770 µs/step, LangGraph's SqliteSaver ~1550 µs, DBOS ~1950 µs.
+# Targets. Peers are compared only in benchmarks/peers/run.py, measured beside ours at equal durability.
 TARGET_RATIO_TO_SQLITE = 1.5
-QUOTED = {"Burr SQLite persister": 770.0, "LangGraph SqliteSaver": 1550.0, "DBOS": 1950.0}
-"""µs per persisted step quoted in the issue for this machine; not re-measured (not installed here)."""
 TARGET_FANOUT_RATIO = 1.2
 TARGET_RUNS_PER_SECOND = 450.0
 TARGET_BYTES_PER_STEP = 300.0
@@ -516,9 +513,6 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if bytes_dbstat is not None:
         rows.append(Row("bytes per small step (dbstat, step_records+indexes)", f"{bytes_dbstat:.0f} B"))
-    for name, quoted in QUOTED.items():
-        rows.append(Row(f"quoted, not measured here: {name}", f"~{quoted:.0f} µs/step", f"async {async_us:.0f} µs",
-                        f"{quoted / async_us:.1f}x ours"))
     header = (f"bench_executor: {_dt.date.today().isoformat()}, Python {platform.python_version()}, "
               f"SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs, {platform.machine()}; "
               f"median of {repeat}; total {time.perf_counter() - t_all:.0f} s")
