@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from orchestrator import graph
 from orchestrator.attribution.result import AttributionResult, Candidate, agent_totals, save
-from orchestrator.attribution.signals import collect_signals
+from orchestrator.attribution.signals import Signal, collect_signals
 from orchestrator.model import WorkflowSpec
 from orchestrator.records import OutcomeView, ReviewView, RunView, StepRecordView, iso
 from orchestrator.store import Store
@@ -74,7 +74,7 @@ def backward_trace(spec: WorkflowSpec, run: RunView, records: list[StepRecordVie
     latest = {r.step_id: r for r in records}
 
     def tier(sid: str) -> int:
-        return max((s.tier for s in signals.get(sid, [])), default=0)
+        return strongest_tier(signals, sid)
 
     signalled = sorted((sid for sid in candidates_ids if tier(sid) > 0), key=lambda sid: (-tier(sid), position[sid]))
     quiet = sorted((sid for sid in candidates_ids if tier(sid) == 0),
@@ -96,15 +96,46 @@ def backward_trace(spec: WorkflowSpec, run: RunView, records: list[StepRecordVie
 
     coverage = [sid for sid in candidates_ids if sid in checked]
     blamed_id = signalled[0] if signalled and shortfall > 0 else None
+    confidence, explanation = _verdict(spec, signalled, signals, candidates_ids, checked, shortfall)
+    evidence = {
+        "explanation": explanation,
+        "outcome": outcome.to_json() if outcome is not None else None,
+        "run_status": run.status,
+        "coverage": {"candidates": len(candidates_ids), "checked": len(coverage),
+                     "ratio": round(len(coverage) / len(candidates_ids), 4) if candidates_ids else 0.0,
+                     "unchecked": [sid for sid in candidates_ids if sid not in checked]},
+        "signalled_steps": signalled,
+        "agent_graph": agent_graph(records),
+        "trace_id": run.run_id,
+    }
+    params = {"walk": "output backwards over the DAG", "rank": "signal tier, then earliest first",
+              "credit": "outcome shortfall split over signalled steps, halving down the ranking"}
+    return AttributionResult(run.run_id, "trace", params, candidates, agent_totals(candidates), blamed_id,
+                             confidence, evidence, cost=0, outcome_id=outcome.id if outcome else None)
+
+
+def strongest_tier(signals: dict[str, list[Signal]], step_id: str) -> int:
+    """The strongest signal tier of a step (0 without any signal)."""
+    return max((s.tier for s in signals.get(step_id, [])), default=0)
+
+
+def _verdict(spec: WorkflowSpec, signalled: list[str], signals: dict[str, list[Signal]], candidates_ids: list[str],
+             checked: set[str], shortfall: float) -> tuple[float, str]:
+    """The trace's confidence and its explanation in words: why the top suspect, and how well the
+    steps upstream of it are covered by gates or critics (an unchecked one could be the real source)."""
+    def tier_of(sid: str) -> int:
+        return strongest_tier(signals, sid)
+
+    coverage = [sid for sid in candidates_ids if sid in checked]
     if signalled and shortfall > 0:
         top = signalled[0]
         upstream = [sid for sid in candidates_ids if sid in graph.ancestors(spec, top)]
         unchecked = [sid for sid in upstream if sid not in checked]
         factor = 1.0 if not upstream else 0.5 + 0.5 * (1 - len(unchecked) / len(upstream))
-        confidence = round(BASE_CONFIDENCE[tier(top)] * factor, 3)
-        first = next((s.detail for s in signals[top] if s.tier == tier(top)), "")  # its strongest signal
-        why = [f"step {top!r} is the earliest step with the strongest signal ({TIERS[tier(top)]}): {first}"]
-        others = [sid for sid in signalled[1:] if tier(sid) == tier(top)]
+        confidence = round(BASE_CONFIDENCE[tier_of(top)] * factor, 3)
+        first = next((s.detail for s in signals[top] if s.tier == tier_of(top)), "")  # its strongest signal
+        why = [f"step {top!r} is the earliest step with the strongest signal ({TIERS[tier_of(top)]}): {first}"]
+        others = [sid for sid in signalled[1:] if tier_of(sid) == tier_of(top)]
         if others:
             why.append(f"later steps with the same signal ({', '.join(others)}) most likely processed its output")
         if upstream:
@@ -122,21 +153,7 @@ def backward_trace(spec: WorkflowSpec, run: RunView, records: list[StepRecordVie
             explanation = (f"no step that reaches the output produced a failing signal ({len(coverage)} of "
                            f"{len(candidates_ids)} are checked by gates or critics); a replay method "
                            "(`attribute --method counterfactual`) can still find the step")
-    evidence = {
-        "explanation": explanation,
-        "outcome": outcome.to_json() if outcome is not None else None,
-        "run_status": run.status,
-        "coverage": {"candidates": len(candidates_ids), "checked": len(coverage),
-                     "ratio": round(len(coverage) / len(candidates_ids), 4) if candidates_ids else 0.0,
-                     "unchecked": [sid for sid in candidates_ids if sid not in checked]},
-        "signalled_steps": signalled,
-        "agent_graph": agent_graph(records),
-        "trace_id": run.run_id,
-    }
-    params = {"walk": "output backwards over the DAG", "rank": "signal tier, then earliest first",
-              "credit": "outcome shortfall split over signalled steps, halving down the ranking"}
-    return AttributionResult(run.run_id, "trace", params, candidates, agent_totals(candidates), blamed_id,
-                             confidence, evidence, cost=0, outcome_id=outcome.id if outcome else None)
+    return confidence, explanation
 
 
 def workflow_structure(store: Store, run: RunView) -> WorkflowSpec:
