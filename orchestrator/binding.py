@@ -209,22 +209,25 @@ class _Resolver:
         return resolve_callable(ref, self.base_dir)
 
 
+def _bind_helper(step: StepSpec, key: str, ref: str | None, resolver: _Resolver,
+                 problems: _Problems) -> StepFunction | None:
+    """A step's optional ``module:function`` beside its own (``baseline``, ``simulate``); None when absent
+    or unresolvable (then the problem is recorded under ``steps.ID.KEY``)."""
+    if not ref:
+        return None
+    try:
+        return StepFunction.of(resolver.callable(ref))
+    except ResolveError as exc:
+        problems.add(f"steps.{step.id}.{key}", f"step {step.id!r} {key}: {exc}")
+        return None
+
+
 def _bind_step(step: StepSpec, spec: WorkflowSpec, by_id: Mapping[str, StepSpec], consumers: dict[str, list[str]],
                resolver: _Resolver, problems: _Problems) -> BoundStep | None:
     function = _bind_llm_function(spec, step, resolver, problems) if step.calls_model \
         else _bind_function(step, resolver, problems)
-    baseline = None
-    if step.baseline:
-        try:
-            baseline = StepFunction.of(resolver.callable(step.baseline))
-        except ResolveError as exc:
-            problems.add(f"steps.{step.id}.baseline", f"step {step.id!r} baseline: {exc}")
-    simulate = None
-    if step.simulate:
-        try:
-            simulate = StepFunction.of(resolver.callable(step.simulate))
-        except ResolveError as exc:
-            problems.add(f"steps.{step.id}.simulate", f"step {step.id!r} simulate: {exc}")
+    baseline = _bind_helper(step, "baseline", step.baseline, resolver, problems)
+    simulate = _bind_helper(step, "simulate", step.simulate, resolver, problems)
     bound_gates = [(i, _bind_gate(step.id, i, gate, resolver, problems)) for i, gate in enumerate(step.gates)]
     gates = tuple(g for _, g in bound_gates if g is not None)
     for i, g in bound_gates:

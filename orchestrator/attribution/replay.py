@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -47,28 +47,13 @@ from orchestrator.evaluation import call_evaluator
 from orchestrator.executor import Executor
 from orchestrator.invoke import StepFunction, call_step
 from orchestrator.outcomes import record_score
-from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView
+from orchestrator.records import StepRecordView
 from orchestrator.store import (
-    UNCHANGED,
     GateRow,
-    Lease,
-    NewAttribution,
-    NewOutcome,
-    NewReview,
     NewStepRecord,
-    StepHistoryRow,
     Store,
 )
-from orchestrator.store.analytics import (
-    AttributionCounts,
-    NondeterminismCounts,
-    OutcomeCounts,
-    OutcomeSummary,
-    RunCounts,
-    StepPeriodCounts,
-    TrajectoryCounts,
-)
-from orchestrator.store.triage import RunPage, RunQuery
+from orchestrator.store.delegating import DelegatingStore
 from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.threads import DEFAULT_CONCURRENCY
 
@@ -124,10 +109,11 @@ class Evaluation:
     blocked_reason: str | None = None
 
 
-class MarkingStore(Store):
+class MarkingStore(DelegatingStore):
     """The store as the replay executor sees it: records say how their output came to be.
 
-    Every method delegates to the real store; writing a step record first applies the origin
+    Every method delegates to the real store (:class:`~orchestrator.store.delegating.DelegatingStore`);
+    writing a step record first applies the origin
     the replay noted for that (run, step) (``reused``, ``cached``, ``baseline``...).
     """
 
@@ -136,114 +122,14 @@ class MarkingStore(Store):
         self.marks = marks
         self.url = store.url
 
+    def target(self) -> Store:
+        return self.store
+
     def insert_step_record(self, record: NewStepRecord) -> int:
         mark = self.marks.pop((record.run_id, record.step_id), None)
         if mark is not None and (record.status != "failed" or mark == "blocked"):
             record.origin = mark
         return self.store.insert_step_record(record)
-
-    def register_workflow(self, name: str, version: str, definition: dict[str, Any], source: str | None,
-                          content_hash: str) -> int:
-        return self.store.register_workflow(name, version, definition, source, content_hash)
-
-    def workflow_definition(self, workflow_id: int) -> tuple[dict[str, Any], str | None]:
-        return self.store.workflow_definition(workflow_id)
-
-    def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
-                   kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
-                   owner: str | None = None, lease: Lease | None = None) -> str:
-        return self.store.create_run(workflow_id, workflow, inputs, status=status, kind=kind,
-                                     parent_run_id=parent_run_id, parent_step=parent_step, owner=owner, lease=lease)
-
-    def get_run(self, run_id: str) -> RunView:
-        return self.store.get_run(run_id)
-
-    def set_run_status(self, run_id: str, status: str, *, output: Any = None, error: str | None = None,
-                       expect: Iterable[str] | None = None, owner: str | None = UNCHANGED) -> bool:
-        return self.store.set_run_status(run_id, status, output=output, error=error, expect=expect, owner=owner)
-
-    def claim_queued_run(self, lease: Lease) -> str | None:
-        return self.store.claim_queued_run(lease)
-
-    def acquire_lease(self, lease: Lease, *, statuses: Iterable[str]) -> bool:
-        return self.store.acquire_lease(lease, statuses=statuses)
-
-    def renew_lease(self, lease: Lease) -> bool:
-        return self.store.renew_lease(lease)
-
-    def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None) -> bool:
-        return self.store.end_lease(lease, status, output=output, error=error)
-
-    def set_trace_id(self, run_id: str, trace_id: str) -> None:
-        self.store.set_trace_id(run_id, trace_id)
-
-    def set_reference(self, run_id: str, reference: Any) -> None:
-        self.store.set_reference(run_id, reference)
-
-    def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
-                  limit: int = 1000) -> list[RunView]:
-        return self.store.list_runs(status=status, workflow=workflow, kind=kind, limit=limit)
-
-    def triage_runs(self, query: RunQuery) -> RunPage:
-        return self.store.triage_runs(query)
-
-    def child_runs(self, run_id: str) -> list[RunView]:
-        return self.store.child_runs(run_id)
-
-    def step_records(self, run_id: str, *, latest_only: bool = False) -> list[StepRecordView]:
-        return self.store.step_records(run_id, latest_only=latest_only)
-
-    def llm_records(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-        return self.store.llm_records(run_ids)
-
-    def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:
-        return self.store.step_history(workflow, since=since)
-
-    def decide(self, review: NewReview, *, new_records: Sequence[NewStepRecord] = (),
-               run_status: str = "running", lease: Lease | None = None, supersede: Sequence[int] = (),
-               from_statuses: Sequence[str] = ("paused",)) -> int:
-        return self.store.decide(review, new_records=new_records, run_status=run_status, lease=lease,
-                                 supersede=supersede, from_statuses=from_statuses)
-
-    def reviews(self, run_id: str) -> list[ReviewView]:
-        return self.store.reviews(run_id)
-
-    def add_outcome(self, outcome: NewOutcome) -> int:
-        return self.store.add_outcome(outcome)
-
-    def outcomes(self, run_id: str) -> list[OutcomeView]:
-        return self.store.outcomes(run_id)
-
-    def add_attribution(self, attribution: NewAttribution) -> int:
-        return self.store.add_attribution(attribution)
-
-    def attributions(self, run_id: str | None = None, *, workflow: str | None = None) -> list[AttributionView]:
-        return self.store.attributions(run_id, workflow=workflow)
-
-    def step_period_counts(self, workflow: str, *, period: str = "week",
-                           since: float | None = None) -> list[StepPeriodCounts]:
-        return self.store.step_period_counts(workflow, period=period, since=since)
-
-    def outcome_counts(self, workflow: str, *, period: str = "week", since: float | None = None) -> list[OutcomeCounts]:
-        return self.store.outcome_counts(workflow, period=period, since=since)
-
-    def trajectory_counts(self, workflow: str | None) -> list[TrajectoryCounts]:
-        return self.store.trajectory_counts(workflow)
-
-    def outcome_summary(self, workflow: str | None, *, window: int = 1) -> OutcomeSummary:
-        return self.store.outcome_summary(workflow, window=window)
-
-    def run_counts(self, workflow: str | None = None) -> list[RunCounts]:
-        return self.store.run_counts(workflow)
-
-    def attribution_counts(self, workflow: str) -> list[AttributionCounts]:
-        return self.store.attribution_counts(workflow)
-
-    def nondeterminism_counts(self, workflow: str) -> list[NondeterminismCounts]:
-        return self.store.nondeterminism_counts(workflow)
-
-    def count_rows(self) -> dict[str, int]:
-        return self.store.count_rows()
 
     def close(self) -> None:
         """The replay does not own the store it wraps: closing is its owner's business."""

@@ -83,7 +83,6 @@ def print_attribution(view: AttributionView) -> None:
         out.print(f"  cost: {doc['cost']} step executions", highlight=False)
 
 
-
 @guarded
 def label(run_id: Annotated[str, typer.Argument(help="Run id.")],
           correct: Annotated[bool, typer.Option("--correct", help="The final output was right.")] = False,
@@ -174,7 +173,6 @@ def trace(run_id: Annotated[str, typer.Argument(help="Run id.")],
     print_attribution(view)
 
 
-
 @guarded
 def attribute(run_id: Annotated[str, typer.Argument(help="Run id.")],
               method: Annotated[str, typer.Option("--method", "-m", help="trace | counterfactual | shapley | "
@@ -196,7 +194,6 @@ def attribute(run_id: Annotated[str, typer.Argument(help="Run id.")],
         print_json(view.to_json())
         return
     print_attribution(view)
-
 
 
 @guarded
@@ -229,7 +226,6 @@ def replay(run_id: Annotated[str, typer.Argument(help="Run id.")],
     status: RunStatus = "succeeded" if evaluation.status == "succeeded" else "failed"
     report_result(store, RunResult(evaluation.run_id or "", status, output=evaluation.output,
                                    failed_steps=evaluation.failed_steps, error=evaluation.error), as_json)
-
 
 
 @guarded
@@ -283,7 +279,6 @@ def _dist(d: dict[str, Any]) -> str:
     if not d.get("count"):
         return "no data"
     return f"n={d['count']} min={d['min']:g} p50={d['p50']:g} p90={d['p90']:g} max={d['max']:g} mean={d['mean']:g}"
-
 
 
 @guarded

@@ -8,12 +8,11 @@ values :class:`~orchestrator.store.sql.SqlStore` stores (the contract suite in `
 checks both). Everything else (schema creation and upgrades, analytics, attribution, review
 decisions) is handed to a :class:`~orchestrator.store.sqlite_sql.SqliteSqlStore` on the same
 file, opened the first time it is needed: a Store method this class does not implement is
-delegated to it, so a method added to the SQL store works on SQLite without code here.
+forwarded to it by :class:`~orchestrator.store.delegating.DelegatingStore`.
 """
 
 from __future__ import annotations
 
-import abc
 import os
 import secrets
 import sqlite3
@@ -27,27 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator import jsonio
 from orchestrator.errors import InputError, NotFoundError
-from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView
-from orchestrator.store.analytics import (
-    AttributionCounts,
-    NondeterminismCounts,
-    OutcomeCounts,
-    OutcomeSummary,
-    RunCounts,
-    StepPeriodCounts,
-    TrajectoryCounts,
-)
+from orchestrator.records import OutcomeView, ReviewView, RunView, StepRecordView
 from orchestrator.store.base import (
     UNCHANGED,
     Lease,
-    NewAttribution,
     NewOutcome,
-    NewReview,
     NewStepRecord,
-    StepHistoryRow,
     Store,
     lease_lost,
 )
+from orchestrator.store.delegating import DelegatingStore
 from orchestrator.store.digests import RecordDigests
 from orchestrator.store.rows import (
     GATE_COLUMNS,
@@ -65,7 +53,6 @@ from orchestrator.store.sqlite_pragmas import apply_pragmas
 
 if TYPE_CHECKING:
     from orchestrator.store.sqlite_sql import SqliteSqlStore
-    from orchestrator.store.triage import RunPage, RunQuery
 
 SYNCHRONOUS_LEVELS = ("normal", "full")
 
@@ -190,7 +177,7 @@ def connect_target(url: str) -> tuple[str, str | None, str]:
     return path, path, url
 
 
-class SqliteStore(Store):
+class SqliteStore(DelegatingStore):
     """SQLite: the embedded default (``sqlite:///path``; ``sqlite://`` alone is in memory).
 
     ``create=False`` (read-only commands) refuses a path with no database instead of creating
@@ -251,6 +238,10 @@ class SqliteStore(Store):
 
         return stored_revision(self.connection) == HEAD_REVISION
 
+    def target(self) -> Store:
+        """What this store does not write itself goes to the SQLAlchemy store on the same file."""
+        return self.sql()
+
     def sql(self) -> SqliteSqlStore:
         """The SQLAlchemy store on the same database, opened on first use."""
         with self.lock:
@@ -259,12 +250,6 @@ class SqliteStore(Store):
 
                 self.delegate = SqliteSqlStore(self.sql_url, self.synchronous)
             return self.delegate
-
-    def __getattr__(self, name: str) -> Any:
-        """Methods only the SQL store has (``store.some_query(...)``) work here too."""
-        if name.startswith("_") or name in ("delegate", "connection", "lock"):
-            raise AttributeError(name)
-        return getattr(self.sql(), name)
 
     def close(self) -> None:
         with self.lock:
@@ -470,46 +455,7 @@ class SqliteStore(Store):
             return list({v.step_id: v for v in views}.values())
         return views
 
-    def llm_records(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-        return self.sql().llm_records(run_ids)
-
-    def triage_runs(self, query: RunQuery) -> RunPage:
-        return self.sql().triage_runs(query)
-
-    def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:
-        return self.sql().step_history(workflow, since=since)
-
-    # -- analytics: GROUP BY queries of the SQL store ------------------------------------------
-
-    def step_period_counts(self, workflow: str, *, period: str = "week",
-                           since: float | None = None) -> list[StepPeriodCounts]:
-        return self.sql().step_period_counts(workflow, period=period, since=since)
-
-    def outcome_counts(self, workflow: str, *, period: str = "week", since: float | None = None) -> list[OutcomeCounts]:
-        return self.sql().outcome_counts(workflow, period=period, since=since)
-
-    def trajectory_counts(self, workflow: str | None) -> list[TrajectoryCounts]:
-        return self.sql().trajectory_counts(workflow)
-
-    def outcome_summary(self, workflow: str | None, *, window: int = 1) -> OutcomeSummary:
-        return self.sql().outcome_summary(workflow, window=window)
-
-    def run_counts(self, workflow: str | None = None) -> list[RunCounts]:
-        return self.sql().run_counts(workflow)
-
-    def attribution_counts(self, workflow: str) -> list[AttributionCounts]:
-        return self.sql().attribution_counts(workflow)
-
-    def nondeterminism_counts(self, workflow: str) -> list[NondeterminismCounts]:
-        return self.sql().nondeterminism_counts(workflow)
-
     # -- reviews ------------------------------------------------------------------------------
-
-    def decide(self, review: NewReview, *, new_records: Sequence[NewStepRecord] = (),
-               run_status: str = "running", lease: Lease | None = None, supersede: Sequence[int] = (),
-               from_statuses: Sequence[str] = ("paused",)) -> int:
-        return self.sql().decide(review, new_records=new_records, run_status=run_status, lease=lease,
-                                 supersede=supersede, from_statuses=from_statuses)
 
     def reviews(self, run_id: str) -> list[ReviewView]:
         rows = self.read(f"SELECT {', '.join(SCHEMA['reviews'])} FROM reviews WHERE run_pk = ? ORDER BY id",
@@ -540,30 +486,7 @@ class SqliteStore(Store):
                             termination=r.termination, reason=r.reason, reviewer=r.reviewer,
                             created_at=r.created_at, evaluator_reason=r.evaluator_reason) for r in rows]
 
-    def add_attribution(self, attribution: NewAttribution) -> int:
-        return self.sql().add_attribution(attribution)
-
-    def attributions(self, run_id: str | None = None, *, workflow: str | None = None) -> list[AttributionView]:
-        return self.sql().attributions(run_id, workflow=workflow)
-
     def count_rows(self) -> dict[str, int]:
         with self.lock:
             return {table: int(self.connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
                     for table in SCHEMA}
-
-
-def delegate_abstract_methods(cls: type) -> type:
-    """Give ``cls`` a delegating method for every abstract Store method it does not define, so a
-    method added to the Store interface (and the SQL store) works on SQLite with no code here."""
-    def delegating(name: str) -> Callable[..., Any]:
-        def method(self: SqliteStore, *args: Any, **kwargs: Any) -> Any:
-            return getattr(self.sql(), name)(*args, **kwargs)
-        method.__name__ = method.__qualname__ = name
-        return method
-
-    for name in getattr(cls, "__abstractmethods__", ()):
-        setattr(cls, name, delegating(name))
-    return abc.update_abstractmethods(cls)
-
-
-delegate_abstract_methods(SqliteStore)

@@ -119,3 +119,16 @@ def test_a_single_input_file_may_carry_the_reference(cli, judged, tmp_path, step
     doc = cli("run", str(judged), "--input-file", str(given), "--json").json()
     assert doc["reference"] == {"answer": 57}
     assert [o["evaluator_reason"] for o in doc["outcomes"]] == ["answer 57 vs reference 57 for x=7"]
+
+
+def test_one_reference_file_for_a_file_of_many_runs_is_refused_before_anything_runs(cli, store, judged, tmp_path,
+                                                                                      step_log):
+    lines = tmp_path / "many.jsonl"
+    lines.write_text('{"x": 7}\n{"x": 8}\n')
+    ref = tmp_path / "ref.json"
+    ref.write_text(json.dumps({"answer": 57}))
+    result = cli("run", str(judged), "--input-file", str(lines), "--reference", str(ref))
+    assert result.exit_code == 2
+    assert "--reference gives one run's reference answer; in a file of many runs give each line its own " \
+           '"$reference" key' in result.stderr
+    assert store.list_runs(kind=None) == []

@@ -92,7 +92,7 @@ class Ours(Engine):
     def _describe(self, level: str) -> str:
         """Read the pragmas back from the store's connection when it exposes one."""
         try:
-            con = self.store.conn.connection.dbapi_connection
+            con = self.store.connection  # the SQLite store's own sqlite3 connection
             journal = con.execute("PRAGMA journal_mode").fetchone()[0]
             sync = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[con.execute("PRAGMA synchronous").fetchone()[0]]
             return f"journal={journal.upper()}, synchronous={sync}"
