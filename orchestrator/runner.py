@@ -14,6 +14,7 @@ import anyio
 import anyio.to_thread
 
 from orchestrator.binding import BoundWorkflow
+from orchestrator.blocking import run_blocking
 from orchestrator.errors import LeaseHeldError
 from orchestrator.events import EventHook
 from orchestrator.executor import Drain, Executor, new_lease
@@ -41,7 +42,7 @@ def start_run(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any
     inputs = resolve_inputs(workflow.spec, given_inputs)
     with Tracing(store, otel, on_event) as tracing:
         executor = Executor(store, workflow, max_concurrency=max_concurrency, on_event=tracing.hook)
-        result = anyio.run(executor.start, inputs)
+        result = run_blocking(executor.start, inputs)
         tracing.keep(result.run_id)
     if reference is not None:
         store.set_reference(result.run_id, reference)
@@ -144,7 +145,7 @@ def continue_run(store: Store, run_id: str, *, max_concurrency: int = DEFAULT_CO
     with Tracing(store, otel, on_event, trace_id=found.trace_id) as tracing:
         executor = Executor(store, found.workflow, max_concurrency=max_concurrency, on_event=tracing.hook,
                             workflow_id=found.workflow_id)
-        result = anyio.run(executor.resume, found.lease)
+        result = run_blocking(executor.resume, found.lease)
         tracing.keep(run_id)
     score_outcome(store, found.workflow, result, on_event)
     return result

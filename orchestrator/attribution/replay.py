@@ -34,12 +34,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import anyio
-
 from orchestrator import graph, jsonio
 from orchestrator.attempt import critic_verdict
 from orchestrator.attribution.cache import InputKeys, StepCache, Value
 from orchestrator.binding import BoundStep, BoundWorkflow
+from orchestrator.blocking import run_blocking
 from orchestrator.context import StepContext
 from orchestrator.documents import usage_totals
 from orchestrator.errors import InputError, NotFoundError
@@ -313,7 +312,7 @@ class ReplayEngine:
         self.replay_runs.append(run_id)
         before = self.executions
         self._copy_unchanged(run_id, plan)
-        result = anyio.run(self._get_executor().execute, run_id, self.run.inputs)
+        result = run_blocking(self._get_executor().execute, run_id, self.run.inputs)
         self._plans.pop(run_id, None)
         blocked = self.blocked.pop(run_id, None)
         if blocked is not None:  # not a failure: the replay cannot know what acting would have returned

@@ -1,0 +1,56 @@
+"""Blocking entry points reuse one event loop per thread, so state bound to a loop survives between runs."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from orchestrator import Workflow, open_store, start_run
+
+seen_loops: list[asyncio.AbstractEventLoop] = []
+"""The loops themselves, kept alive so two of them never share an id."""
+seen_threads: list[int] = []
+shared: dict[str, asyncio.Lock] = {}
+
+wf = Workflow("loop-reuse", inputs={"x": "integer"}, output="hop")
+
+
+@wf.step(inputs={"x": "$inputs.x"})
+async def bound(x: int) -> int:
+    seen_loops.append(asyncio.get_running_loop())
+    lock = shared.setdefault("lock", asyncio.Lock())  # bound to the loop of its first use
+    async with lock:
+        return x + 1
+
+
+@wf.step(inputs={"value": "bound"})
+def hop(value: int) -> int:
+    seen_threads.append(threading.get_ident())
+    return value * 2
+
+
+def test_consecutive_runs_in_one_thread_share_a_loop_and_its_worker_thread():
+    seen_loops.clear(), seen_threads.clear(), shared.clear()
+    store = open_store("memory://")
+    first = start_run(store, wf.bind(), {"x": 1})
+    second = start_run(store, wf.bind(), {"x": 2})
+    assert (first.status, first.output, second.status, second.output) == ("succeeded", 4, "succeeded", 6)
+    assert seen_loops[0] is seen_loops[1]  # an asyncio.Lock made in the first run still works in the second
+    assert len(set(seen_threads)) == 1 and seen_threads[0] != threading.get_ident()
+
+
+def test_each_thread_runs_on_its_own_loop():
+    seen_loops.clear(), shared.clear()
+    store = open_store("memory://")
+    results = []
+
+    def one(x: int) -> None:
+        shared.pop("lock", None)
+        results.append(start_run(store, wf.bind(), {"x": x}).status)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+        t.join()
+    assert results == ["succeeded", "succeeded"]
+    assert seen_loops[0] is not seen_loops[1]
