@@ -12,11 +12,15 @@ writes two short digests with each record and the report groups them in SQL.
   values agree: the check is conservative, never reporting variation that is not there).
 
 A link whose upstream digest is unknown (a record written before the digest columns existed)
-gives no inputs digest: the record is reported as not covered rather than guessed.
+gives no inputs digest: the record is reported as not covered rather than guessed. Digests
+written by earlier versions (24 hex characters) never equal the current ones, so records from
+before and after an upgrade fall into separate groups: the report may miss variation across the
+upgrade, but never reports variation that is not there.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
@@ -28,10 +32,20 @@ DigestLookup = Callable[[Iterable[int]], Mapping[int, str | None]]
 """Output digests of stored records by id (ids not stored are left out)."""
 
 
+CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+"""Key order does not matter, no whitespace. Built once: ``json.dumps`` with options builds an encoder
+per call, which was a third of a digest's cost."""
+
+DIGEST_BYTES = 9
+"""72 bits, written as 12 base64url characters: two per record is 24 bytes (was 48 as hex). A
+collision only merges two groups of one step's records in the report, and at 72 bits that needs
+billions of distinct outputs of one step."""
+
+
 def value_digest(value: Any) -> str:
     """A short content hash of a JSON value (key order does not matter)."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+    digest = hashlib.blake2b(CANONICAL.encode(value).encode(), digest_size=DIGEST_BYTES).digest()
+    return base64.urlsafe_b64encode(digest).decode()
 
 
 def output_digest(output: str | None) -> str | None:
@@ -45,7 +59,7 @@ def linked_records(inputs: Any) -> list[int]:
     """Ids of the records an inputs document links to."""
     if not isinstance(inputs, dict):
         return []
-    return [v["$record"] for v in inputs.values() if isinstance(v, dict) and "$record" in v]
+    return [v["$record"] for v in inputs.values() if type(v) is dict and "$record" in v]
 
 
 def inputs_digest(inputs: str | None, lookup: DigestLookup) -> str | None:
@@ -59,7 +73,7 @@ def inputs_digest(inputs: str | None, lookup: DigestLookup) -> str | None:
     found = lookup(links)
     resolved = {}
     for param, item in value.items():
-        if isinstance(item, dict) and "$record" in item:
+        if type(item) is dict and "$record" in item:  # parsed JSON: plain dicts only
             upstream = found.get(item["$record"])
             if upstream is None:
                 return None

@@ -46,7 +46,7 @@ from orchestrator.store.base import (
     lease_lost,
     shown_status,
 )
-from orchestrator.store.digests import RecordDigests
+from orchestrator.store.digests import inputs_digest, output_digest
 from orchestrator.store.triage import RunPage, RunQuery, TriageRow
 
 TABLE_NAMES = ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions")
@@ -205,7 +205,8 @@ class MemoryStore(Store):
         self.reviewed_records: set[int] = set()
         self.outcomes_by_id: dict[int, _Outcome] = {}
         self.attributions_by_id: dict[int, _Attribution] = {}
-        self.digests = RecordDigests(self.stored_output_digests, size=0)
+        self.undigested: list[int] = []
+        """Records whose digests are yet to be computed, in id order (see :meth:`fill_digests`)."""
 
     def next_id(self, table: str) -> int:
         """The next primary key of a table (caller holds the lock); ids are never reused."""
@@ -402,7 +403,6 @@ class MemoryStore(Store):
 
     def write_record(self, record: NewStepRecord, run: _Run) -> int:
         """Store a record and its gates (caller holds the lock and has checked everything)."""
-        self.digests.fill(record)
         pk = self.next_id("step_records")
         row = _Record(id=pk, run_pk=run.id, workflow_id=int(record.workflow_id), step_id=record.step_id,
                       step_type=record.step_type, agent=record.agent, attempt=int(record.attempt),
@@ -418,6 +418,7 @@ class MemoryStore(Store):
                                    duration=float(g.duration)))
         self.gate_count += len(row.gates)
         self.records[pk] = row
+        self.undigested.append(pk)
         run.records.append(pk)
         return pk
 
@@ -555,6 +556,21 @@ class MemoryStore(Store):
                                 confidence=a.confidence, evidence=jsonio.loads(a.evidence), cost=a.cost,
                                 created_at=a.created_at) for a, rid in rows]
 
+    def fill_digests(self) -> None:
+        """Compute the digests of the records written since the last call (caller holds the lock).
+
+        A database store computes them as it writes, so that a report over millions of records
+        groups stored columns; held in memory, a record is cheaper to write without them and the
+        report that reads them computes them once, here. In id order: a record's links point to
+        records written before it, whose output digests are then known.
+        """
+        for pk in self.undigested:
+            row = self.records.get(pk)
+            if row is not None:
+                row.output_digest = output_digest(row.output)
+                row.inputs_digest = inputs_digest(row.inputs, self.stored_output_digests)
+        self.undigested.clear()
+
     def stored_output_digests(self, ids: Iterable[int]) -> dict[int, str | None]:
         with self.lock:
             return {i: self.records[i].output_digest for i in ids if i in self.records}
@@ -564,6 +580,7 @@ class MemoryStore(Store):
     def facts(self) -> tuple[list[RunFact], list[RecordFact], list[OutcomeFact], list[AttributionFact]]:
         """Plain copies of the runs, records, outcomes and attribution records, for the aggregations."""
         with self.lock:
+            self.fill_digests()
             runs = [RunFact(pk=r.id, workflow=r.workflow, workflow_id=r.workflow_id, kind=r.kind,
                             status=shown_status(r.status, r.lease_expires_at), created_at=r.created_at)
                     for r in self.runs.values()]
