@@ -17,7 +17,6 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_none
 
 from gates.base import evaluate as evaluate_gate
 from gates.base import normalize as normalize_verdict
@@ -25,6 +24,7 @@ from orchestrator import jsonio
 from orchestrator.binding import BoundStep
 from orchestrator.context import StepContext
 from orchestrator.events import EventHook, StepFinished, StepStarted, Verdict
+from orchestrator.group_commit import GroupCommit
 from orchestrator.invoke import call_step
 from orchestrator.llm.config import LLMConfig
 from orchestrator.llm.errors import LLMStepError
@@ -124,12 +124,18 @@ class RunContext:
     llm_defaults: LLMConfig | None = None
     lease_token: str | None = None
     """Records are written only while the run's lease has this token (None: no lease, e.g. replays)."""
+    writer: GroupCommit | None = None
+    """Commits the records, grouping those of steps that finish together (None: each on its own)."""
 
-    def record(self, step: BoundStep, attempt: int, started: float, **fields: Any) -> int:
+    async def record(self, step: BoundStep, attempt: int, started: float, **fields: Any) -> int:
+        """Commit an attempt's record; returns once it is durable, with its id."""
         spec = step.spec
-        return self.store.insert_step_record(NewStepRecord(
+        record = NewStepRecord(
             run_id=self.run_id, workflow_id=self.workflow_id, step_id=spec.id, step_type=spec.type,
-            agent=spec.agent_name, attempt=attempt, started_at=started, lease_token=self.lease_token, **fields))
+            agent=spec.agent_name, attempt=attempt, started_at=started, lease_token=self.lease_token, **fields)
+        if self.writer is None:
+            return self.store.insert_step_record(record)
+        return await self.writer.write(record)
 
 
 class StepRunner:
@@ -148,6 +154,8 @@ class StepRunner:
             except (AttemptFailed, GateRetry):
                 assert state.last is not None
                 return state.last
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_none
+
         wait = wait_exponential(multiplier=policy.backoff, max=policy.max_backoff) if policy.backoff else wait_none()
         retrying = AsyncRetrying(stop=stop_after_attempt(policy.attempts), wait=wait,
                                  retry=retry_if_exception(self.should_retry), reraise=True)
@@ -175,7 +183,7 @@ class StepRunner:
             kwargs, stored_inputs, consumed = resolve_inputs(step, run.inputs, run.done, started)
         except KeyError as exc:
             message = str(exc.args[0]) if exc.args else str(exc)
-            rid = run.record(step, attempt, started, status="failed", ended_at=time.time(),
+            rid = await run.record(step, attempt, started, status="failed", ended_at=time.time(),
                              error_type="InputError", error_message=message)
             return StepOutcome(step.id, "failed", rid, error=f"InputError: {message}")
         ctx = StepContext(run_id=run.run_id, step_id=step.id, workflow=run.workflow, agent=step.spec.agent_name,
@@ -192,7 +200,7 @@ class StepRunner:
         except BaseException as exc:  # SystemExit, KeyboardInterrupt from a step are step failures too
             if is_cancellation(exc):
                 raise
-            state.last = self.failed(attempt, started, exc, {**common, "llm": llm_json(ctx)}, ctx)
+            state.last = await self.failed(attempt, started, exc, {**common, "llm": llm_json(ctx)}, ctx)
             raise AttemptFailed(exc) from exc
         common["llm"] = llm_json(ctx)
         return await self.settle(attempt, started, output, ctx, state, common, is_last=is_last)
@@ -237,7 +245,7 @@ class StepRunner:
             return f"{message}: it ignored its cancellation and returned late; its output is discarded"
         return message
 
-    def failed(self, attempt: int, started: float, exc: BaseException, common: dict[str, Any],
+    async def failed(self, attempt: int, started: float, exc: BaseException, common: dict[str, Any],
                ctx: StepContext) -> StepOutcome:
         """Record an attempt that raised (a timeout included)."""
         ended = time.time()
@@ -252,7 +260,8 @@ class StepRunner:
                 message = f"step {self.step.id!r} called exit({exc.code!r})"
             elif not isinstance(exc, Exception) and not message:
                 message = f"step {self.step.id!r} raised {error_type}"
-        rid = self.run.record(self.step, attempt, started, status="failed", ended_at=ended, error_type=error_type,
+        rid = await self.run.record(self.step, attempt, started, status="failed", ended_at=ended,
+                                    error_type=error_type,
                               error_message=message, traceback=failure_traceback(exc), **common)
         self.emit_finished(attempt, "failed", ended - started, f"{error_type}: {message}", ctx=ctx)
         return StepOutcome(self.step.id, "failed", rid, error=f"{error_type}: {message}")
@@ -283,7 +292,7 @@ class StepRunner:
                 problem = f"step {step.id!r} {exc}"  # "step 's' output field 'scores.2' is NaN; ..."
             else:
                 problem = f"step {step.id!r} returned a value that cannot be stored as JSON: {exc}"
-            rid = self.run.record(step, attempt, started, status="failed", ended_at=ended,
+            rid = await self.run.record(step, attempt, started, status="failed", ended_at=ended,
                                   error_type=type(exc).__name__, error_message=problem, **common)
             self.emit_finished(attempt, "failed", ended - started, problem, ctx=ctx)
             return StepOutcome(step.id, "failed", rid, error=problem)
@@ -296,7 +305,7 @@ class StepRunner:
         blocking = [v for _, v, _, sev in verdicts if not v.passed and sev == "block"]
         status, message = gate_policy(step.on_gate_fail, blocking, is_last=is_last)
         ended = time.time()
-        rid = self.run.record(step, attempt, started, status=status, ended_at=ended, output=output_json,
+        rid = await self.run.record(step, attempt, started, status=status, ended_at=ended, output=output_json,
                               error_type="GateFailed" if message else None, error_message=message,
                               gates=[gate_row(name, v, dur, sev) for name, v, dur, sev in verdicts], **common)
         if self.run.on_event is not None:

@@ -24,6 +24,7 @@ from orchestrator.attempt import RunContext, StepRunner
 from orchestrator.binding import BoundWorkflow
 from orchestrator.errors import InputError, LeaseLostError, OrchestratorError, StoreMismatchError
 from orchestrator.events import EventHook, RunFinished, RunStarted
+from orchestrator.group_commit import GroupCommit
 from orchestrator.runstate import Done, PriorState, RunResult, StepOutcome, finish_run
 from orchestrator.store import Lease, Store
 from orchestrator.store.base import lease_lost
@@ -214,6 +215,7 @@ class _Schedule:
                         for sid in self.workflow.order}
         self.ready = [i for i, sid in enumerate(self.workflow.order) if self.pending[sid] == 0]  # already a heap
         self.runners = {sid: StepRunner(run, step) for sid, step in steps.items()}
+        run.writer = GroupCommit(run.store, self.others_running)
         self.lost = False
         """The lease was taken over: nothing more may be written or started."""
         self.held_back = False
@@ -227,6 +229,10 @@ class _Schedule:
         self.spawn_context = contextvars.copy_context()
         async with anyio.create_task_group() as self.tg:
             self.spawn_context.run(self.schedule, None)
+
+    def others_running(self) -> bool:
+        """Whether a finishing step has company: other steps in flight whose records may join its commit."""
+        return len(self.in_flight) > 1
 
     def stop(self) -> None:
         """The lease is lost: cancel the steps in flight and start none."""

@@ -124,11 +124,12 @@ class MarkingStore(DelegatingStore):
     def target(self) -> Store:
         return self.store
 
-    def insert_step_record(self, record: NewStepRecord) -> int:
-        mark = self.marks.pop((record.run_id, record.step_id), None)
-        if mark is not None and (record.status != "failed" or mark == "blocked"):
-            record.origin = mark
-        return self.store.insert_step_record(record)
+    def insert_step_records(self, records: Sequence[NewStepRecord]) -> list[int]:
+        for record in records:
+            mark = self.marks.pop((record.run_id, record.step_id), None)
+            if mark is not None and (record.status != "failed" or mark == "blocked"):
+                record.origin = mark
+        return self.store.insert_step_records(records)
 
     def close(self) -> None:
         """The replay does not own the store it wraps: closing is its owner's business."""

@@ -17,20 +17,22 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import LeaseLostError, ReviewError
 from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView, iso
-from orchestrator.store.analytics import (
-    AttributionCounts,
-    NondeterminismCounts,
-    OutcomeCounts,
-    OutcomeSummary,
-    RunCounts,
-    StepPeriodCounts,
-    TrajectoryCounts,
-)
-from orchestrator.store.triage import RunPage, RunQuery
+
+if TYPE_CHECKING:  # annotations only: a run never loads the analytics and triage rows
+    from orchestrator.store.analytics import (
+        AttributionCounts,
+        NondeterminismCounts,
+        OutcomeCounts,
+        OutcomeSummary,
+        RunCounts,
+        StepPeriodCounts,
+        TrajectoryCounts,
+    )
+    from orchestrator.store.triage import RunPage, RunQuery
 
 UNCHANGED: Any = object()
 """Sentinel for :meth:`Store.set_run_status`: leave the owner column as it is."""
@@ -281,8 +283,15 @@ class Store(ABC):
     # -- step records ------------------------------------------------------------------------
 
     @abstractmethod
+    def insert_step_records(self, records: Sequence[NewStepRecord]) -> list[int]:
+        """Commit attempts and their gate verdicts in one transaction, all or none; returns the record
+        ids in order. Under a lease (a record naming a ``lease_token``) nothing is written once the
+        run's lease has another token: LeaseLostError. Steps finishing together share a commit
+        (:mod:`orchestrator.group_commit`)."""
+
     def insert_step_record(self, record: NewStepRecord) -> int:
         """Commit one attempt and its gate verdicts in one transaction; returns the record id."""
+        return self.insert_step_records([record])[0]
 
     @abstractmethod
     def step_records(self, run_id: str, *, latest_only: bool = False) -> list[StepRecordView]:

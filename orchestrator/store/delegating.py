@@ -11,18 +11,9 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView
-from orchestrator.store.analytics import (
-    AttributionCounts,
-    NondeterminismCounts,
-    OutcomeCounts,
-    OutcomeSummary,
-    RunCounts,
-    StepPeriodCounts,
-    TrajectoryCounts,
-)
 from orchestrator.store.base import (
     UNCHANGED,
     Lease,
@@ -33,7 +24,18 @@ from orchestrator.store.base import (
     StepHistoryRow,
     Store,
 )
-from orchestrator.store.triage import RunPage, RunQuery
+
+if TYPE_CHECKING:  # annotations only, as in orchestrator.store.base
+    from orchestrator.store.analytics import (
+        AttributionCounts,
+        NondeterminismCounts,
+        OutcomeCounts,
+        OutcomeSummary,
+        RunCounts,
+        StepPeriodCounts,
+        TrajectoryCounts,
+    )
+    from orchestrator.store.triage import RunPage, RunQuery
 
 
 class DelegatingStore(Store):
@@ -43,8 +45,8 @@ class DelegatingStore(Store):
     def target(self) -> Store:
         """The store the calls go to."""
 
-    def insert_step_record(self, record: NewStepRecord) -> int:
-        return self.target().insert_step_record(record)
+    def insert_step_records(self, records: Sequence[NewStepRecord]) -> list[int]:
+        return self.target().insert_step_records(records)
 
     def register_workflow(self, name: str, version: str, definition: dict[str, Any], source: str | None,
                           content_hash: str) -> int:

@@ -366,12 +366,13 @@ class MemoryStore(Store):
 
     # -- step records ------------------------------------------------------------------------
 
-    def insert_step_record(self, record: NewStepRecord) -> int:
+    def insert_step_records(self, records: Sequence[NewStepRecord]) -> list[int]:
         with self.lock:
-            run = self.run_row(record.run_id)
-            if record.lease_token is not None and run.lease_token != record.lease_token:
-                raise lease_lost(record.run_id)
-            return self.write_record(record, run)
+            runs = [self.run_row(record.run_id) for record in records]
+            for record, run in zip(records, runs, strict=True):  # all or none: check every lease first
+                if record.lease_token is not None and run.lease_token != record.lease_token:
+                    raise lease_lost(record.run_id)
+            return [self.write_record(record, run) for record, run in zip(records, runs, strict=True)]
 
     def acquire_lease(self, lease: Lease, *, statuses: Iterable[str]) -> bool:
         now = time.time()

@@ -298,13 +298,20 @@ class SqlStore(Store):
 
     # -- step records ------------------------------------------------------------------------
 
-    def insert_step_record(self, record: NewStepRecord) -> int:
-        run_pk = self.run_pk(record.run_id)
-        with self.lock, self.conn.begin():
-            return self.write_record(record, run_pk)
+    def insert_step_records(self, records: Sequence[NewStepRecord]) -> list[int]:
+        run_pks = [self.run_pk(record.run_id) for record in records]
+        with self.lock:
+            with self.conn.begin():
+                ids = [self.write_record(record, run_pk) for record, run_pk in zip(records, run_pks, strict=True)]
+            for record_id, record in zip(ids, records, strict=True):  # committed: consumers may look them up
+                self.digests.remember(record_id, record)
+        return ids
 
     def write_record(self, record: NewStepRecord, run_pk: int) -> int:
-        """Insert a record and its gates inside the caller's transaction (under its lease, when it names one)."""
+        """Insert a record and its gates inside the caller's transaction (under its lease, when it names one).
+
+        Its output digest is remembered by the caller once the transaction commits: a rolled-back
+        record's id may be given to another record."""
         self.digests.fill(record)
         params = dict(zip(STEP_COLUMNS, step_values(record, run_pk), strict=True))
         if record.lease_token is None:
@@ -319,7 +326,6 @@ class SqlStore(Store):
             self.conn.execute(_insert_gates, [dict(zip(GATE_COLUMNS, gate_values(g, record_id, run_pk,
                                                                                   record.step_id), strict=True))
                                               for g in record.gates])
-        self.digests.remember(record_id, record)
         return record_id
 
     def stored_output_digests(self, ids: Iterable[int]) -> dict[int, str | None]:

@@ -409,28 +409,34 @@ class SqliteStore(DelegatingStore):
 
     # -- step records ------------------------------------------------------------------------
 
-    def insert_step_record(self, record: NewStepRecord) -> int:
-        run_pk = self.run_pk(record.run_id)
+    def insert_step_records(self, records: Sequence[NewStepRecord]) -> list[int]:
+        run_pks = [self.run_pk(record.run_id) for record in records]
+        with self.lock:
+            if len(records) == 1 and not records[0].gates and records[0].lease_token is None:
+                # one statement: its own transaction, without BEGIN and COMMIT round trips
+                ids = [self.write_record(self.connection, records[0], run_pks[0])]
+            else:
+                with self.write() as conn:
+                    ids = [self.write_record(conn, record, run_pk)
+                           for record, run_pk in zip(records, run_pks, strict=True)]
+        for record_id, record in zip(ids, records, strict=True):  # committed: consumers may look them up
+            self.digests.remember(record_id, record)
+        return ids
+
+    def write_record(self, conn: sqlite3.Connection, record: NewStepRecord, run_pk: int) -> int:
+        """Insert a record and its gates (inside the caller's transaction, if it opened one)."""
         self.digests.fill(record)
         values = step_values(record, run_pk)
-        with self.lock:
-            if not record.gates and record.lease_token is None:  # one statement: its own transaction
-                record_id = int(self.connection.execute(_INSERT_STEP, values).lastrowid or 0)
-                self.digests.remember(record_id, record)
-                return record_id
-            with self.write() as conn:
-                if record.lease_token is None:
-                    record_id = int(conn.execute(_INSERT_STEP, values).lastrowid or 0)
-                else:
-                    cursor = conn.execute(_INSERT_LEASED_STEP, (*values, run_pk, record.lease_token))
-                    if cursor.rowcount != 1:
-                        raise lease_lost(record.run_id)
-                    record_id = int(cursor.lastrowid or 0)
-                if record.gates:
-                    conn.executemany(_INSERT_GATE, [gate_values(g, record_id, run_pk, record.step_id)
-                                                    for g in record.gates])
-            self.digests.remember(record_id, record)
-            return record_id
+        if record.lease_token is None:
+            record_id = int(conn.execute(_INSERT_STEP, values).lastrowid or 0)
+        else:
+            cursor = conn.execute(_INSERT_LEASED_STEP, (*values, run_pk, record.lease_token))
+            if cursor.rowcount != 1:
+                raise lease_lost(record.run_id)
+            record_id = int(cursor.lastrowid or 0)
+        if record.gates:
+            conn.executemany(_INSERT_GATE, [gate_values(g, record_id, run_pk, record.step_id) for g in record.gates])
+        return record_id
 
     def stored_output_digests(self, ids: Iterable[int]) -> dict[int, str | None]:
         """Output digests of stored records, for the inputs digest of a record consuming them."""

@@ -1,0 +1,85 @@
+"""Group commit: steps that finish together reach the store in one transaction, each record exactly once,
+and a step's consumers start only after its record is committed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from orchestrator import Workflow, open_store, start_run
+from orchestrator.store import NewStepRecord, Store
+from orchestrator.store.delegating import DelegatingStore
+
+WIDTH = 20
+
+
+class BatchLog(DelegatingStore):
+    """The store as the executor writes to it, noting which records arrived together."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.url = store.url
+        self.batches: list[list[str]] = []
+
+    def target(self) -> Store:
+        return self.store
+
+    def insert_step_records(self, records: Sequence[NewStepRecord]) -> list[int]:
+        self.batches.append([r.step_id for r in records])
+        return self.store.insert_step_records(records)
+
+
+async def nap(value: int) -> int:
+    await asyncio.sleep(0.05)
+    return value
+
+
+def boom(value: int) -> int:
+    raise ValueError("no")
+
+
+async def count(**values: int) -> int:
+    return len(values)
+
+
+def fan_out(*, failing: bool = False) -> Workflow:
+    wf = Workflow("group-commit-fan", inputs={"x": "integer"}, output="join")
+    for i in range(WIDTH):
+        wf.step(id=f"nap{i:02d}", inputs={"value": "$inputs.x"})(nap)
+    if failing:
+        wf.step(id="boom", inputs={"value": "nap00"})(boom)
+    wf.step(id="join", inputs={f"v{i}": f"nap{i:02d}" for i in range(WIDTH)})(count)
+    return wf
+
+
+def test_a_fan_out_commits_its_steps_in_fewer_transactions_than_steps(tmp_path):
+    store = BatchLog(open_store(f"sqlite:///{tmp_path / 'runs.db'}?synchronous=full"))
+    result = start_run(store, fan_out().bind(), {"x": 1})
+    assert (result.status, result.output) == ("succeeded", WIDTH)
+    naps = [b for b in store.batches if b[0].startswith("nap")]
+    assert sorted(s for b in naps for s in b) == [f"nap{i:02d}" for i in range(WIDTH)]  # each exactly once
+    assert len(naps) < WIDTH
+    records = store.step_records(result.run_id)
+    assert len(records) == WIDTH + 1 and len({r.id for r in records}) == WIDTH + 1
+    join = next(r for r in records if r.step_id == "join")
+    nap_ids = {r.step_id: r.id for r in records if r.step_id.startswith("nap")}
+    assert {c["step_id"]: c["record_id"] for c in join.consumed} == nap_ids
+
+
+def test_a_chain_commits_each_record_on_its_own(tmp_path):
+    wf = Workflow("group-commit-chain", inputs={"x": "integer"}, output="b")
+    wf.step(id="a", inputs={"value": "$inputs.x"})(nap)
+    wf.step(id="b", inputs={"value": "a"})(nap)
+    store = BatchLog(open_store(f"sqlite:///{tmp_path / 'runs.db'}"))
+    result = start_run(store, wf.bind(), {"x": 3})
+    assert (result.status, result.output) == ("succeeded", 3)
+    assert store.batches == [["a"], ["b"]]
+
+
+def test_a_step_failing_beside_a_group_is_recorded_and_the_others_kept(durable_url):
+    store = open_store(durable_url)
+    result = start_run(store, fan_out(failing=True).bind(), {"x": 1})
+    assert result.status == "failed" and result.failed_steps == ["boom"]
+    statuses = {r.step_id: r.status for r in store.step_records(result.run_id)}
+    assert statuses.pop("boom") == "failed"
+    assert statuses == {f"nap{i:02d}": "succeeded" for i in range(WIDTH)} | {"join": "succeeded"}
