@@ -10,7 +10,8 @@ so a step's consumers never start before the record they read is durable, as wit
 transaction per record.
 
 A step alone in flight (every step of a chain) commits at once, without yielding: grouping costs
-nothing where there is nothing to group.
+nothing where there is nothing to group. When that record is the run's last and leaves it
+succeeded, the run's end is committed with it: one transaction where there were two.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable
 import anyio
 import anyio.lowlevel
 
-from orchestrator.store import NewStepRecord, Store
+from orchestrator.store import NewStepRecord, RunEnd, Store
 
 
 class _Waiter:
@@ -39,18 +40,26 @@ class GroupCommit:
     """Writes one execution's step records, grouping those that arrive together.
 
     ``others_running``: whether steps other than the caller are in flight, i.e. whether waiting a
-    moment could find more records to commit along with this one.
+    moment could find more records to commit along with this one. ``ending``: the run's end if
+    committing this record (with no other step in flight) leaves nothing more to run.
     """
 
-    def __init__(self, store: Store, others_running: Callable[[], bool]) -> None:
+    def __init__(self, store: Store, others_running: Callable[[], bool],
+                 ending: Callable[[NewStepRecord], RunEnd | None]) -> None:
         self.store = store
         self.others_running = others_running
+        self.ending = ending
         self.group: list[_Waiter] = []
+        self.ended: RunEnd | None = None
+        """The run's end, once committed with its last record."""
 
     async def write(self, record: NewStepRecord) -> int:
         """Commit ``record`` (alone or with others arriving now); returns its id once it is durable."""
         if not self.group and not self.others_running():
-            return self.store.insert_step_record(record)
+            end = self.ending(record)
+            record_id = self.store.insert_step_records([record], end=end)[0]
+            self.ended = end
+            return record_id
         waiter = _Waiter(record)
         self.group.append(waiter)
         if len(self.group) > 1:  # a group is gathering: its first writer commits this record too

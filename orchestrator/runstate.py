@@ -126,11 +126,13 @@ class PriorState:
 
 
 def finish_run(store: Store, run_id: str, *, output_step: str, order: Sequence[str], done: Mapping[str, Done],
-               waiting: set[str], failed: list[str], errors: list[str], lease: Lease | None = None) -> RunResult:
+               waiting: set[str], failed: list[str], errors: list[str], lease: Lease | None = None,
+               ended: bool = False) -> RunResult:
     """Store how an execution ended (failed, paused or succeeded) and release the run's lease.
 
     Under a lease the end is written only while the lease is still this execution's; a stalled
-    executor whose lease was taken over gets LeaseLostError and writes nothing.
+    executor whose lease was taken over gets LeaseLostError and writes nothing. ``ended``: the end
+    was already committed with the last record (:mod:`orchestrator.group_commit`).
     """
     if failed:
         result = RunResult(run_id, "failed", failed_steps=failed, error="; ".join(errors))
@@ -138,6 +140,8 @@ def finish_run(store: Store, run_id: str, *, output_step: str, order: Sequence[s
         result = RunResult(run_id, "paused", paused_steps=[s for s in order if s in waiting])
     else:
         result = RunResult(run_id, "succeeded", output=done[output_step].output)
+    if ended:
+        return result
     if lease is None:
         store.set_run_status(run_id, result.status, output=result.output, error=result.error, owner=None)
     elif not store.end_lease(lease, result.status, output=result.output, error=result.error):

@@ -50,6 +50,7 @@ from orchestrator.records import StepRecordView
 from orchestrator.store import (
     GateRow,
     NewStepRecord,
+    RunEnd,
     Store,
 )
 from orchestrator.store.delegating import DelegatingStore
@@ -124,12 +125,12 @@ class MarkingStore(DelegatingStore):
     def target(self) -> Store:
         return self.store
 
-    def insert_step_records(self, records: Sequence[NewStepRecord]) -> list[int]:
+    def insert_step_records(self, records: Sequence[NewStepRecord], *, end: RunEnd | None = None) -> list[int]:
         for record in records:
             mark = self.marks.pop((record.run_id, record.step_id), None)
             if mark is not None and (record.status != "failed" or mark == "blocked"):
                 record.origin = mark
-        return self.store.insert_step_records(records)
+        return self.store.insert_step_records(records, end=end)
 
     def close(self) -> None:
         """The replay does not own the store it wraps: closing is its owner's business."""

@@ -24,12 +24,13 @@ from orchestrator.store.base import (
     NewOutcome,
     NewReview,
     NewStepRecord,
+    RunEnd,
     StepHistoryRow,
     Store,
 )
 
 __all__ = ["Store", "open_store", "Lease", "default_url", "normalize_url", "GateRow", "NewStepRecord", "NewReview",
-           "NewOutcome", "NewAttribution", "StepHistoryRow", "UNCHANGED", "DEFAULT_DB_DIR"]
+           "NewOutcome", "NewAttribution", "RunEnd", "StepHistoryRow", "UNCHANGED", "DEFAULT_DB_DIR"]
 
 DEFAULT_DB_DIR = ".orchestrator"
 

@@ -102,6 +102,16 @@ class Lease:
     """How long the lease lasts without a renewal."""
 
 
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """A run's end, committed with the run's last record (one transaction instead of two): the lease
+    that ends and what the run came to, as :meth:`Store.end_lease` writes it."""
+
+    lease: Lease
+    status: str
+    output: Any = None
+
+
 @dataclass(slots=True)
 class NewReview:
     """A human decision on a paused step record."""
@@ -283,11 +293,13 @@ class Store(ABC):
     # -- step records ------------------------------------------------------------------------
 
     @abstractmethod
-    def insert_step_records(self, records: Sequence[NewStepRecord]) -> list[int]:
+    def insert_step_records(self, records: Sequence[NewStepRecord], *, end: RunEnd | None = None) -> list[int]:
         """Commit attempts and their gate verdicts in one transaction, all or none; returns the record
         ids in order. Under a lease (a record naming a ``lease_token``) nothing is written once the
         run's lease has another token: LeaseLostError. Steps finishing together share a commit
-        (:mod:`orchestrator.group_commit`)."""
+        (:mod:`orchestrator.group_commit`). With ``end``, the run's end is written in the same
+        transaction, as :meth:`end_lease` would (LeaseLostError, and nothing written, when the lease
+        was taken over)."""
 
     def insert_step_record(self, record: NewStepRecord) -> int:
         """Commit one attempt and its gate verdicts in one transaction; returns the record id."""

@@ -21,6 +21,7 @@ from orchestrator.store.base import (
     NewOutcome,
     NewReview,
     NewStepRecord,
+    RunEnd,
     StepHistoryRow,
     Store,
 )
@@ -45,8 +46,8 @@ class DelegatingStore(Store):
     def target(self) -> Store:
         """The store the calls go to."""
 
-    def insert_step_records(self, records: Sequence[NewStepRecord]) -> list[int]:
-        return self.target().insert_step_records(records)
+    def insert_step_records(self, records: Sequence[NewStepRecord], *, end: RunEnd | None = None) -> list[int]:
+        return self.target().insert_step_records(records, end=end)
 
     def register_workflow(self, name: str, version: str, definition: dict[str, Any], source: str | None,
                           content_hash: str) -> int:

@@ -40,6 +40,7 @@ from orchestrator.store.base import (
     NewOutcome,
     NewReview,
     NewStepRecord,
+    RunEnd,
     StepHistoryRow,
     Store,
     already_decided,
@@ -366,13 +367,18 @@ class MemoryStore(Store):
 
     # -- step records ------------------------------------------------------------------------
 
-    def insert_step_records(self, records: Sequence[NewStepRecord]) -> list[int]:
+    def insert_step_records(self, records: Sequence[NewStepRecord], *, end: RunEnd | None = None) -> list[int]:
         with self.lock:
             runs = [self.run_row(record.run_id) for record in records]
             for record, run in zip(records, runs, strict=True):  # all or none: check every lease first
                 if record.lease_token is not None and run.lease_token != record.lease_token:
                     raise lease_lost(record.run_id)
-            return [self.write_record(record, run) for record, run in zip(records, runs, strict=True)]
+            if end is not None and self.run_row(end.lease.run_id).lease_token != end.lease.token:
+                raise lease_lost(end.lease.run_id)
+            ids = [self.write_record(record, run) for record, run in zip(records, runs, strict=True)]
+            if end is not None:
+                self.end_lease(end.lease, end.status, output=end.output)
+            return ids
 
     def acquire_lease(self, lease: Lease, *, statuses: Iterable[str]) -> bool:
         now = time.time()

@@ -38,6 +38,7 @@ from orchestrator.store.base import (
     NewOutcome,
     NewReview,
     NewStepRecord,
+    RunEnd,
     StepHistoryRow,
     Store,
     already_decided,
@@ -238,11 +239,15 @@ class SqlStore(Store):
                 lease_expires_at=now + lease.seconds, heartbeat_at=now)).rowcount == 1)
 
     def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None) -> bool:
-        values = {**run_update_values(status, output, error, None), "lease_token": None, "lease_expires_at": None}
         with self.lock, self.conn.begin():
-            return bool(self.conn.execute(update(runs_t).where(
-                and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token)).values(**values))
-                .rowcount == 1)
+            return self.write_end(lease, status, output, error)
+
+    def write_end(self, lease: Lease, status: str, output: Any, error: str | None) -> bool:
+        """The run's end and a released lease, inside the caller's transaction, only while the lease is held."""
+        values = {**run_update_values(status, output, error, None), "lease_token": None, "lease_expires_at": None}
+        return bool(self.conn.execute(update(runs_t).where(
+            and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token)).values(**values))
+            .rowcount == 1)
 
     def get_run(self, run_id: str) -> RunView:
         rows = self.read(select(runs_t).where(runs_t.c.run_id == run_id))
@@ -298,11 +303,13 @@ class SqlStore(Store):
 
     # -- step records ------------------------------------------------------------------------
 
-    def insert_step_records(self, records: Sequence[NewStepRecord]) -> list[int]:
+    def insert_step_records(self, records: Sequence[NewStepRecord], *, end: RunEnd | None = None) -> list[int]:
         run_pks = [self.run_pk(record.run_id) for record in records]
         with self.lock:
             with self.conn.begin():
                 ids = [self.write_record(record, run_pk) for record, run_pk in zip(records, run_pks, strict=True)]
+                if end is not None and not self.write_end(end.lease, end.status, end.output, None):
+                    raise lease_lost(end.lease.run_id)
             for record_id, record in zip(ids, records, strict=True):  # committed: consumers may look them up
                 self.digests.remember(record_id, record)
         return ids

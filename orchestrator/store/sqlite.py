@@ -32,6 +32,7 @@ from orchestrator.store.base import (
     Lease,
     NewOutcome,
     NewStepRecord,
+    RunEnd,
     Store,
     lease_lost,
 )
@@ -360,8 +361,14 @@ class SqliteStore(DelegatingStore):
                                 "run_id = ? AND lease_token = ?", (lease.run_id, lease.token)) == 1
 
     def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None) -> bool:
+        return self.execute(*self.end_statement(lease, status, output, error)) == 1
+
+    def end_statement(self, lease: Lease, status: str, output: Any, error: str | None) -> tuple[str, tuple[Any, ...]]:
+        """The UPDATE that writes a run's end and releases its lease, only while the lease is held."""
         values = {**run_update_values(status, output, error, None), "lease_token": None, "lease_expires_at": None}
-        return self.update_runs(values, "run_id = ? AND lease_token = ?", (lease.run_id, lease.token)) == 1
+        sets = ", ".join(f"{key} = ?" for key in values)
+        return (f"UPDATE runs SET {sets} WHERE run_id = ? AND lease_token = ?",
+                (*values.values(), lease.run_id, lease.token))
 
     def get_run(self, run_id: str) -> RunView:
         rows = self.read(f"{_RUN_SELECT} WHERE run_id = ?", (run_id,))
@@ -409,16 +416,19 @@ class SqliteStore(DelegatingStore):
 
     # -- step records ------------------------------------------------------------------------
 
-    def insert_step_records(self, records: Sequence[NewStepRecord]) -> list[int]:
+    def insert_step_records(self, records: Sequence[NewStepRecord], *, end: RunEnd | None = None) -> list[int]:
         run_pks = [self.run_pk(record.run_id) for record in records]
         with self.lock:
-            if len(records) == 1 and not records[0].gates and records[0].lease_token is None:
+            if len(records) == 1 and not records[0].gates and records[0].lease_token is None and end is None:
                 # one statement: its own transaction, without BEGIN and COMMIT round trips
                 ids = [self.write_record(self.connection, records[0], run_pks[0])]
             else:
                 with self.write() as conn:
                     ids = [self.write_record(conn, record, run_pk)
                            for record, run_pk in zip(records, run_pks, strict=True)]
+                    if end is not None and conn.execute(*self.end_statement(end.lease, end.status, end.output,
+                                                                            None)).rowcount != 1:
+                        raise lease_lost(end.lease.run_id)
         for record_id, record in zip(ids, records, strict=True):  # committed: consumers may look them up
             self.digests.remember(record_id, record)
         return ids

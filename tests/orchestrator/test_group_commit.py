@@ -1,5 +1,5 @@
 """Group commit: steps that finish together reach the store in one transaction, each record exactly once,
-and a step's consumers start only after its record is committed."""
+a step's consumers start only after its record is committed, and a run's last record carries its end."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Sequence
 
 from orchestrator import Workflow, open_store, start_run
-from orchestrator.store import NewStepRecord, Store
+from orchestrator.store import NewStepRecord, RunEnd, Store
 from orchestrator.store.delegating import DelegatingStore
 
 WIDTH = 20
@@ -20,13 +20,17 @@ class BatchLog(DelegatingStore):
         self.store = store
         self.url = store.url
         self.batches: list[list[str]] = []
+        self.ends: list[str] = []
+        """Run ends committed with a record."""
 
     def target(self) -> Store:
         return self.store
 
-    def insert_step_records(self, records: Sequence[NewStepRecord]) -> list[int]:
+    def insert_step_records(self, records: Sequence[NewStepRecord], *, end: RunEnd | None = None) -> list[int]:
         self.batches.append([r.step_id for r in records])
-        return self.store.insert_step_records(records)
+        if end is not None:
+            self.ends.append(end.status)
+        return self.store.insert_step_records(records, end=end)
 
 
 async def nap(value: int) -> int:
@@ -74,6 +78,8 @@ def test_a_chain_commits_each_record_on_its_own(tmp_path):
     result = start_run(store, wf.bind(), {"x": 3})
     assert (result.status, result.output) == ("succeeded", 3)
     assert store.batches == [["a"], ["b"]]
+    assert store.ends == ["succeeded"]  # the last record carries the run's end: one transaction, not two
+    assert store.get_run(result.run_id).status == "succeeded"
 
 
 def test_a_step_failing_beside_a_group_is_recorded_and_the_others_kept(durable_url):
@@ -83,3 +89,14 @@ def test_a_step_failing_beside_a_group_is_recorded_and_the_others_kept(durable_u
     statuses = {r.step_id: r.status for r in store.step_records(result.run_id)}
     assert statuses.pop("boom") == "failed"
     assert statuses == {f"nap{i:02d}": "succeeded" for i in range(WIDTH)} | {"join": "succeeded"}
+
+
+def test_a_run_ending_paused_or_failed_writes_its_end_on_its_own(tmp_path):
+    wf = Workflow("group-commit-fail", inputs={"x": "integer"}, output="b")
+    wf.step(id="a", inputs={"value": "$inputs.x"})(nap)
+    wf.step(id="b", inputs={"value": "a"})(boom)
+    store = BatchLog(open_store(f"sqlite:///{tmp_path / 'runs.db'}"))
+    result = start_run(store, wf.bind(), {"x": 3})
+    assert result.status == "failed" and store.ends == []
+    run = store.get_run(result.run_id)
+    assert run.status == "failed" and "ValueError: no" in (run.error or "")
