@@ -207,6 +207,7 @@ class SqliteStore(DelegatingStore):
                 file.parent.mkdir(parents=True, exist_ok=True)
         self.lock = threading.RLock()
         self.run_pks: dict[str, int] = {}
+        self.workflow_ids: dict[tuple[str, str, str | None], int] = {}
         self.delegate: SqliteSqlStore | None = None
         self.digests = RecordDigests(self.stored_output_digests)
         try:
@@ -284,6 +285,17 @@ class SqliteStore(DelegatingStore):
 
     def register_workflow(self, name: str, version: str, definition: dict[str, Any], source: str | None,
                           content_hash: str) -> int:
+        """Registered once per process and definition: a workflow row is never deleted or changed but
+        for its source, so every later run of it skips the write transaction."""
+        known = self.workflow_ids.get((name, content_hash, source))
+        if known is not None:
+            return known
+        workflow_id = self.store_workflow(name, version, definition, source, content_hash)
+        self.workflow_ids[(name, content_hash, source)] = workflow_id
+        return workflow_id
+
+    def store_workflow(self, name: str, version: str, definition: dict[str, Any], source: str | None,
+                       content_hash: str) -> int:
         with self.write() as conn:
             row = conn.execute("SELECT id, source FROM workflows WHERE name = ? AND content_hash = ?",
                                (name, content_hash)).fetchone()
@@ -419,8 +431,8 @@ class SqliteStore(DelegatingStore):
     def insert_step_records(self, records: Sequence[NewStepRecord], *, end: RunEnd | None = None) -> list[int]:
         run_pks = [self.run_pk(record.run_id) for record in records]
         with self.lock:
-            if len(records) == 1 and not records[0].gates and records[0].lease_token is None and end is None:
-                # one statement: its own transaction, without BEGIN and COMMIT round trips
+            if len(records) == 1 and not records[0].gates and end is None:
+                # one statement (the lease check included): its own transaction, without BEGIN and COMMIT
                 ids = [self.write_record(self.connection, records[0], run_pks[0])]
             else:
                 with self.write() as conn:
