@@ -71,13 +71,18 @@ class GroupCommit:
         return waiter.record_id
 
     async def gather_and_commit(self) -> None:
-        """Yield once so steps finishing now can join, then commit the group and wake its members.
+        """Yield to the loop until a pass adds no record, so steps finishing now can join, then commit
+        the group and wake its members. (One pass is not enough: the steps of a fan-out started over
+        a millisecond or two, so their waits end over as many loop passes.)
 
         Shielded: once others have joined, this writer commits their records even if it is being
         cancelled itself, so none of them waits for a commit that never comes.
         """
         with anyio.CancelScope(shield=True):
-            await anyio.lowlevel.checkpoint()
+            size = 0
+            while len(self.group) != size:
+                size = len(self.group)
+                await anyio.lowlevel.checkpoint()
         group, self.group = self.group, []
         try:
             ids = self.store.insert_step_records([w.record for w in group])
