@@ -144,6 +144,7 @@ class StepRunner:
     def __init__(self, run: RunContext, step: BoundStep) -> None:
         self.run = run
         self.step = step
+        self.idempotency_key = idempotency_key(run.run_id, step.id)
 
     async def run_step(self, first_attempt: int, feedback: list[GateResult]) -> StepOutcome:
         policy = self.step.spec.retry
@@ -188,7 +189,7 @@ class StepRunner:
             return StepOutcome(step.id, "failed", rid, error=f"InputError: {message}")
         ctx = StepContext(run_id=run.run_id, step_id=step.id, workflow=run.workflow, agent=step.spec.agent_name,
                           step_type=step.spec.type, attempt=attempt,
-                          idempotency_key=idempotency_key(run.run_id, step.id), next_needs=list(step.next_needs),
+                          idempotency_key=self.idempotency_key, next_needs=list(step.next_needs),
                           gate_feedback=list(state.feedback), inputs=kwargs, upstream=UpstreamView(run.done),
                           workflow_inputs=run.inputs, llm_defaults=run.llm_defaults)
         if run.on_event is not None:
