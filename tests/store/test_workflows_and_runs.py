@@ -8,7 +8,7 @@ import time
 import pytest
 
 from orchestrator.errors import LeaseLostError, NotFoundError
-from orchestrator.store import Lease, NewAttribution, NewOutcome, Store
+from orchestrator.store import Lease, NewAttribution, NewOutcome, RunEnd, Store
 from tests.store.rows import DEFINITION, add_run, add_workflow, lease, paused_run, review, step
 
 # -- workflows -------------------------------------------------------------------------------
@@ -327,6 +327,39 @@ def test_the_holder_writes_renews_and_ends_its_lease(store: Store):
     run = store.get_run(run_id)
     assert (run.status, run.output, run.lease_expires_at) == ("succeeded", {"ok": True}, None)
     assert store.acquire_lease(lease("host:2", run_id), statuses=["paused", "running"]) is False  # finished
+
+
+def test_records_of_one_batch_are_committed_together_with_the_runs_end(store: Store):
+    wf = add_workflow(store)
+    run_id = add_run(store, wf, status="paused")
+    held = lease("host:1", run_id)
+    assert store.acquire_lease(held, statuses=["paused"])
+    records = [step(run_id, wf, sid) for sid in ("a", "b", "c")]
+    for record in records:
+        record.lease_token = held.token
+    ids = store.insert_step_records(records, end=RunEnd(held, "succeeded", {"n": 3}))
+    assert len(set(ids)) == 3 and [r.id for r in store.step_records(run_id)] == ids
+    run = store.get_run(run_id)
+    assert (run.status, run.output, run.lease_expires_at) == ("succeeded", {"n": 3}, None)
+
+
+def test_a_batch_under_a_lost_lease_writes_nothing_and_leaves_the_run_alone(store: Store):
+    wf = add_workflow(store)
+    run_id = add_run(store, wf, status="paused")
+    stalled = lease("host:1", run_id, seconds=0.05)
+    assert store.acquire_lease(stalled, statuses=["paused"])
+    time.sleep(0.1)
+    assert store.acquire_lease(lease("host:2", run_id), statuses=["running"])
+    before = store.count_rows()
+    unleased = step(run_id, wf, "a")  # would be written alone; in the batch it shares the batch's fate
+    late = step(run_id, wf, "b")
+    late.lease_token = stalled.token
+    with pytest.raises(LeaseLostError):
+        store.insert_step_records([unleased, late])
+    with pytest.raises(LeaseLostError):
+        store.insert_step_records([unleased], end=RunEnd(stalled, "succeeded", 1))
+    assert store.count_rows() == before
+    assert (store.get_run(run_id).status, store.get_run(run_id).owner) == ("running", "host:2")
 
 
 def test_a_run_created_under_a_lease_is_held_from_its_first_moment(store: Store):
