@@ -10,7 +10,7 @@ from orchestrator import Workflow, open_store, start_run
 seen_loops: list[asyncio.AbstractEventLoop] = []
 """The loops themselves, kept alive so two of them never share an id."""
 seen_threads: list[int] = []
-shared: dict[str, asyncio.Lock] = {}
+shared: dict[str, asyncio.Lock] = {}  # noqa: TID251 - what user code binds to a loop, on purpose
 
 wf = Workflow("loop-reuse", inputs={"x": "integer"}, output="hop")
 
@@ -18,7 +18,7 @@ wf = Workflow("loop-reuse", inputs={"x": "integer"}, output="hop")
 @wf.step(inputs={"x": "$inputs.x"})
 async def bound(x: int) -> int:
     seen_loops.append(asyncio.get_running_loop())
-    lock = shared.setdefault("lock", asyncio.Lock())  # bound to the loop of its first use
+    lock = shared.setdefault("lock", asyncio.Lock())  # noqa: TID251 - bound to the loop of its first use
     async with lock:
         return x + 1
 
