@@ -30,8 +30,10 @@ class TestQuitting:
             await pilot.press("q")
             await wait_for(pilot, lambda: not app.is_running)
 
-    async def test_quit_during_a_continuation_leaves_the_run_resumable(self, store: Store) -> None:
-        """Quitting while a run continues stops it after the step in flight; `resume` finishes it."""
+    async def test_quit_during_a_continuation_stops_it_after_the_step_in_flight(self, store: Store) -> None:
+        """Quitting while a run continues stops it after the step in flight. Here that step (`report`) is
+        the run's last: its record carries the run's end, so the run is complete and `resume` has
+        nothing left to do (a stop before a later step leaves the run interrupted and resumable)."""
         run_id = await anyio.to_thread.run_sync(start, store, DEMO, {"quality": 0.3, "delay": 3.0})
         app = make_app(store, reviewer="tester", refresh_interval=0.2, cursor_blink=False)
         async with app.run_test(size=SIZE) as pilot:
@@ -48,7 +50,8 @@ class TestQuitting:
         while "report" not in store.latest_records(run_id) and time.monotonic() < deadline:
             await anyio.sleep(0.05)
         await anyio.sleep(0.3)  # the hook stops the continuation right after report's record
-        assert store.get_run(run_id).status == "interrupted"  # its lease handed back: resumable at once
+        run = store.get_run(run_id)
+        assert (run.status, run.lease_expires_at) == ("succeeded", None)  # ended with its last record
         result = await anyio.to_thread.run_sync(lambda: continue_run(store, run_id))
         assert result.status == "succeeded"
         assert [r.decision for r in store.reviews(run_id)] == ["approve"]
