@@ -483,13 +483,13 @@ class SqlStore(Store):
 
     def step_period_counts(self, workflow: str, *, period: str = "week",
                            since: float | None = None) -> list[StepPeriodCounts]:
-        return sql_analytics.step_period_counts(self.read, self.engine.dialect.name, workflow, period, since)
+        return sql_analytics.step_period_counts(self, workflow, period, since)
 
     def outcome_counts(self, workflow: str, *, period: str = "week", since: float | None = None) -> list[OutcomeCounts]:
-        return sql_analytics.outcome_counts(self.read, self.engine.dialect.name, workflow, period, since)
+        return sql_analytics.outcome_counts(self, workflow, period, since)
 
     def trajectory_counts(self, workflow: str | None) -> list[TrajectoryCounts]:
-        return sql_analytics.trajectory_counts(self.read, workflow)
+        return sql_analytics.trajectory_counts(self, workflow)
 
     def outcome_summary(self, workflow: str | None, *, window: int = 1) -> OutcomeSummary:
         return sql_analytics.outcome_summary(self.read, workflow, window)
@@ -501,7 +501,7 @@ class SqlStore(Store):
         return sql_analytics.attribution_counts(self.read, workflow)
 
     def nondeterminism_counts(self, workflow: str) -> list[NondeterminismCounts]:
-        return sql_analytics.nondeterminism_counts(self.read, self.engine.dialect.name, workflow)
+        return sql_analytics.nondeterminism_counts(self, workflow)
 
     def count_rows(self) -> dict[str, int]:
         counts = self.read(*(select(func.count()).select_from(t) for t in TABLES.values()))

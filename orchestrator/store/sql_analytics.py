@@ -1,23 +1,59 @@
-"""The analytics rows of :mod:`orchestrator.store.analytics`, computed with GROUP BY on SQLite and PostgreSQL.
+"""The analytics rows of :mod:`orchestrator.store.analytics` on SQLite and PostgreSQL, read from a summary.
 
-Each function runs one statement whose result has one row per step and period (or per reward
-value, run state, attribution method): the database reads the records, Python reads only the
-sums. Two expressions differ by dialect, and only they: rounding a timestamp down to its period
-(``CAST`` truncates on SQLite, rounds on PostgreSQL) and reading a number out of the JSON text
-of an LLM attempt.
+Aggregating a workflow's step records on every ``stats`` or ``report`` cost 3.5 s over a million
+records on SQLite (it has no hash aggregate: every GROUP BY sorts all its rows) and a minute on
+PostgreSQL. So the counts are kept in summary tables (``analytics_*`` in
+:mod:`orchestrator.store.tables`) per step and UTC day, per outcome state and day, per trajectory
+and per step's inputs, and a read adds up as many rows as it shows steps and periods.
 
-Records written before the ``gate_count`` column existed have it NULL: their verdicts are
-counted from ``gate_results`` (a correlated lookup by the indexed ``record_id``, paid only for
-those records).
+**Who keeps the summary up to date: the reads.** ``analytics_state`` holds, for each source table
+(runs, step records, outcomes, attribution records), the highest id summarised. Every analytics
+read first summarises what lies above those ids, in one transaction that moves them. Nothing is
+added to the write path (a step record's INSERT is the hottest statement there is), and a read
+pays only for what was written since the last read: a few milliseconds for a few runs, about the
+cost of the old full aggregation the first time a large database is read (the upgrade that creates
+these tables leaves them empty, so it is instant whatever the database size). Measured alternatives
+(``benchmarks/bench_analytics.py``): rewriting the aggregation queries alone cannot get under a
+second on SQLite (sorting a million rows for one GROUP BY costs ~0.8 s); summarising at write time
+adds work to every run end and misses records written to finished runs.
+
+**Why per run, and why it stays right when things change.** What a run contributes (its start,
+hence its day; its steps' counts; the first gated attempt's verdict; its latest outcome and
+explaining attribution record) is a function of the run's records, outcomes and attribution
+records up to the summarised ids. A summarising step finds the runs with anything new above the
+ids, takes each one out of the counts as it was summarised (its previous row in
+``analytics_runs``, and its step counts recomputed from its records up to the previous id) and
+puts it back as it is now. Step records only grow (a review's fix marks records ``superseded_by``,
+which no count reads), so recomputing a run from its records up to an id always gives what was
+summarised then. A run whose start moves to another day (a record written later that started
+earlier) leaves its old day's rows, whose smallest agent and record id are then recomputed.
+
+**Which ids are safe.** Ids up to a summarised id must all be final: a row committed later with a
+smaller id would never be summarised. SQLite has one writer at a time, and the summary is taken
+under the write lock (``BEGIN IMMEDIATE``): every id below the largest one is committed. On
+PostgreSQL sequences hand out ids before commit, so the safe id of each table is read right after
+``LOCK TABLE ... IN SHARE MODE`` (granted once every transaction writing that table has ended, held
+for one ``SELECT max(id)``, one table at a time so it cannot deadlock): ids handed out later are
+larger. A database this process may not write (a read-only file or role) gets the live
+aggregation of before, slow but exact.
+
+Two expressions differ by dialect: rounding a timestamp down to its day (``CAST`` truncates on
+SQLite, rounds on PostgreSQL) and reading a number out of the JSON text of an LLM attempt.
+Records written before the ``gate_count`` column existed have it NULL: their verdicts are counted
+from ``gate_results`` (a correlated lookup by the indexed ``record_id``, paid only for those records).
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from orchestrator.store.analytics import (
     BY_AGENT_RANK,
@@ -31,13 +67,59 @@ from orchestrator.store.analytics import (
     RunCounts,
     StepPeriodCounts,
     TrajectoryCounts,
+    period_start,
 )
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from orchestrator.store.sql import SqlStore
 
 Read = Callable[..., Any]
 """``SqlStore.read``: runs statements in one short transaction and returns their rows."""
 
 EARLIEST = -1e18
 """``since`` when none is given: before any timestamp."""
+
+DAY = 86400
+"""The summary's period: a week is the sum of its seven UTC days (weeks start on a day boundary)."""
+
+CHUNK = 250_000
+"""Step records summarised per transaction. The first read of a large database summarises it in
+chunks, so on SQLite writers wait for one chunk (about a second) at a time, not for the whole."""
+
+SOURCES = ("runs", "step_records", "outcomes", "attributions")
+
+ANALYTICS = ("analytics_state", "analytics_runs", "analytics_series", "analytics_days", "analytics_inputs",
+             "analytics_outcomes", "analytics_trajectories")
+"""The summary's tables (:data:`orchestrator.store.tables.ANALYTICS_TABLES`, named here without importing it)."""
+
+NO_JIT = "SET LOCAL jit = off"
+"""PostgreSQL: the per-record gate-count fallback (a correlated subquery) inflates cost estimates past JIT's
+threshold, and compiling a statement took 1.6 s, longer than running it."""
+
+ANALYZE_AFTER = 50_000
+"""Step records summarised in one update after which PostgreSQL's statistics of the summary are refreshed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Marks:
+    """The highest id summarised in each source table (``analytics_state``)."""
+
+    runs: int = 0
+    records: int = 0
+    outcomes: int = 0
+    attributions: int = 0
+
+    def covers(self, other: Marks) -> bool:
+        return all(getattr(self, f.name) >= getattr(other, f.name) for f in fields(Marks))
+
+    def upto(self, other: Marks) -> Marks:
+        """Each id the larger of the two (both are safe, so their maximum is)."""
+        return Marks(*(max(getattr(self, f.name), getattr(other, f.name)) for f in fields(Marks)))
+
+
+# -- dialect details ------------------------------------------------------------------------------------
 
 
 def _bucket(expr: str, period: str, dialect: str) -> str:
@@ -47,98 +129,29 @@ def _bucket(expr: str, period: str, dialect: str) -> str:
     return f"({down} * {size} - {offset})"
 
 
+def _day(expr: str, dialect: str) -> str:
+    """The day number (days since the epoch, UTC) of a timestamp expression."""
+    if dialect == "postgresql":
+        return f"CAST(FLOOR({expr} / {DAY}) AS INTEGER)"
+    return f"CAST({expr} / {DAY} AS INTEGER)"  # timestamps are positive: truncation is floor
+
+
+def day_of(ts: float) -> int:
+    """:func:`_day` in Python (the same float division, then floor)."""
+    return math.floor(ts / DAY)
+
+
 def _json_number(column: str, path: tuple[str, ...], dialect: str) -> str:
     if dialect == "postgresql":
         return f"CAST(CAST({column} AS JSON) #>> '{{{','.join(path)}}}' AS DOUBLE PRECISION)"
     return f"json_extract({column}, '$.{'.'.join(path)}')"
 
 
-def _window(period: str, dialect: str) -> str:
-    """The CTE ``win``: production runs in the window with the start of their period.
-
-    MATERIALIZED: computed once (one index seek per run for its first step's start), not again per record.
-    """
-    return f"""
-    win AS MATERIALIZED (
-      SELECT run_pk, {_bucket('t0', period, dialect)} AS period_start FROM (
-        SELECT r.id AS run_pk,
-               COALESCE((SELECT MIN(s.started_at) FROM step_records s WHERE s.run_pk = r.id), r.created_at) AS t0
-        FROM runs r WHERE r.workflow = :workflow AND r.kind = 'run') rs
-      WHERE t0 >= :since)"""
-
-
 _GATE_COUNT = ("CASE WHEN s.gate_count IS NULL THEN (SELECT COUNT(*) FROM gate_results g WHERE g.record_id = s.id) "
                "ELSE s.gate_count END")
 _GATES_FAILED = ("CASE WHEN s.gate_count IS NULL THEN (SELECT COUNT(*) FROM gate_results g "
                  "WHERE g.record_id = s.id AND NOT g.passed) ELSE s.gates_failed END")
-
-
-def step_period_counts(read: Read, dialect: str, workflow: str, period: str,
-                       since: float | None) -> list[StepPeriodCounts]:
-    """One pass over the window's records grouped by (step, period), counting distinct runs; only the
-    gate verdicts need each (run, step)'s first gated attempt, so only gated records are grouped per run."""
-    llm = "CASE WHEN s.origin = 'executed' AND s.llm IS NOT NULL THEN {} END"
-
-    def number(*path: str) -> str:
-        return llm.format(_json_number("s.llm", path, dialect))
-
-    sql = f"""
-    WITH {_window(period, dialect)},
-    flat AS (
-      SELECT s.step_id, w.period_start, MIN(s.agent) AS agent, MIN(s.id) AS first_id,
-             COUNT(DISTINCT s.run_pk) AS runs, COUNT(DISTINCT CASE WHEN {_GATE_COUNT} > 0 THEN s.run_pk END) AS gated,
-             COUNT(*) AS attempts, SUM(CASE WHEN s.status = 'failed' THEN 1 ELSE 0 END) AS failures,
-             SUM(CASE WHEN s.status = 'gate_failed' THEN 1 ELSE 0 END) AS gate_failures,
-             SUM(CASE WHEN s.attempt > 1 THEN 1 ELSE 0 END) AS retries,
-             COUNT({llm.format('1')}) AS model_records, SUM({number('calls')}) AS calls,
-             SUM({number('usage', 'input_tokens')}) AS tin, SUM({number('usage', 'output_tokens')}) AS tout,
-             COUNT({number('cost')}) AS priced, SUM({number('cost')}) AS cost
-      FROM win w JOIN step_records s ON s.run_pk = w.run_pk
-      GROUP BY s.step_id, w.period_start),
-    first_gated AS (
-      SELECT s.step_id, w.period_start,
-             MIN(CAST(s.id AS BIGINT) * 2 + CASE WHEN {_GATES_FAILED} > 0 THEN 1 ELSE 0 END) AS first_gate
-      FROM win w JOIN step_records s ON s.run_pk = w.run_pk
-      WHERE s.gate_count > 0 OR (s.gate_count IS NULL AND {_GATE_COUNT} > 0)
-      GROUP BY s.run_pk, s.step_id, w.period_start),
-    passes AS (
-      SELECT step_id, period_start, SUM(CASE WHEN first_gate % 2 = 0 THEN 1 ELSE 0 END) AS passes
-      FROM first_gated GROUP BY step_id, period_start)
-    SELECT f.step_id, f.period_start, f.agent, f.first_id, f.runs, f.gated, p.passes, f.attempts, f.failures,
-           f.gate_failures, f.retries, f.model_records, f.calls, f.tin, f.tout, f.priced, f.cost
-    FROM flat f LEFT JOIN passes p ON p.step_id = f.step_id AND p.period_start = f.period_start
-    ORDER BY f.period_start, f.first_id"""
-    rows = read(text(sql).bindparams(workflow=workflow, since=EARLIEST if since is None else since))
-    return [StepPeriodCounts(
-        step_id=r.step_id, period_start=float(r.period_start), agent=r.agent, first_record=int(r.first_id),
-        runs=int(r.runs), gated_runs=int(r.gated), gate_passes=int(r.passes or 0), attempts=int(r.attempts),
-        failures=int(r.failures), gate_failures=int(r.gate_failures), retries=int(r.retries),
-        model_records=int(r.model_records or 0), model_calls=int(r.calls or 0), input_tokens=int(r.tin or 0),
-        output_tokens=int(r.tout or 0), priced_records=int(r.priced or 0), cost=float(r.cost or 0.0))
-        for r in rows]
-
-
-def outcome_counts(read: Read, dialect: str, workflow: str, period: str,
-                   since: float | None) -> list[OutcomeCounts]:
-    sql = f"""
-    WITH {_window(period, dialect)},
-    latest AS (SELECT w.run_pk, w.period_start,
-                      (SELECT MAX(o.id) FROM outcomes o WHERE o.run_pk = w.run_pk) AS oid FROM win w),
-    judged AS (
-      SELECT l.run_pk, l.period_start, CASE WHEN NOT o.correct THEN 1 ELSE 0 END AS incorrect, l.oid
-      FROM latest l LEFT JOIN outcomes o ON o.id = l.oid),
-    chosen AS (
-      SELECT j.period_start, j.incorrect,
-             CASE WHEN j.incorrect = 1 THEN
-               (SELECT a.id FROM attributions a WHERE a.run_pk = j.run_pk
-                ORDER BY {attribution_rank_sql("a")}, a.id DESC LIMIT 1) END AS aid
-      FROM judged j)
-    SELECT c.period_start, c.incorrect, a.blamed_step, a.method, COUNT(*) AS runs
-    FROM chosen c LEFT JOIN attributions a ON a.id = c.aid
-    GROUP BY c.period_start, c.incorrect, a.blamed_step, a.method ORDER BY c.period_start"""
-    rows = read(text(sql).bindparams(workflow=workflow, since=EARLIEST if since is None else since))
-    return [OutcomeCounts(period_start=float(r.period_start), incorrect=bool(r.incorrect),
-                          blamed_step=r.blamed_step, runs=int(r.runs), method=r.method) for r in rows]
+_GATED = f"(s.gate_count > 0 OR (s.gate_count IS NULL AND {_GATE_COUNT} > 0))"
 
 
 def attribution_rank_sql(alias: str) -> str:
@@ -153,6 +166,590 @@ def attribution_rank_sql(alias: str) -> str:
     return f"(CASE {cases} ELSE {len(METHOD_PREFERENCE)} END)"
 
 
+# -- what one set of runs contributes per step and day ----------------------------------------------------
+
+COUNTERS = ("runs", "gated_runs", "gate_passes", "attempts", "failures", "gate_failures", "retries", "model_records",
+            "model_calls", "input_tokens", "output_tokens", "priced_records")
+
+
+@dataclass(slots=True)
+class DayCounts:
+    """One step's counts over some runs of one day; added and subtracted as the summary changes."""
+
+    agent: str | None = None
+    first_record: int | None = None
+    runs: int = 0
+    gated_runs: int = 0
+    gate_passes: int = 0
+    attempts: int = 0
+    failures: int = 0
+    gate_failures: int = 0
+    retries: int = 0
+    model_records: int = 0
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    priced_records: int = 0
+    cost: float = 0.0
+
+    def add(self, other: DayCounts, sign: int = 1) -> None:
+        """Add (``sign`` 1) or take away (-1) another's counts; the smallest agent and record id only grow
+        sets, so they are merged only when adding."""
+        for name in COUNTERS:
+            setattr(self, name, getattr(self, name) + sign * getattr(other, name))
+        self.cost += sign * other.cost
+        if sign > 0:
+            if other.agent is not None and (self.agent is None or other.agent < self.agent):
+                self.agent = other.agent
+            if other.first_record is not None and (self.first_record is None or other.first_record < self.first_record):
+                self.first_record = other.first_record
+
+
+def _contributions(conn: Connection, dialect: str, runs_sql: str, params: dict[str, Any],
+                   bound: int) -> dict[tuple[str, str, int], DayCounts]:
+    """(workflow, step, day) -> the counts of the step records (ids up to ``bound``) of the production runs
+    ``runs_sql`` selects (a SELECT of run pks), each run in the day ``analytics_runs`` gives it.
+
+    Two statements: one pass grouped by step and day (distinct runs counted per group), and the gate
+    verdicts, which need each (run, step)'s first gated attempt and so group the gated records per run.
+    """
+    llm = "CASE WHEN s.origin = 'executed' AND s.llm IS NOT NULL THEN {} END"
+
+    def number(*path: str) -> str:
+        return llm.format(_json_number("s.llm", path, dialect))
+
+    day = _day("ar.started_at", dialect)
+    joined = (f"FROM analytics_runs ar JOIN step_records s ON s.run_pk = ar.run_pk AND s.id + 0 <= :bound_ "
+              f"WHERE ar.run_pk IN ({runs_sql})")
+    flat = f"""
+    SELECT ar.workflow AS workflow, s.step_id AS step_id, {day} AS day, MIN(s.agent) AS agent,
+           MIN(s.id) AS first_id, COUNT(DISTINCT s.run_pk) AS runs,
+           COUNT(DISTINCT CASE WHEN {_GATE_COUNT} > 0 THEN s.run_pk END) AS gated,
+           COUNT(*) AS attempts, SUM(CASE WHEN s.status = 'failed' THEN 1 ELSE 0 END) AS failures,
+           SUM(CASE WHEN s.status = 'gate_failed' THEN 1 ELSE 0 END) AS gate_failures,
+           SUM(CASE WHEN s.attempt > 1 THEN 1 ELSE 0 END) AS retries,
+           COUNT({llm.format('1')}) AS model_records, SUM({number('calls')}) AS calls,
+           SUM({number('usage', 'input_tokens')}) AS tin, SUM({number('usage', 'output_tokens')}) AS tout,
+           COUNT({number('cost')}) AS priced, SUM({number('cost')}) AS cost
+    {joined} GROUP BY 1, 2, 3"""
+    passes = f"""
+    SELECT workflow, step_id, day, SUM(CASE WHEN first_gate % 2 = 0 THEN 1 ELSE 0 END) AS passes FROM (
+      SELECT MIN(ar.workflow) AS workflow, s.step_id AS step_id, MIN({day}) AS day,
+             MIN(CAST(s.id AS BIGINT) * 2 + CASE WHEN {_GATES_FAILED} > 0 THEN 1 ELSE 0 END) AS first_gate
+      {joined} AND {_GATED} GROUP BY s.run_pk, s.step_id) firsts
+    GROUP BY workflow, step_id, day"""
+    values = {**params, "bound_": bound}
+    out: dict[tuple[str, str, int], DayCounts] = {}
+    for r in conn.execute(text(flat), values):
+        out[(r.workflow, r.step_id, int(r.day))] = DayCounts(
+            agent=r.agent, first_record=int(r.first_id), runs=int(r.runs), gated_runs=int(r.gated),
+            attempts=int(r.attempts), failures=int(r.failures), gate_failures=int(r.gate_failures),
+            retries=int(r.retries), model_records=int(r.model_records or 0), model_calls=int(r.calls or 0),
+            input_tokens=int(r.tin or 0), output_tokens=int(r.tout or 0), priced_records=int(r.priced or 0),
+            cost=float(r.cost or 0.0))
+    for r in conn.execute(text(passes), values):
+        out[(r.workflow, r.step_id, int(r.day))].gate_passes = int(r.passes or 0)
+    return out
+
+
+# -- bringing the summary up to date ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunState:
+    """What one production run contributes (a row of ``analytics_runs``)."""
+
+    workflow: str
+    started_at: float
+    steps: int
+    attempts: int
+    incorrect: bool
+    blamed_step: str | None
+    method: str | None
+
+    @property
+    def day(self) -> int:
+        return day_of(self.started_at)
+
+    def outcome_key(self) -> tuple[str, int, bool, str | None, str | None]:
+        return self.workflow, self.day, self.incorrect, self.blamed_step, self.method
+
+
+_CHANGED_RUNS = """
+    SELECT run_pk FROM step_records WHERE id > :lo_records AND id <= :hi_records
+    UNION SELECT run_pk FROM outcomes WHERE id > :lo_outcomes AND id <= :hi_outcomes
+    UNION SELECT run_pk FROM attributions WHERE id > :lo_attributions AND id <= :hi_attributions
+    UNION SELECT id FROM runs WHERE id > :lo_runs AND id <= :hi_runs"""
+"""Runs with anything new between two marks: what a summarising step recomputes. Collected once per step
+into the temporary table ``analytics_affected`` (:data:`_AFFECTED`), which four statements then read."""
+
+_AFFECTED = "SELECT run_pk FROM analytics_affected"
+
+_NEW_RECORDS = "SELECT run_pk FROM step_records WHERE id > :lo_records AND id <= :hi_records"
+
+
+class Summary:
+    """The analytics summary of one SQL store's database: brought up to date, then read."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+        self.dialect = store.engine.dialect.name
+
+    # -- bringing it up to date --
+
+    def update(self) -> Marks | None:
+        """Summarise everything committed so far; the marks reached, or None when this process may not
+        write the summary (a read-only database, a role without write access) or could not get the
+        lock it needs in time: the caller then aggregates live."""
+        with self.store.lock:
+            try:
+                stored, visible = self.marks()
+                if stored.covers(visible):
+                    return stored
+                target = self.settled() if self.dialect == "postgresql" else visible
+                reached = self.catch_up(target)
+                if reached.records - stored.records >= ANALYZE_AFTER and self.dialect == "postgresql":
+                    self.analyze()
+                return reached
+            except DBAPIError as exc:
+                if cannot_write(exc):
+                    return None
+                raise
+
+    def catch_up(self, target: Marks) -> Marks:
+        """Summarise up to ``target`` (on SQLite, up to whatever is committed), :data:`CHUNK` records per
+        transaction; the marks reached."""
+        while True:
+            with self.writing() as conn:
+                stored = self.locked_marks(conn)
+                if self.dialect != "postgresql":
+                    target = self.visible(conn)  # under the write lock: every smaller id is committed
+                goal = stored.upto(target)
+                if stored.covers(goal):
+                    return stored
+                step = self.chunk(conn, stored, goal)
+                self.summarise(conn, stored, step)
+                conn.execute(text("UPDATE analytics_state SET runs = :runs, records = :records, "
+                                  "outcomes = :outcomes, attributions = :attributions WHERE id = 1"),
+                             {f.name: getattr(step, f.name) for f in fields(Marks)})
+            if step.covers(target):
+                return step
+
+    def analyze(self) -> None:
+        """PostgreSQL: fresh planner statistics for the summary's tables after a large summarising (they are
+        small; without statistics, as when autovacuum is off, the planner guessed one row for 50 000)."""
+        conn = self.store.conn
+        try:
+            conn.execute(text(f"ANALYZE {', '.join(ANALYTICS)}"))
+            conn.commit()
+        finally:
+            conn.rollback()
+
+    @staticmethod
+    def chunk(conn: Connection, stored: Marks, goal: Marks) -> Marks:
+        """The next step towards ``goal``: at most :data:`CHUNK` more step records, and the runs up to the
+        last one's (runs are created before their records), so that a run is summarised with its records
+        rather than first without them. Outcomes and attribution records go in the first step (few)."""
+        if goal.records <= stored.records + CHUNK:
+            return goal
+        records = stored.records + CHUNK
+        run = conn.execute(text("SELECT run_pk FROM step_records WHERE id <= :bound ORDER BY id DESC LIMIT 1"),
+                           {"bound": records}).scalar()
+        return Marks(max(stored.runs, min(goal.runs, int(run or 0))), records, goal.outcomes, goal.attributions)
+
+    def marks(self) -> tuple[Marks, Marks]:
+        """(summarised, visible): a plain read, no lock; equal when there is nothing to do."""
+        conn = self.store.conn
+        try:
+            state = conn.execute(text("SELECT runs, records, outcomes, attributions FROM analytics_state "
+                                      "WHERE id = 1")).first()
+            return Marks(*state) if state else Marks(), self.visible(conn)
+        finally:
+            conn.rollback()
+
+    @staticmethod
+    def visible(conn: Connection) -> Marks:
+        row = conn.execute(text(f"SELECT {', '.join(f'(SELECT MAX(id) FROM {t})' for t in SOURCES)}")).one()
+        return Marks(*(int(v or 0) for v in row))
+
+    def settled(self) -> Marks:
+        """PostgreSQL: each table's largest id once every transaction writing it has ended (see the module doc).
+
+        One short transaction per table: ``SHARE`` waits for the table's writers and holds new ones back
+        for one index lookup, and holding one table's lock at a time cannot take part in a deadlock."""
+        conn = self.store.conn
+        found = []
+        for table in SOURCES:
+            try:
+                conn.execute(text("SET LOCAL lock_timeout = '5s'"))
+                conn.execute(text(f"LOCK TABLE {table} IN SHARE MODE"))
+                found.append(int(conn.execute(text(f"SELECT MAX(id) FROM {table}")).scalar() or 0))
+            finally:
+                conn.rollback()
+        return Marks(*found)
+
+    @contextmanager
+    def writing(self) -> Iterator[Connection]:
+        """One transaction that writes the summary; on SQLite it holds the database's write lock from the start."""
+        conn = self.store.conn
+        try:
+            if self.dialect == "sqlite":
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                conn.exec_driver_sql(NO_JIT)
+            yield conn
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+
+    def locked_marks(self, conn: Connection) -> Marks:
+        """The summarised marks, the state row created if missing and (PostgreSQL) locked: one summariser at a time."""
+        conn.execute(text("INSERT INTO analytics_state (id, runs, records, outcomes, attributions) "
+                          "VALUES (1, 0, 0, 0, 0) ON CONFLICT (id) DO NOTHING"))
+        lock = " FOR UPDATE" if self.dialect == "postgresql" else ""
+        row = conn.execute(text(f"SELECT runs, records, outcomes, attributions FROM analytics_state "
+                                f"WHERE id = 1{lock}")).one()
+        return Marks(*(int(v) for v in row))
+
+    def summarise(self, conn: Connection, old: Marks, new: Marks) -> None:
+        """Move the summary from ``old`` to ``new``: every run with something new is taken out of the counts
+        as it was summarised and put back as it is now (see the module doc)."""
+        params = {f"lo_{f.name}": getattr(old, f.name) for f in fields(Marks)} | \
+                 {f"hi_{f.name}": getattr(new, f.name) for f in fields(Marks)}
+        conn.execute(text("CREATE TEMPORARY TABLE IF NOT EXISTS analytics_affected (run_pk INTEGER PRIMARY KEY)"))
+        conn.execute(text("DELETE FROM analytics_affected"))
+        conn.execute(text(f"INSERT INTO analytics_affected (run_pk) {_CHANGED_RUNS}"), params)
+        before = self.run_states(conn, params) if old != Marks() else {}
+        after = self.new_run_states(conn, params)
+        changed = {pk: state for pk, state in after.items() if before.get(pk) != state}
+        new_records = new.records > old.records
+        removed: dict[tuple[str, str, int], DayCounts] = {}
+        if new_records and old.records:
+            removed = _contributions(conn, self.dialect, _NEW_RECORDS, params, old.records)
+        if changed:
+            self.save_runs(conn, changed)
+        added = _contributions(conn, self.dialect, _NEW_RECORDS, params, new.records) if new_records else {}
+        moved = {(before[pk].workflow, before[pk].day) for pk, state in changed.items()
+                 if pk in before and before[pk].day != state.day}
+        self.apply_days(conn, added, removed, moved, new.records)
+        trajectories: dict[tuple[Any, ...], int] = {}
+        outcomes: dict[tuple[Any, ...], int] = {}
+        for pk, state in changed.items():
+            for sign, s in ((1, state), (-1, before.get(pk))):
+                if s is not None:
+                    key = (s.workflow, s.steps, s.attempts)
+                    trajectories[key] = trajectories.get(key, 0) + sign
+                    cell = s.outcome_key()
+                    outcomes[cell] = outcomes.get(cell, 0) + sign
+        _add_counts(conn, "analytics_trajectories", ("workflow", "steps", "attempts"), trajectories)
+        _add_counts(conn, "analytics_outcomes", ("workflow", "day", "incorrect", "blamed_step", "method"), outcomes)
+        if new_records:
+            self.add_first_outputs(conn, params)
+
+    def run_states(self, conn: Connection, params: dict[str, Any]) -> dict[int, RunState]:
+        rows = conn.execute(text(f"SELECT run_pk, workflow, started_at, steps, attempts, incorrect, blamed_step, "
+                                 f"method FROM analytics_runs WHERE run_pk IN ({_AFFECTED})"), params)
+        return {int(r.run_pk): RunState(r.workflow, float(r.started_at), int(r.steps), int(r.attempts),
+                                        bool(r.incorrect), r.blamed_step, r.method) for r in rows}
+
+    def new_run_states(self, conn: Connection, params: dict[str, Any]) -> dict[int, RunState]:
+        """Each affected production run as the records, outcomes and attribution records up to ``new`` make it."""
+        runs = conn.execute(text(f"""
+            SELECT r.id AS pk, r.workflow AS workflow, r.created_at AS created_at, MIN(s.started_at) AS first_start,
+                   COUNT(DISTINCT CASE WHEN s.status <> 'skipped' THEN s.step_id END) AS steps,
+                   COUNT(CASE WHEN s.status <> 'skipped' THEN 1 END) AS attempts
+            FROM runs r LEFT JOIN step_records s ON s.run_pk = r.id AND s.id + 0 <= :hi_records
+            WHERE r.kind = 'run' AND r.id IN ({_AFFECTED}) GROUP BY r.id"""), params).all()
+        latest = {int(r.run_pk): r.correct for r in conn.execute(text(f"""
+            SELECT o.run_pk AS run_pk, o.correct AS correct FROM outcomes o JOIN (
+              SELECT MAX(id) AS id FROM outcomes WHERE id + 0 <= :hi_outcomes AND run_pk IN ({_AFFECTED})
+              GROUP BY run_pk) l ON l.id = o.id"""), params)}
+        incorrect = {pk for pk, correct in latest.items() if correct is not None and not correct}
+        explaining: dict[int, tuple[int, int, str | None, str]] = {}
+        if incorrect:
+            for r in conn.execute(text(f"""
+                    SELECT a.run_pk AS run_pk, a.id AS id, a.blamed_step AS blamed_step, a.method AS method,
+                           {attribution_rank_sql('a')} AS rank_
+                    FROM attributions a WHERE a.id + 0 <= :hi_attributions AND a.run_pk IN ({_AFFECTED})"""), params):
+                pk = int(r.run_pk)
+                if pk in incorrect:
+                    candidate = (int(r.rank_), -int(r.id), r.blamed_step, r.method)
+                    if pk not in explaining or candidate[:2] < explaining[pk][:2]:
+                        explaining[pk] = candidate
+        out = {}
+        for r in runs:
+            pk = int(r.pk)
+            chosen = explaining.get(pk)
+            out[pk] = RunState(r.workflow, float(r.created_at if r.first_start is None else r.first_start),
+                               int(r.steps), int(r.attempts), pk in incorrect,
+                               chosen[2] if chosen else None, chosen[3] if chosen else None)
+        return out
+
+    def save_runs(self, conn: Connection, states: dict[int, RunState]) -> None:
+        names = ("workflow", "started_at", "steps", "attempts", "incorrect", "blamed_step", "method")
+        conn.execute(text(f"INSERT INTO analytics_runs (run_pk, {', '.join(names)}) "
+                          f"VALUES (:run_pk, {', '.join(':' + n for n in names)}) ON CONFLICT (run_pk) DO UPDATE "
+                          f"SET {', '.join(f'{n} = excluded.{n}' for n in names)}"),
+                     [{"run_pk": pk, "workflow": s.workflow, "started_at": s.started_at, "steps": s.steps,
+                       "attempts": s.attempts, "incorrect": s.incorrect, "blamed_step": s.blamed_step,
+                       "method": s.method} for pk, s in states.items()])
+
+    def series_ids(self, conn: Connection, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """The ``analytics_series`` id of each (workflow, step), created when missing."""
+        wanted = set(keys)
+        ids: dict[tuple[str, str], int] = {}
+        for workflow in {w for w, _ in wanted}:
+            series = conn.execute(text("SELECT id, step_id FROM analytics_series WHERE workflow = :w"), {"w": workflow})
+            for r in series:
+                ids[(workflow, r.step_id)] = int(r.id)
+        for workflow, step in sorted(wanted - ids.keys()):
+            conn.execute(text("INSERT INTO analytics_series (workflow, step_id, repeated, varied, not_covered) "
+                              "VALUES (:w, :s, 0, 0, 0)"), {"w": workflow, "s": step})
+            ids[(workflow, step)] = int(conn.execute(text("SELECT id FROM analytics_series WHERE workflow = :w "
+                                                          "AND step_id = :s"), {"w": workflow, "s": step}).scalar_one())
+        return ids
+
+    def apply_days(self, conn: Connection, added: dict[tuple[str, str, int], DayCounts],
+                   removed: dict[tuple[str, str, int], DayCounts], moved: set[tuple[str, int]], bound: int) -> None:
+        """Add ``added`` to the per-day rows and take ``removed`` away; rows left without runs are deleted,
+        and rows a run moved out of get their smallest agent and record id recomputed."""
+        if not added and not removed:
+            return
+        series = self.series_ids(conn, {(w, s) for w, s, _ in (*added, *removed)})
+        counters = ", ".join(f"{n} = {n} + :{n}" for n in (*COUNTERS, "cost"))
+        for key in added.keys() | removed.keys():
+            delta = DayCounts()
+            if key in added:
+                delta.add(added[key])
+            if key in removed:
+                delta.add(removed[key], -1)
+            values = {"series_": series[key[:2]], "day_": key[2], "agent": delta.agent,
+                      "first_record": delta.first_record, "cost": delta.cost,
+                      **{n: getattr(delta, n) for n in COUNTERS}}
+            mins = "" if delta.agent is None else (
+                ", agent = CASE WHEN :agent < agent THEN :agent ELSE agent END, "
+                "first_record = CASE WHEN :first_record < first_record THEN :first_record ELSE first_record END")
+            found = conn.execute(text(f"UPDATE analytics_days SET {counters}{mins} WHERE series = :series_ "
+                                      f"AND day = :day_"), values).rowcount
+            if not found:
+                assert delta.agent is not None, f"counts taken away from a day never summarised: {key}"
+                conn.execute(text(f"INSERT INTO analytics_days (series, day, agent, first_record, "
+                                  f"{', '.join((*COUNTERS, 'cost'))}) VALUES (:series_, :day_, :agent, :first_record, "
+                                  f"{', '.join(':' + n for n in (*COUNTERS, 'cost'))})"), values)
+            if key in removed:
+                conn.execute(text("DELETE FROM analytics_days WHERE series = :series_ AND day = :day_ AND runs <= 0"),
+                             values)
+        day = _day("ar.started_at", self.dialect)
+        for workflow, step, day_number in [key for key in removed if (key[0], key[2]) in moved]:
+            start = day_number * DAY
+            row = conn.execute(text(f"""
+                SELECT MIN(s.agent) AS agent, MIN(s.id) AS first_id
+                FROM analytics_runs ar JOIN step_records s ON s.run_pk = ar.run_pk AND s.step_id = :step
+                  AND s.id + 0 <= :bound
+                WHERE ar.workflow = :w AND ar.started_at >= :lo AND ar.started_at < :hi AND {day} = :d"""),
+                {"step": step, "bound": bound, "w": workflow, "lo": start - 1, "hi": start + DAY + 1,
+                 "d": day_number}).one()
+            if row.first_id is not None:
+                conn.execute(text("UPDATE analytics_days SET agent = :agent, first_record = :first WHERE series = :s "
+                                  "AND day = :d"), {"agent": row.agent, "first": int(row.first_id),
+                                                    "s": series[(workflow, step)], "d": day_number})
+
+    def add_first_outputs(self, conn: Connection, params: dict[str, Any]) -> None:
+        """The non-determinism counts of the new records that are their (run, step)'s first attempt with an output.
+
+        That record never changes once written (later records have larger ids), so each (run, step) is
+        counted once, when it appears; ``analytics_inputs`` remembers every inputs digest seen, to tell
+        when a run's inputs were seen before and whether the outputs then differed.
+        """
+        qualifies = "{0}.status IN ('succeeded', 'gate_failed') AND {0}.output IS NOT NULL"
+        rows = conn.execute(text(f"""
+            SELECT ar.workflow AS workflow, s.step_id AS step_id, s.inputs_digest AS inputs, COUNT(*) AS n,
+                   MIN(s.output_digest) AS lo, MAX(s.output_digest) AS hi, MIN(s.id) AS first_id
+            FROM step_records s JOIN analytics_runs ar ON ar.run_pk = s.run_pk
+            WHERE s.id > :lo_records AND s.id <= :hi_records AND {qualifies.format('s')}
+              AND NOT EXISTS (SELECT 1 FROM step_records e WHERE e.run_pk = s.run_pk AND e.step_id = s.step_id
+                              AND e.id < s.id AND {qualifies.format('e')})
+            GROUP BY ar.workflow, s.step_id, s.inputs_digest"""), params).all()
+        if not rows:
+            return
+        series = self.series_ids(conn, {(r.workflow, r.step_id) for r in rows})
+        totals: dict[int, list[int]] = {}  # series -> [repeated, varied, not covered, first record]
+        groups: dict[tuple[int, str], tuple[int, str | None, str | None]] = {}
+        for r in rows:
+            sid = series[(r.workflow, r.step_id)]
+            total = totals.setdefault(sid, [0, 0, 0, int(r.first_id)])
+            total[3] = min(total[3], int(r.first_id))
+            if r.inputs is None:
+                total[2] += int(r.n)
+            else:
+                groups[(sid, r.inputs)] = (int(r.n), r.lo, r.hi)
+        known: dict[tuple[int, str], tuple[int, str | None, bool]] = {}
+        for sid in {sid for sid, _ in groups}:
+            digests = [inputs for s, inputs in groups if s == sid]
+            for start in range(0, len(digests), 500):  # bounded IN lists
+                marks = ", ".join(f":d{i}" for i in range(len(digests[start:start + 500])))
+                found = conn.execute(text(f"SELECT inputs, runs, output, varied FROM analytics_inputs "
+                                          f"WHERE series = :s AND inputs IN ({marks})"),
+                                     {"s": sid, **{f"d{i}": d for i, d in enumerate(digests[start:start + 500])}})
+                known.update({(sid, r.inputs): (int(r.runs), r.output, bool(r.varied)) for r in found})
+        merged = []
+        for (sid, inputs), (n, lo, hi) in groups.items():
+            runs, output, varied = known.get((sid, inputs), (0, None, False))
+            outputs = {d for d in (output, lo, hi) if d is not None}
+            now_varied = varied or len(outputs) > 1
+            totals[sid][0] += (runs + n >= 2) - (runs >= 2)
+            totals[sid][1] += now_varied - varied
+            merged.append({"s": sid, "i": inputs, "n": runs + n, "o": output if output is not None else lo,
+                           "v": now_varied})
+        if merged:
+            conn.execute(text("INSERT INTO analytics_inputs (series, inputs, runs, output, varied) "
+                              "VALUES (:s, :i, :n, :o, :v) ON CONFLICT (series, inputs) DO UPDATE "
+                              "SET runs = excluded.runs, output = excluded.output, varied = excluded.varied"), merged)
+        conn.execute(text("UPDATE analytics_series SET repeated = repeated + :r, varied = varied + :v, "
+                          "not_covered = not_covered + :n, first_output = CASE WHEN first_output IS NULL "
+                          "OR :f < first_output THEN :f ELSE first_output END WHERE id = :s"),
+                     [{"s": sid, "r": r, "v": v, "n": n, "f": f} for sid, (r, v, n, f) in totals.items()])
+
+    # -- reading it --
+
+    @contextmanager
+    def snapshot(self) -> Iterator[tuple[Connection, Marks]]:
+        """Reads that see one state of the summary (and of the records its marks cover), with its marks."""
+        conn = self.store.conn
+        with self.store.lock:
+            try:
+                if self.dialect == "postgresql":
+                    conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    conn.exec_driver_sql(NO_JIT)
+                else:
+                    conn.exec_driver_sql("BEGIN")
+                state = conn.execute(text("SELECT runs, records, outcomes, attributions FROM analytics_state "
+                                          "WHERE id = 1")).first()
+                yield conn, Marks(*state) if state else Marks()
+            finally:
+                conn.rollback()
+
+
+def cannot_write(exc: DBAPIError) -> bool:
+    """Whether summarising failed because this process may not write the summary now: a read-only SQLite
+    file, a PostgreSQL role without write access or a read-only transaction, a lock not granted in time."""
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    if sqlstate is not None:
+        return sqlstate in ("25006", "42501", "55P03")
+    message = str(exc.orig).lower()
+    return "readonly" in message or "read-only" in message or "database is locked" in message
+
+
+def _add_counts(conn: Connection, table: str, key: Sequence[str], deltas: dict[tuple[Any, ...], int]) -> None:
+    """Add run counts to a table of (key..., runs) rows: a missing row is created, an emptied one deleted."""
+    for values, delta in deltas.items():
+        if not delta:
+            continue
+        where = " AND ".join(f"{k} IS NULL" if v is None else f"{k} = :{k}" for k, v in zip(key, values, strict=True))
+        params = {**dict(zip(key, values, strict=True)), "delta_": delta}
+        if not conn.execute(text(f"UPDATE {table} SET runs = runs + :delta_ WHERE {where}"), params).rowcount:
+            assert delta > 0, f"runs taken away from a {table} row never summarised: {values}"
+            conn.execute(text(f"INSERT INTO {table} ({', '.join(key)}, runs) VALUES "
+                              f"({', '.join(':' + k for k in key)}, :delta_)"), params)
+        elif delta < 0:
+            conn.execute(text(f"DELETE FROM {table} WHERE {where} AND runs <= 0"), params)
+
+
+# -- the Store methods ----------------------------------------------------------------------------------
+
+
+def _since_day(since: float | None) -> int | None:
+    return None if since is None else day_of(since)
+
+
+def _partial_runs(dialect: str) -> str:
+    """The runs of ``:workflow`` starting at or after ``:since`` on the day ``since`` falls in: the one day a
+    ``since`` cuts through, counted from its runs rather than from the per-day rows."""
+    return (f"SELECT run_pk FROM analytics_runs WHERE workflow = :workflow AND started_at >= :since "
+            f"AND started_at < :until AND {_day('started_at', dialect)} = :since_day")
+
+
+def step_period_counts(store: SqlStore, workflow: str, period: str, since: float | None) -> list[StepPeriodCounts]:
+    """The per-day rows of the workflow's steps summed into periods (plus, with ``since``, the runs of the
+    day it cuts through, counted from their records)."""
+    summary = Summary(store)
+    if summary.update() is None:
+        return live_step_period_counts(store.read, summary.dialect, workflow, period, since)
+    first = _since_day(since)
+    with summary.snapshot() as (conn, marks):
+        days = conn.execute(text(f"""
+            SELECT sr.step_id AS step_id, d.day AS day, d.agent AS agent, d.first_record AS first_record,
+                   {', '.join(f'd.{n} AS {n}' for n in (*COUNTERS, 'cost'))}
+            FROM analytics_series sr JOIN analytics_days d ON d.series = sr.id
+            WHERE sr.workflow = :workflow AND d.day > :after"""),
+            {"workflow": workflow, "after": -(2 ** 31) if first is None else first}).all()
+        partial: dict[tuple[str, str, int], DayCounts] = {}
+        if since is not None and first is not None:
+            partial = _contributions(conn, summary.dialect, _partial_runs(summary.dialect),
+                                     {"workflow": workflow, "since": since, "until": (first + 1) * DAY + 1,
+                                      "since_day": first}, marks.records)
+    merged: dict[tuple[str, float], DayCounts] = {}
+    for r in days:
+        merged.setdefault((r.step_id, period_start(int(r.day) * DAY, period)), DayCounts()).add(DayCounts(
+            agent=r.agent, first_record=int(r.first_record), cost=float(r.cost),
+            **{n: int(getattr(r, n)) for n in COUNTERS}))
+    for (_, step, day), counts in partial.items():
+        merged.setdefault((step, period_start(day * DAY, period)), DayCounts()).add(counts)
+    rows = [StepPeriodCounts(step_id=step, period_start=start, agent=c.agent or "", first_record=c.first_record or 0,
+                             **{n: getattr(c, n) for n in COUNTERS}, cost=c.cost)
+            for (step, start), c in merged.items() if c.runs > 0]
+    return sorted(rows, key=lambda r: (r.period_start, r.first_record))
+
+
+def outcome_counts(store: SqlStore, workflow: str, period: str, since: float | None) -> list[OutcomeCounts]:
+    summary = Summary(store)
+    if summary.update() is None:
+        return live_outcome_counts(store.read, summary.dialect, workflow, period, since)
+    first = _since_day(since)
+    with summary.snapshot() as (conn, _):
+        rows = list(conn.execute(text("""
+            SELECT day, incorrect, blamed_step, method, runs FROM analytics_outcomes
+            WHERE workflow = :workflow AND day > :after"""),
+            {"workflow": workflow, "after": -(2 ** 31) if first is None else first}).all())
+        if since is not None and first is not None:
+            rows += conn.execute(text(f"""
+                SELECT {_day('started_at', summary.dialect)} AS day, incorrect, blamed_step, method, COUNT(*) AS runs
+                FROM analytics_runs WHERE run_pk IN ({_partial_runs(summary.dialect)})
+                GROUP BY 1, incorrect, blamed_step, method"""),
+                {"workflow": workflow, "since": since, "until": (first + 1) * DAY + 1, "since_day": first}).all()
+    counts: dict[tuple[float, bool, str | None, str | None], int] = {}
+    for r in rows:
+        key = (period_start(int(r.day) * DAY, period), bool(r.incorrect), r.blamed_step, r.method)
+        counts[key] = counts.get(key, 0) + int(r.runs)
+    return [OutcomeCounts(period_start=start, incorrect=bad, blamed_step=who, runs=n, method=method)
+            for (start, bad, who, method), n in sorted(counts.items(), key=lambda kv: kv[0][0]) if n]
+
+
+def trajectory_counts(store: SqlStore, workflow: str | None) -> list[TrajectoryCounts]:
+    summary = Summary(store)
+    if summary.update() is None:
+        return live_trajectory_counts(store.read, workflow)
+    where = "" if workflow is None else "WHERE workflow = :workflow"
+    rows = store.read(_bind(f"SELECT steps, attempts, SUM(runs) AS runs FROM analytics_trajectories {where} "
+                            f"GROUP BY steps, attempts ORDER BY steps, attempts", workflow))
+    return [TrajectoryCounts(steps=int(r.steps), attempts=int(r.attempts), runs=int(r.runs)) for r in rows if r.runs]
+
+
+def nondeterminism_counts(store: SqlStore, workflow: str) -> list[NondeterminismCounts]:
+    summary = Summary(store)
+    if summary.update() is None:
+        return live_nondeterminism_counts(store.read, summary.dialect, workflow)
+    rows = store.read(text("SELECT step_id, first_output, repeated, varied, not_covered FROM analytics_series "
+                           "WHERE workflow = :workflow AND first_output IS NOT NULL ORDER BY first_output")
+                      .bindparams(workflow=workflow))
+    return [NondeterminismCounts(step_id=r.step_id, first_record=int(r.first_output), repeated_inputs=int(r.repeated),
+                                 varied=int(r.varied), not_covered=int(r.not_covered)) for r in rows]
+
+
+# -- read directly from the source tables (small results, or the summary cannot be written) ------------------
+
+
 def _production(workflow: str | None) -> str:
     """The WHERE condition on ``runs r`` for production runs of one workflow (``:workflow``) or of all."""
     return "r.kind = 'run'" + ("" if workflow is None else " AND r.workflow = :workflow")
@@ -162,22 +759,18 @@ def _bind(sql: str, workflow: str | None, **values: Any) -> Any:
     return text(sql).bindparams(**values, **({} if workflow is None else {"workflow": workflow}))
 
 
-def trajectory_counts(read: Read, workflow: str | None) -> list[TrajectoryCounts]:
-    sql = f"""
-    SELECT steps, attempts, COUNT(*) AS runs FROM (
-      SELECT r.id, COUNT(s.id) AS attempts, COUNT(DISTINCT s.step_id) AS steps
-      FROM runs r LEFT JOIN step_records s ON s.run_pk = r.id AND s.status <> 'skipped'
-      WHERE {_production(workflow)} GROUP BY r.id) per_run
-    GROUP BY steps, attempts ORDER BY steps, attempts"""
-    return [TrajectoryCounts(steps=int(r.steps), attempts=int(r.attempts), runs=int(r.runs))
-            for r in read(_bind(sql, workflow))]
-
-
 def outcome_summary(read: Read, workflow: str | None, window: int) -> OutcomeSummary:
+    """The latest outcome of each scored production run, summed up; read from ``outcomes`` (as many rows as
+    scored runs, each checked for a newer one by its indexed ``run_pk``), not from the summary: the means of
+    the first and last ``window`` runs need the runs in order.
+
+    Not a join on each run's ``MAX(id)``: PostgreSQL planned that as a nested loop (over a minute at 50 000 runs).
+    """
     scored = f"""
     SELECT r.created_at, r.id, o.value, o.correct, o.source, o.termination
-    FROM runs r JOIN (SELECT run_pk, MAX(id) AS oid FROM outcomes GROUP BY run_pk) l ON l.run_pk = r.id
-    JOIN outcomes o ON o.id = l.oid WHERE {_production(workflow)}"""
+    FROM outcomes o JOIN runs r ON r.id = o.run_pk
+    WHERE {_production(workflow)}
+      AND NOT EXISTS (SELECT 1 FROM outcomes newer WHERE newer.run_pk = o.run_pk AND newer.id > o.id)"""
     grouped = _bind(f"""SELECT value, CASE WHEN correct THEN 1 ELSE 0 END AS correct, source, termination,
                        COUNT(*) AS runs FROM ({scored}) sc GROUP BY value, 2, source, termination""", workflow)
     ends = [_bind(f"SELECT AVG(value) AS mean FROM (SELECT value FROM ({scored}) sc "
@@ -221,6 +814,102 @@ def attribution_counts(read: Read, workflow: str) -> list[AttributionCounts]:
             for r in read(text(sql).bindparams(workflow=workflow))]
 
 
+# -- the live aggregation: every record read on every call (a database the summary cannot be written to) -----
+
+
+def _window(period: str, dialect: str) -> str:
+    """The CTE ``win``: production runs in the window with the start of their period.
+
+    MATERIALIZED: computed once (one index seek per run for its first step's start), not again per record.
+    """
+    return f"""
+    win AS MATERIALIZED (
+      SELECT run_pk, {_bucket('t0', period, dialect)} AS period_start FROM (
+        SELECT r.id AS run_pk,
+               COALESCE((SELECT MIN(s.started_at) FROM step_records s WHERE s.run_pk = r.id), r.created_at) AS t0
+        FROM runs r WHERE r.workflow = :workflow AND r.kind = 'run') rs
+      WHERE t0 >= :since)"""
+
+
+def live_step_period_counts(read: Read, dialect: str, workflow: str, period: str,
+                            since: float | None) -> list[StepPeriodCounts]:
+    """One pass over the window's records grouped by (step, period), counting distinct runs; only the
+    gate verdicts need each (run, step)'s first gated attempt, so only gated records are grouped per run."""
+    llm = "CASE WHEN s.origin = 'executed' AND s.llm IS NOT NULL THEN {} END"
+
+    def number(*path: str) -> str:
+        return llm.format(_json_number("s.llm", path, dialect))
+
+    sql = f"""
+    WITH {_window(period, dialect)},
+    flat AS (
+      SELECT s.step_id, w.period_start, MIN(s.agent) AS agent, MIN(s.id) AS first_id,
+             COUNT(DISTINCT s.run_pk) AS runs, COUNT(DISTINCT CASE WHEN {_GATE_COUNT} > 0 THEN s.run_pk END) AS gated,
+             COUNT(*) AS attempts, SUM(CASE WHEN s.status = 'failed' THEN 1 ELSE 0 END) AS failures,
+             SUM(CASE WHEN s.status = 'gate_failed' THEN 1 ELSE 0 END) AS gate_failures,
+             SUM(CASE WHEN s.attempt > 1 THEN 1 ELSE 0 END) AS retries,
+             COUNT({llm.format('1')}) AS model_records, SUM({number('calls')}) AS calls,
+             SUM({number('usage', 'input_tokens')}) AS tin, SUM({number('usage', 'output_tokens')}) AS tout,
+             COUNT({number('cost')}) AS priced, SUM({number('cost')}) AS cost
+      FROM win w JOIN step_records s ON s.run_pk = w.run_pk
+      GROUP BY s.step_id, w.period_start),
+    first_gated AS (
+      SELECT s.step_id, w.period_start,
+             MIN(CAST(s.id AS BIGINT) * 2 + CASE WHEN {_GATES_FAILED} > 0 THEN 1 ELSE 0 END) AS first_gate
+      FROM win w JOIN step_records s ON s.run_pk = w.run_pk
+      WHERE {_GATED}
+      GROUP BY s.run_pk, s.step_id, w.period_start),
+    passes AS (
+      SELECT step_id, period_start, SUM(CASE WHEN first_gate % 2 = 0 THEN 1 ELSE 0 END) AS passes
+      FROM first_gated GROUP BY step_id, period_start)
+    SELECT f.step_id, f.period_start, f.agent, f.first_id, f.runs, f.gated, p.passes, f.attempts, f.failures,
+           f.gate_failures, f.retries, f.model_records, f.calls, f.tin, f.tout, f.priced, f.cost
+    FROM flat f LEFT JOIN passes p ON p.step_id = f.step_id AND p.period_start = f.period_start
+    ORDER BY f.period_start, f.first_id"""
+    rows = read(text(sql).bindparams(workflow=workflow, since=EARLIEST if since is None else since))
+    return [StepPeriodCounts(
+        step_id=r.step_id, period_start=float(r.period_start), agent=r.agent, first_record=int(r.first_id),
+        runs=int(r.runs), gated_runs=int(r.gated), gate_passes=int(r.passes or 0), attempts=int(r.attempts),
+        failures=int(r.failures), gate_failures=int(r.gate_failures), retries=int(r.retries),
+        model_records=int(r.model_records or 0), model_calls=int(r.calls or 0), input_tokens=int(r.tin or 0),
+        output_tokens=int(r.tout or 0), priced_records=int(r.priced or 0), cost=float(r.cost or 0.0))
+        for r in rows]
+
+
+def live_outcome_counts(read: Read, dialect: str, workflow: str, period: str,
+                        since: float | None) -> list[OutcomeCounts]:
+    sql = f"""
+    WITH {_window(period, dialect)},
+    latest AS (SELECT w.run_pk, w.period_start,
+                      (SELECT MAX(o.id) FROM outcomes o WHERE o.run_pk = w.run_pk) AS oid FROM win w),
+    judged AS (
+      SELECT l.run_pk, l.period_start, CASE WHEN NOT o.correct THEN 1 ELSE 0 END AS incorrect, l.oid
+      FROM latest l LEFT JOIN outcomes o ON o.id = l.oid),
+    chosen AS (
+      SELECT j.period_start, j.incorrect,
+             CASE WHEN j.incorrect = 1 THEN
+               (SELECT a.id FROM attributions a WHERE a.run_pk = j.run_pk
+                ORDER BY {attribution_rank_sql("a")}, a.id DESC LIMIT 1) END AS aid
+      FROM judged j)
+    SELECT c.period_start, c.incorrect, a.blamed_step, a.method, COUNT(*) AS runs
+    FROM chosen c LEFT JOIN attributions a ON a.id = c.aid
+    GROUP BY c.period_start, c.incorrect, a.blamed_step, a.method ORDER BY c.period_start"""
+    rows = read(text(sql).bindparams(workflow=workflow, since=EARLIEST if since is None else since))
+    return [OutcomeCounts(period_start=float(r.period_start), incorrect=bool(r.incorrect),
+                          blamed_step=r.blamed_step, runs=int(r.runs), method=r.method) for r in rows]
+
+
+def live_trajectory_counts(read: Read, workflow: str | None) -> list[TrajectoryCounts]:
+    sql = f"""
+    SELECT steps, attempts, COUNT(*) AS runs FROM (
+      SELECT r.id, COUNT(s.id) AS attempts, COUNT(DISTINCT s.step_id) AS steps
+      FROM runs r LEFT JOIN step_records s ON s.run_pk = r.id AND s.status <> 'skipped'
+      WHERE {_production(workflow)} GROUP BY r.id) per_run
+    GROUP BY steps, attempts ORDER BY steps, attempts"""
+    return [TrajectoryCounts(steps=int(r.steps), attempts=int(r.attempts), runs=int(r.runs))
+            for r in read(_bind(sql, workflow))]
+
+
 def _first_outputs(dialect: str) -> str:
     """Each production run's first attempt of each step that produced an output, in one pass.
 
@@ -237,7 +926,7 @@ def _first_outputs(dialect: str) -> str:
                FROM step_records s JOIN runs r ON r.id = s.run_pk WHERE {where} GROUP BY s.run_pk, s.step_id"""
 
 
-def nondeterminism_counts(read: Read, dialect: str, workflow: str) -> list[NondeterminismCounts]:
+def live_nondeterminism_counts(read: Read, dialect: str, workflow: str) -> list[NondeterminismCounts]:
     sql = f"""
     WITH groups AS (
       SELECT step_id, inputs_digest AS inputs, MIN(id) AS first_id, COUNT(*) AS n,
@@ -251,3 +940,10 @@ def nondeterminism_counts(read: Read, dialect: str, workflow: str) -> list[Nonde
     return [NondeterminismCounts(step_id=r.step_id, first_record=int(r.first_id), repeated_inputs=int(r.repeated),
                                  varied=int(r.varied), not_covered=int(r.uncovered))
             for r in read(text(sql).bindparams(workflow=workflow))]
+
+
+def forget(store: SqlStore) -> None:
+    """Empty the summary: the next read summarises every record again (benchmarks time that first read)."""
+    with store.lock, Summary(store).writing() as conn:
+        for name in ANALYTICS:
+            conn.execute(text(f"DELETE FROM {name}"))

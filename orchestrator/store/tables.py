@@ -7,7 +7,7 @@ adds a record or a row, it never rewrites what a step produced.
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Index, Table, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Boolean, Column, Float, Index, Integer, String, Table, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -61,9 +61,7 @@ class StepRecordRow(SQLModel, table=True):
 
     __tablename__ = "step_records"
     __table_args__ = (
-        Index("ix_step_records_run_step", "run_pk", "step_id"),
-        Index("ix_step_records_workflow_step_time", "workflow_id", "step_id", "started_at"),
-        Index("ix_step_records_run_started", "run_pk", "started_at"),
+        Index("ix_step_records_run_step_started", "run_pk", "step_id", "started_at"),
     )
     id: int | None = Field(default=None, primary_key=True)
     run_pk: int = Field(foreign_key="runs.id")
@@ -185,3 +183,108 @@ TABLES: dict[str, Table] = {
     for name in ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions")
 }
 """The tables by name, in dependency order (what ``count_rows`` reports)."""
+
+
+# -- the analytics summary (orchestrator.store.sql_analytics) -------------------------------------------
+#
+# Derived data only: every row can be recomputed from the tables above, and the summary is brought up
+# to date by the reads that use it (never by the write path: a step record's INSERT does no extra work).
+# Plain ``Table`` objects rather than SQLModel classes: nothing maps rows to objects here, and building
+# a SQLModel class costs start-up time every command that imports this module pays.
+
+analytics_state = Table(
+    "analytics_state", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("runs", BigInteger, nullable=False),
+    Column("records", BigInteger, nullable=False),
+    Column("outcomes", BigInteger, nullable=False),
+    Column("attributions", BigInteger, nullable=False),
+)
+"""One row (id 1): the highest id of each source table the summary has read. Everything up to these
+ids is summarised; the next read summarises only what lies above them."""
+
+analytics_runs = Table(
+    "analytics_runs", metadata,
+    Column("run_pk", Integer, primary_key=True, autoincrement=False),
+    Column("workflow", String, nullable=False),
+    Column("started_at", Float, nullable=False),
+    Column("steps", Integer, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("incorrect", Boolean, nullable=False),
+    Column("blamed_step", String, nullable=True),
+    Column("method", String, nullable=True),
+    Index("ix_analytics_runs_workflow_start", "workflow", "started_at"),
+)
+"""Per production run, what it last contributed to the counts below: its start (whose day is its
+period), its trajectory, its outcome state. Kept so that a run changing (a new record, outcome or
+attribution record) can be taken out of its old counts and put into its new ones."""
+
+analytics_series = Table(
+    "analytics_series", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("workflow", String, nullable=False),
+    Column("step_id", String, nullable=False),
+    Column("repeated", Integer, nullable=False),
+    Column("varied", Integer, nullable=False),
+    Column("not_covered", Integer, nullable=False),
+    Column("first_output", BigInteger, nullable=True),
+    UniqueConstraint("workflow", "step_id", name="uq_analytics_series_step"),
+)
+"""One step of one workflow (the key of the per-day rows), with its non-determinism counts
+(:class:`~orchestrator.store.analytics.NondeterminismCounts`; ``first_output`` is its first record)."""
+
+analytics_days = Table(
+    "analytics_days", metadata,
+    Column("series", Integer, primary_key=True, autoincrement=False),
+    Column("day", Integer, primary_key=True, autoincrement=False),
+    Column("agent", String, nullable=False),
+    Column("first_record", BigInteger, nullable=False),
+    *(Column(name, BigInteger, nullable=False) for name in (
+        "runs", "gated_runs", "gate_passes", "attempts", "failures", "gate_failures", "retries", "model_records",
+        "model_calls", "input_tokens", "output_tokens", "priced_records")),
+    Column("cost", Float, nullable=False),
+    sqlite_with_rowid=False,
+)
+""":class:`~orchestrator.store.analytics.StepPeriodCounts` of one step over the runs starting on one
+UTC day (``day``: days since the epoch). A week is the sum of its seven days."""
+
+analytics_inputs = Table(
+    "analytics_inputs", metadata,
+    Column("series", Integer, primary_key=True, autoincrement=False),
+    Column("inputs", String, primary_key=True),
+    Column("runs", Integer, nullable=False),
+    Column("output", String, nullable=True),
+    Column("varied", Boolean, nullable=False),
+    sqlite_with_rowid=False,
+)
+"""Per step and inputs digest: how many runs' first output came from these inputs, one of their
+output digests, and whether two differed. Needed to tell, when a run arrives, whether its inputs
+were seen before; one row per distinct inputs of a step (few when steps repeat their inputs)."""
+
+analytics_outcomes = Table(
+    "analytics_outcomes", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("workflow", String, nullable=False),
+    Column("day", Integer, nullable=False),
+    Column("incorrect", Boolean, nullable=False),
+    Column("blamed_step", String, nullable=True),
+    Column("method", String, nullable=True),
+    Column("runs", BigInteger, nullable=False),
+    Index("ix_analytics_outcomes_workflow_day", "workflow", "day"),
+)
+""":class:`~orchestrator.store.analytics.OutcomeCounts` of the runs starting on one UTC day."""
+
+analytics_trajectories = Table(
+    "analytics_trajectories", metadata,
+    Column("workflow", String, primary_key=True),
+    Column("steps", Integer, primary_key=True, autoincrement=False),
+    Column("attempts", Integer, primary_key=True, autoincrement=False),
+    Column("runs", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
+)
+""":class:`~orchestrator.store.analytics.TrajectoryCounts` per workflow."""
+
+ANALYTICS_TABLES: dict[str, Table] = {t.name: t for t in (
+    analytics_state, analytics_runs, analytics_series, analytics_days, analytics_inputs, analytics_outcomes,
+    analytics_trajectories)}
+"""The summary's tables (not in :data:`TABLES`: they hold no data of their own)."""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
-from orchestrator.store import NewAttribution, NewOutcome, Store
+from orchestrator.store import NewAttribution, NewOutcome, Store, open_store
 from orchestrator.store.analytics import period_start
 from tests.store.rows import add_run, add_workflow, gate, step
 
@@ -153,3 +155,190 @@ def test_report_aggregates_trajectories_outcomes_composition_and_attributions(st
     assert kinds == {("run", "running"): 3, ("counterfactual", "running"): 1}
     counts = {(a.method, json.loads(a.params)["by"]): (a.records, a.cost) for a in store.attribution_counts("wf")}
     assert counts == {("shapley", "step"): (2, 5), ("shapley", "agent"): (1, 4)}
+
+
+def analytics_of(store: Store) -> dict[str, object]:
+    """Every aggregated read of the workflow, as comparable values."""
+    return {
+        "weeks": sorted(store.step_period_counts("wf", period="week"), key=repr),
+        "days": sorted(store.step_period_counts("wf", period="day"), key=repr),
+        "since": sorted(store.step_period_counts("wf", period="week", since=MONDAY + 1), key=repr),
+        "outcomes": sorted(store.outcome_counts("wf", period="day"), key=repr),
+        "trajectories": store.trajectory_counts("wf"),
+        "nondeterminism": store.nondeterminism_counts("wf"),
+        "summary": store.outcome_summary("wf", window=1),
+        "runs": store.run_counts("wf"),
+        "attributions": store.attribution_counts("wf"),
+    }
+
+
+def write_in_stages(store: Store, read_between: bool) -> list[dict[str, object]]:
+    """Runs, late records, outcomes and attribution records arriving over time (what a week of use
+    looks like), with every analytics read taken between the stages when ``read_between``."""
+    seen: list[dict[str, object]] = []
+    wf = add_workflow(store)
+    one, two = add_run(store, wf), add_run(store, wf)
+    first = store.insert_step_record(step(one, wf, "a", status="gate_failed", started_at=MONDAY,
+                                          inputs=json.dumps({"q": 1}), gates=[gate(passed=False)]))
+    store.insert_step_record(step(one, wf, "a", attempt=2, started_at=MONDAY + 5, inputs=json.dumps({"q": 1}),
+                                  gates=[gate()]))
+    store.insert_step_record(step(two, wf, "a", started_at=MONDAY + DAY, inputs=json.dumps({"q": 1}), output=7))
+    if read_between:
+        seen.append(analytics_of(store))
+    # a record that started before its run's first one (the run moves to an earlier day), a new step,
+    # a verdict on run one, and a third run
+    store.insert_step_record(step(two, wf, "b", started_at=MONDAY - DAY, inputs=json.dumps({"d": {"$record": first}}),
+                                  llm=llm(1, 10, 5, 0.25)))
+    bad = store.add_outcome(NewOutcome(one, 0.0, False, "human", "goal_achieved"))
+    store.add_attribution(NewAttribution(one, "trace", {"by": "step"}, [], {}, "a", 0.5, {}, outcome_id=bad))
+    three = add_run(store, wf)
+    store.insert_step_record(step(three, wf, "a", started_at=MONDAY + 7 * DAY, inputs=json.dumps({"q": 1}), output=8))
+    if read_between:
+        seen.append(analytics_of(store))
+    # run one corrected, run two blamed by a method that outranks a trace, run three retried
+    store.add_outcome(NewOutcome(one, 1.0, True, "human", "goal_achieved"))
+    wrong = store.add_outcome(NewOutcome(two, 0.0, False, "evaluator", "max_steps"))
+    store.add_attribution(NewAttribution(two, "trace", {"by": "step"}, [], {}, "a", 0.5, {}, outcome_id=wrong))
+    store.add_attribution(NewAttribution(two, "counterfactual", {"by": "step"}, [], {}, "b", 0.9, {},
+                                         outcome_id=wrong))
+    store.insert_step_record(step(three, wf, "a", attempt=2, started_at=MONDAY + 7 * DAY + 1,
+                                  inputs=json.dumps({"q": 1}), output=9))
+    seen.append(analytics_of(store))
+    return seen
+
+
+def test_reads_between_writes_leave_every_later_read_exact(store: Store):
+    """Whatever a store keeps between reads, reading while runs, late records, outcomes and attribution
+    records arrive gives, at the end, what one read of everything at once gives."""
+    interleaved = write_in_stages(store, read_between=True)
+    reference = write_in_stages(open_store("memory://"), read_between=False)
+    assert interleaved[-1] == reference[-1]
+    assert interleaved[0] != interleaved[1] != interleaved[2]  # each stage changed what the reads show
+
+
+# -- the counts stay right as the data changes after a read --------------------------------------------------
+#
+# The SQL stores keep the counts in a summary that each read brings up to date with what was written since
+# the last one; the memory store recomputes everything on every call. After every change below, both must
+# answer every analytics question alike: a run gaining records (one that started earlier, moving the run to
+# another day), retries, a review's fix superseding records, a run's outcome turning incorrect, then being
+# attributed, better attributed and corrected, runs of other workflows and replays.
+
+
+class Twin:
+    """Every write applied to the store under test and to a memory store; reads compared between the two."""
+
+    def __init__(self, store: Store) -> None:
+        from orchestrator.store import open_store
+
+        self.store, self.reference = store, open_store("memory://")
+        self.runs: dict[str, str] = {}
+        self.records: dict[int, int] = {}
+        self.workflows = {"wf": self.both(lambda s: add_workflow(s)), "other": self.both(
+            lambda s: add_workflow(s, "other", "h2"))}
+
+    def both(self, write: Any) -> Any:
+        mine, theirs = write(self.store), write(self.reference)
+        return mine, theirs
+
+    def run(self, workflow: str = "wf", **kwargs: Any) -> str:
+        mine, theirs = self.both(lambda s: add_run(s, self.workflows[workflow][s is self.reference], workflow,
+                                                   **kwargs))
+        self.runs[mine] = theirs
+        return mine
+
+    def record(self, run_id: str, step_id: str, workflow: str = "wf", **kwargs: Any) -> int:
+        mine = self.store.insert_step_record(step(run_id, self.workflows[workflow][0], step_id, **kwargs))
+        self.records[mine] = self.reference.insert_step_record(
+            step(self.runs[run_id], self.workflows[workflow][1], step_id, **kwargs))
+        return mine
+
+    def outcome(self, run_id: str, correct: bool) -> None:
+        self.store.add_outcome(NewOutcome(run_id, float(correct), correct, "human", "goal_achieved"))
+        self.reference.add_outcome(NewOutcome(self.runs[run_id], float(correct), correct, "human", "goal_achieved"))
+
+    def blame(self, run_id: str, who: str | None, method: str = "trace") -> None:
+        for store, rid in ((self.store, run_id), (self.reference, self.runs[run_id])):
+            store.add_attribution(NewAttribution(rid, method=method, params={"by": "step"}, step_credits=[],
+                                                 agent_credits={}, blamed_step=who, confidence=0.5, evidence={}))
+
+    def fix(self, run_id: str, paused: int, superseded: list[int], step_id: str = "b") -> None:
+        """A reviewer's fix: ``step_id`` gets a new record and ``superseded`` records are marked superseded."""
+        from orchestrator.store import NewReview
+
+        for store, rid, ids in ((self.store, run_id, [paused, *superseded]),
+                                (self.reference, self.runs[run_id], [self.records[paused],
+                                                                    *(self.records[i] for i in superseded)])):
+            assert store.set_run_status(rid, "paused")
+            store.decide(NewReview(rid, ids[0], step_id, "edit", "ann", None, "out", output_after="fixed"),
+                         new_records=[step(rid, self.workflows["wf"][store is self.reference], step_id,
+                                           attempt=2, started_at=MONDAY + 50, origin="edited", output="fixed")],
+                         supersede=ids[1:])
+
+    def answers(self, store: Store, since: float | None) -> dict[str, Any]:
+        return {"weeks": store.step_period_counts("wf", period="week", since=since),
+                "days": store.step_period_counts("wf", period="day", since=since),
+                "outcomes": sorted(store.outcome_counts("wf", period="day", since=since), key=repr),
+                "trajectories": store.trajectory_counts("wf"), "all trajectories": store.trajectory_counts(None),
+                "nondeterminism": [(n.step_id, n.repeated_inputs, n.varied, n.not_covered,
+                                    n.first_record if store is self.reference else self.records[n.first_record])
+                                   for n in store.nondeterminism_counts("wf")]}
+
+    def check(self) -> None:
+        for since in (None, MONDAY + 2 * 3600, WEEK45 + DAY):
+            mine, theirs = self.answers(self.store, since), self.answers(self.reference, since)
+            for key in ("weeks", "days"):  # record ids differ between the stores: name the reference's
+                mine[key] = [replace(r, first_record=self.records[r.first_record]) for r in mine[key]]
+            assert mine == theirs, f"since {since}"
+
+
+def test_every_count_stays_right_as_runs_change_between_reads(store: Store):
+    twin = Twin(store)
+    twin.check()  # nothing stored yet
+    one, two = twin.run(), twin.run()
+    twin.record(one, "a", started_at=MONDAY + 3 * 3600, inputs='{"q": 1}', output=1,
+                gates=[gate(passed=False)], status="gate_failed")
+    twin.check()
+    twin.record(one, "a", attempt=2, started_at=MONDAY + 3 * 3600 + 5, inputs='{"q": 1}', output=1, gates=[gate()])
+    twin.record(two, "a", started_at=MONDAY + DAY, inputs='{"q": 1}', output=2, gates=[gate()],
+                llm=llm(1, 10, 5, 0.25))
+    same_day = twin.run()
+    twin.record(same_day, "a", started_at=MONDAY + 4 * 3600, inputs='{"q": 1}', output=1, agent="agent-z")
+    twin.check()
+    # a record that started before every other of run one: the run moves to the previous day, and the day
+    # it leaves keeps only the other run's agent
+    twin.record(one, "b", started_at=MONDAY - DAY, inputs='{"q": 2}', output=3, agent="an-earlier-agent")
+    twin.check()
+    twin.record(two, "b", started_at=MONDAY + DAY + 1, status="skipped", output=None)
+    quiet = twin.run()  # no records yet: counted from its creation time, until records arrive
+    twin.check()
+    twin.record(quiet, "a", started_at=MONDAY + 7 * DAY, inputs='{"q": 1}', output=2)
+    twin.run("other")
+    twin.run(kind="replay")
+    twin.check()
+    twin.outcome(one, correct=False)
+    twin.check()
+    twin.blame(one, "a")
+    twin.check()
+    twin.blame(one, "b", method="shapley")  # explains better than the trace
+    twin.outcome(two, correct=False)
+    twin.check()
+    twin.outcome(one, correct=True)  # corrected: no longer an incorrect outcome
+    twin.check()
+    paused = twin.record(quiet, "b", started_at=MONDAY + 7 * DAY + 9, status="gate_failed", gates=[gate(passed=False)])
+    later = twin.record(quiet, "c", started_at=MONDAY + 7 * DAY + 10)
+    twin.check()
+    twin.fix(quiet, paused, [later])
+    twin.check()
+
+
+def test_two_handles_on_one_database_read_what_the_other_wrote(backend):
+    """Each handle's read brings the shared counts up to date with the other's writes, counted once."""
+    first, second = backend.connect(), backend.connect()
+    wf = add_workflow(first)
+    for i in range(3):
+        run_id = add_run(first, wf)
+        first.insert_step_record(step(run_id, wf, "a", started_at=MONDAY + i))
+        assert [r.runs for r in second.step_period_counts("wf")] == [i + 1]
+        assert [r.runs for r in first.step_period_counts("wf")] == [i + 1]
+    assert sum(r.runs for r in second.outcome_counts("wf")) == 3
