@@ -29,7 +29,6 @@ from orchestrator import graph, jsonio
 from orchestrator.context import NextNeed
 from orchestrator.errors import ResolveError, SpecError, SpecProblem
 from orchestrator.invoke import StepFunction
-from orchestrator.llm.step import REPLY_PARAMETER, make_llm_step, template_problems
 from orchestrator.model import GateSpec, OnGateFail, StepSpec, WorkflowSpec
 from orchestrator.resolve import resolve_callable
 
@@ -279,6 +278,8 @@ def _bind_function(step: StepSpec, resolver: _Resolver, problems: _Problems) -> 
 def _bind_llm_function(workflow: WorkflowSpec, step: StepSpec, resolver: _Resolver,
                        problems: _Problems) -> StepFunction | None:
     """A step with a ``prompt`` calls a model; ``run`` (optional) post-processes the answer."""
+    from orchestrator.llm.step import REPLY_PARAMETER, make_llm_step, template_problems  # only LLM steps need it
+
     if step.type not in ("llm", "critic"):
         problems.add(f"steps.{step.id}.prompt", f"step {step.id!r} has a prompt but type {step.type!r}; "
                                                 "a prompt belongs to a step of type 'llm' (or a critic)")

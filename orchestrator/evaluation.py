@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 class Score(BaseModel):
     """An evaluator's score with the reason for it."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)  # built on first use: most runs have no evaluator
 
     score: float
     reason: str | None = None

@@ -9,7 +9,6 @@ events, and an evaluator error is stored as the run's ``error``.
 
 from __future__ import annotations
 
-from orchestrator.attribution.auto import trace_outcome
 from orchestrator.binding import BoundWorkflow
 from orchestrator.evaluation import EvaluatorScoreError, Score, as_score, call_evaluator
 from orchestrator.events import AttributionFailed, EventHook, OutcomeFailed, OutcomeScored
@@ -49,6 +48,8 @@ def score_outcome(store: Store, workflow: BoundWorkflow, result: RunResult, on_e
         on_event(OutcomeScored(run_id=result.run_id, value=value, correct=correct))
     if correct:
         return
+    from orchestrator.attribution.auto import trace_outcome  # only an incorrect outcome is traced
+
     try:  # an incorrect outcome gets its backward trace at once
         trace_outcome(store, result.run_id, outcome_id, spec=workflow.spec)
     except Exception as exc:  # attribution must never lose the finished run
@@ -83,5 +84,7 @@ def rescore_run(store: Store, workflow: BoundWorkflow, run_id: str) -> tuple[int
     score = call_evaluator(workflow.outcome, run.output, inputs=run.inputs, reference=run.reference)
     outcome_id = record_score(store, workflow, run_id, score.score, score.reason)
     if score.score < workflow.spec.outcome_threshold:
+        from orchestrator.attribution.auto import trace_outcome
+
         trace_outcome(store, run_id, outcome_id, spec=workflow.spec)
     return outcome_id, score

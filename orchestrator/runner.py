@@ -20,7 +20,6 @@ from orchestrator.events import EventHook
 from orchestrator.executor import Drain, Executor, new_lease
 from orchestrator.inputs import resolve_inputs
 from orchestrator.outcomes import score_outcome
-from orchestrator.review import apply_review_timeouts, next_review_deadline
 from orchestrator.runstate import RunResult
 from orchestrator.store import Lease, Store
 from orchestrator.stored_workflow import load_run_workflow
@@ -192,6 +191,8 @@ def wait_for_review_timeouts(store: Store, result: RunResult, *, max_concurrency
                              on_event: EventHook | None = None) -> RunResult:
     """An unattended pause with ``review_timeout`` waits here and continues when the default applies."""
     while result.status == "paused":
+        from orchestrator.review import apply_review_timeouts, next_review_deadline  # only a paused run reviews
+
         workflow, _ = load_run_workflow(store, result.run_id)
         deadline = next_review_deadline(store, result.run_id, workflow.spec)
         if deadline is None:

@@ -1,7 +1,8 @@
 """``orchestrator --help`` and ``orchestrator validate`` must not import Textual, nor ``run`` on SQLite SQLAlchemy.
 
 The TUI is the heaviest dependency; commands that never show it should not pay for it. A run on
-SQLite uses the stdlib ``sqlite3`` module, so it should not pay for SQLAlchemy and SQLModel either.
+SQLite uses the stdlib ``sqlite3`` module, so it should not pay for SQLAlchemy and SQLModel either,
+and a plain run none of the modules only some runs use (attribution, review, retries, LLM steps).
 Each command runs in a fresh interpreter as ``python -X importtime -m orchestrator ...``, and
 the import log on stderr lists every module the command loaded. A correctness test, not a
 timed one: it checks which modules are imported, never how long anything takes.
@@ -63,6 +64,26 @@ def test_run_on_sqlite_imports_neither_sqlalchemy_nor_sqlmodel(tmp_path) -> None
     assert "orchestrator.store.sqlite" in modules, "the import log was not captured"
     assert sql_toolkit_modules(modules) == []
     assert textual_modules(modules) == []
+
+
+RUN_LOADS_ON_USE = ("orchestrator.attribution", "orchestrator.review", "orchestrator.documents",
+                    "orchestrator.llm.step", "orchestrator.store.analytics", "orchestrator.store.triage", "tenacity")
+"""What a plain run never needs: attribution traces an incorrect outcome, review a pause, documents print
+``--json``, ``llm.step`` binds a model step, the analytics and triage rows serve ``stats`` and ``runs``,
+tenacity retries a step of more than one attempt."""
+
+
+def test_a_plain_run_imports_none_of_what_it_does_not_use(tmp_path) -> None:
+    """The hello example (gates, no evaluator, no pause, no LLM step, one attempt each) on an existing
+    SQLite database loads none of :data:`RUN_LOADS_ON_USE`: each is imported where it is used."""
+    args = ("run", str(REPO / "workflows" / "hello" / "hello.yaml"), "--input", "name=Ada",
+            "--db", str(tmp_path / "runs.db"))
+    first, _, stdout = imported_modules(*args)
+    assert first == 0, stdout
+    code, modules, stdout = imported_modules(*args)
+    assert code == 0, stdout
+    assert "orchestrator.runner" in modules, "the import log was not captured"
+    assert sorted(m for m in modules if any(m == lazy or m.startswith(lazy + ".") for lazy in RUN_LOADS_ON_USE)) == []
 
 
 def test_the_import_log_would_catch_sqlalchemy(tmp_path) -> None:

@@ -4,8 +4,6 @@ Each command is a thin face over a function of :mod:`orchestrator.labels` or :mo
 the same functions the TUI calls.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -51,7 +49,7 @@ def _evidence_note(method: str, candidate: dict[str, Any]) -> str:
     return note
 
 
-def print_attribution(view: AttributionView) -> None:
+def print_attribution(view: "AttributionView") -> None:
     """The attribution record as a ranked table, with the sentence that explains it."""
     from rich.table import Table
 

@@ -4,8 +4,6 @@ Opening a store already upgrades its schema; ``db upgrade`` does it on purpose (
 many workers, or to see what changes), and ``db revision`` says where a database stands.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

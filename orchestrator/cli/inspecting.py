@@ -1,7 +1,5 @@
 """Commands that read runs: runs, show."""
 
-from __future__ import annotations
-
 import json
 import time
 from typing import TYPE_CHECKING, Annotated, Any
@@ -69,7 +67,7 @@ def outcome_text(doc: dict[str, Any]) -> str:
     return f"{doc['outcome']:.2f}{verdict}"
 
 
-def runs_table(docs: list[dict[str, Any]]) -> Table:
+def runs_table(docs: list[dict[str, Any]]) -> "Table":
     """The ``runs`` table of ``runs_page_document`` rows; tokens and cost only when a listed run called a model."""
     from datetime import datetime
 
@@ -134,7 +132,7 @@ def gate_marks(step: dict[str, Any]) -> str:
     return " ".join(("[green]✓[/]" if g["passed"] else "[red]✗[/]") + escape(g["gate"]) for g in step["gates"])
 
 
-def print_steps(doc: dict[str, Any], console: Console) -> None:
+def print_steps(doc: dict[str, Any], console: "Console") -> None:
     """The steps of a ``show`` document: a table from ``NARROW`` columns up, else one block per step.
 
     Narrow terminals cut each output to one line; output that is not a terminal (a pipe, a file)
@@ -146,7 +144,7 @@ def print_steps(doc: dict[str, Any], console: Console) -> None:
         print_step_blocks(doc, console, cut=console.is_terminal)
 
 
-def steps_table(doc: dict[str, Any]) -> Table:
+def steps_table(doc: dict[str, Any]) -> "Table":
     """One row per step: id, agent, status, attempt, duration, gates, error or output preview."""
     from rich.table import Table
 
@@ -161,7 +159,7 @@ def steps_table(doc: dict[str, Any]) -> Table:
     return table
 
 
-def print_step_blocks(doc: dict[str, Any], console: Console, *, cut: bool) -> None:
+def print_step_blocks(doc: dict[str, Any], console: "Console", *, cut: bool) -> None:
     """Each step as a few lines: id, status, agent, attempt and duration; its gates; its error or output
     (with ``cut``, one line of the console's width)."""
     for s in doc["steps"]:
@@ -228,7 +226,7 @@ def show(run_id: str, as_json: JsonOption = False, db: DbOption = None,
         print_tracebacks(store.step_records(run_id))
 
 
-def print_tracebacks(records: Sequence[StepRecordView]) -> None:
+def print_tracebacks(records: "Sequence[StepRecordView]") -> None:
     """The stored traceback of every failed attempt, oldest first (``show --traceback``)."""
     failed = [r for r in records if r.status == "failed" and r.error_type != "GateFailed"]
     if not failed:

@@ -1,7 +1,5 @@
 """Review decisions without the TUI (approve, retry, reject, edit) and the TUI itself (review)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -33,14 +31,14 @@ RerunSideEffectsOption = Annotated[bool, typer.Option(
                                  "that already ran; the choice is recorded in the review.")]
 
 
-def _lease(run_id: str) -> Lease:
+def _lease(run_id: str) -> "Lease":
     """The lease a continuing decision claims in its own transaction, so the run cannot be taken between."""
     from orchestrator.executor import new_lease
 
     return new_lease(run_id)
 
 
-def _continue_after(store: Store, decision: Any, as_json: bool, max_concurrency: int) -> None:
+def _continue_after(store: "Store", decision: Any, as_json: bool, max_concurrency: int) -> None:
     from orchestrator.runner import continue_run
     from orchestrator.runstate import RunResult
 

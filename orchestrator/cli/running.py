@@ -1,7 +1,5 @@
 """Commands that execute workflows: validate, schema, run, resume, worker."""
 
-from __future__ import annotations
-
 import json
 import time
 from collections.abc import Iterator
@@ -76,7 +74,7 @@ class Progress:
         self.live: Any = None
         self.run_id: str | None = None
 
-    def __enter__(self) -> Progress:
+    def __enter__(self) -> "Progress":
         if self.enabled and err.is_terminal:
             from rich.live import Live
 
@@ -105,7 +103,7 @@ class Progress:
                           f"{duration:.2f}s" if duration is not None else "", escape(row.get("note") or "")[:70])
         return table
 
-    def __call__(self, event: Event) -> None:
+    def __call__(self, event: "Event") -> None:
         from orchestrator.events import RunStarted, StepFinished, StepStarted
 
         if isinstance(event, RunStarted):
@@ -141,11 +139,11 @@ def resumable_on_interrupt(progress: Progress) -> Iterator[None]:
              "re-running its completed steps", 130)
 
 
-def report_result(store: Store, result: RunResult, as_json: bool) -> None:
+def report_result(store: "Store", result: "RunResult", as_json: bool) -> None:
     """Print a finished (or paused) run and exit with its code."""
-    from orchestrator.documents import run_document
-
     if as_json:
+        from orchestrator.documents import run_document
+
         print_json(run_document(store, result.run_id))
     else:
         style = STATUS_STYLE.get(result.status, "")
@@ -287,7 +285,7 @@ def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queu
 
     store = open_store(db)
 
-    def report(result: RunResult) -> None:
+    def report(result: "RunResult") -> None:
         style = STATUS_STYLE.get(result.status, "")
         out.print(f"run {result.run_id} [{style}]{result.status}[/]", highlight=False)
 
