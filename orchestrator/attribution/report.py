@@ -155,8 +155,10 @@ def _granularity(store: Store, names: Sequence[str]) -> dict[str, Any]:
 def build_report(store: Store, workflow: str | None = None, *, now: float | None = None) -> ChecklistReport:
     """The checklist over one workflow's stored runs, or over every workflow when ``workflow`` is None.
 
-    Aggregate queries only (:mod:`orchestrator.store.analytics`): the cost grows with the steps,
-    workflow versions and distinct rewards, not with the runs.
+    Aggregated reads only (:mod:`orchestrator.store.analytics`): trajectories and non-determinism come
+    from the SQL stores' summary (as many rows as distinct trajectories and steps), composition and
+    attribution methods from GROUP BY over runs and attribution records; only the outcome section reads
+    one row per scored run (its early and recent means need the runs in order).
     """
     counts = store.run_counts(workflow)
     production = [c for c in counts if c.kind == "run"]

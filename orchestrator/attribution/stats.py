@@ -6,9 +6,10 @@ rate per day or week, and its share of the incorrect outcomes whose attribution 
 seed's "one metric to track from day one"). An alert fires when a step's pass rate drops by
 ``alert_drop`` points or more against the previous period (96% -> 89% is a 7-point drop).
 
-:func:`compute_stats` reads the store's aggregated rows (GROUP BY in the database; the rules
-for run periods, gate verdicts and whom an incorrect outcome blames are in
-:mod:`orchestrator.store.analytics`) and returns a :class:`StatsReport` (pydantic); the CLI
+:func:`compute_stats` reads the store's aggregated rows (per step and day from the SQL stores'
+summary, :mod:`orchestrator.store.sql_analytics`; the rules for run periods, gate verdicts and whom
+an incorrect outcome blames are in :mod:`orchestrator.store.analytics`) and returns a
+:class:`StatsReport` (pydantic); the CLI
 prints it and the TUI dashboard renders the same model. Only runs of kind ``run`` count:
 replays and forks are not production traffic.
 """
@@ -150,8 +151,9 @@ def compute_stats(store: Store, workflow: str | None = None, *, since: float | N
                   alert_drop: float = 5.0, min_runs: int = 1, now: float | None = None) -> StatsReport:
     """The dashboard of one workflow (the only one stored when ``workflow`` is None).
 
-    Two aggregate queries (see :mod:`orchestrator.store.analytics` for their rules): the cost grows
-    with the steps and periods shown, not with the runs stored.
+    Two aggregated reads (see :mod:`orchestrator.store.analytics` for their rules): the cost grows
+    with the steps and periods shown, not with the runs stored (plus, on the SQL stores, summarising
+    what was written since the last read; with ``since``, the runs of the one day it cuts through).
     """
     if period not in PERIODS:
         raise InputError(f"--period must be one of {list(PERIODS)}; got {period!r}")

@@ -51,7 +51,9 @@ def triage_page(read: Read, query: RunQuery) -> RunPage:
     they run for the page's rows only; in WHERE (the outcome and blame filters) once per run filtered.
     """
     def latest_outcome(column: ColumnElement[Any]) -> ColumnElement[Any]:
-        return (select(column).where(outcomes_t.c.run_pk == runs_t.c.id).order_by(outcomes_t.c.id.desc())
+        # ``id + 0``: ordered after the run's few outcomes are found by run_pk; ordering by the primary key
+        # itself let PostgreSQL walk every outcome backwards for each run (46 s for ``--outcome incorrect``)
+        return (select(column).where(outcomes_t.c.run_pk == runs_t.c.id).order_by((outcomes_t.c.id + 0).desc())
                 .limit(1).correlate(runs_t).scalar_subquery())
 
     blamed = (select(attributions_t.c.blamed_step).where(attributions_t.c.run_pk == runs_t.c.id)

@@ -7,6 +7,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from orchestrator.store import NewAttribution, NewOutcome, Store, open_store
 from orchestrator.store.analytics import period_start
 from tests.store.rows import add_run, add_workflow, gate, step
@@ -157,65 +159,6 @@ def test_report_aggregates_trajectories_outcomes_composition_and_attributions(st
     assert counts == {("shapley", "step"): (2, 5), ("shapley", "agent"): (1, 4)}
 
 
-def analytics_of(store: Store) -> dict[str, object]:
-    """Every aggregated read of the workflow, as comparable values."""
-    return {
-        "weeks": sorted(store.step_period_counts("wf", period="week"), key=repr),
-        "days": sorted(store.step_period_counts("wf", period="day"), key=repr),
-        "since": sorted(store.step_period_counts("wf", period="week", since=MONDAY + 1), key=repr),
-        "outcomes": sorted(store.outcome_counts("wf", period="day"), key=repr),
-        "trajectories": store.trajectory_counts("wf"),
-        "nondeterminism": store.nondeterminism_counts("wf"),
-        "summary": store.outcome_summary("wf", window=1),
-        "runs": store.run_counts("wf"),
-        "attributions": store.attribution_counts("wf"),
-    }
-
-
-def write_in_stages(store: Store, read_between: bool) -> list[dict[str, object]]:
-    """Runs, late records, outcomes and attribution records arriving over time (what a week of use
-    looks like), with every analytics read taken between the stages when ``read_between``."""
-    seen: list[dict[str, object]] = []
-    wf = add_workflow(store)
-    one, two = add_run(store, wf), add_run(store, wf)
-    first = store.insert_step_record(step(one, wf, "a", status="gate_failed", started_at=MONDAY,
-                                          inputs=json.dumps({"q": 1}), gates=[gate(passed=False)]))
-    store.insert_step_record(step(one, wf, "a", attempt=2, started_at=MONDAY + 5, inputs=json.dumps({"q": 1}),
-                                  gates=[gate()]))
-    store.insert_step_record(step(two, wf, "a", started_at=MONDAY + DAY, inputs=json.dumps({"q": 1}), output=7))
-    if read_between:
-        seen.append(analytics_of(store))
-    # a record that started before its run's first one (the run moves to an earlier day), a new step,
-    # a verdict on run one, and a third run
-    store.insert_step_record(step(two, wf, "b", started_at=MONDAY - DAY, inputs=json.dumps({"d": {"$record": first}}),
-                                  llm=llm(1, 10, 5, 0.25)))
-    bad = store.add_outcome(NewOutcome(one, 0.0, False, "human", "goal_achieved"))
-    store.add_attribution(NewAttribution(one, "trace", {"by": "step"}, [], {}, "a", 0.5, {}, outcome_id=bad))
-    three = add_run(store, wf)
-    store.insert_step_record(step(three, wf, "a", started_at=MONDAY + 7 * DAY, inputs=json.dumps({"q": 1}), output=8))
-    if read_between:
-        seen.append(analytics_of(store))
-    # run one corrected, run two blamed by a method that outranks a trace, run three retried
-    store.add_outcome(NewOutcome(one, 1.0, True, "human", "goal_achieved"))
-    wrong = store.add_outcome(NewOutcome(two, 0.0, False, "evaluator", "max_steps"))
-    store.add_attribution(NewAttribution(two, "trace", {"by": "step"}, [], {}, "a", 0.5, {}, outcome_id=wrong))
-    store.add_attribution(NewAttribution(two, "counterfactual", {"by": "step"}, [], {}, "b", 0.9, {},
-                                         outcome_id=wrong))
-    store.insert_step_record(step(three, wf, "a", attempt=2, started_at=MONDAY + 7 * DAY + 1,
-                                  inputs=json.dumps({"q": 1}), output=9))
-    seen.append(analytics_of(store))
-    return seen
-
-
-def test_reads_between_writes_leave_every_later_read_exact(store: Store):
-    """Whatever a store keeps between reads, reading while runs, late records, outcomes and attribution
-    records arrive gives, at the end, what one read of everything at once gives."""
-    interleaved = write_in_stages(store, read_between=True)
-    reference = write_in_stages(open_store("memory://"), read_between=False)
-    assert interleaved[-1] == reference[-1]
-    assert interleaved[0] != interleaved[1] != interleaved[2]  # each stage changed what the reads show
-
-
 # -- the counts stay right as the data changes after a read --------------------------------------------------
 #
 # The SQL stores keep the counts in a summary that each read brings up to date with what was written since
@@ -229,8 +172,6 @@ class Twin:
     """Every write applied to the store under test and to a memory store; reads compared between the two."""
 
     def __init__(self, store: Store) -> None:
-        from orchestrator.store import open_store
-
         self.store, self.reference = store, open_store("memory://")
         self.runs: dict[str, str] = {}
         self.records: dict[int, int] = {}
@@ -342,3 +283,52 @@ def test_two_handles_on_one_database_read_what_the_other_wrote(backend):
         assert [r.runs for r in second.step_period_counts("wf")] == [i + 1]
         assert [r.runs for r in first.step_period_counts("wf")] == [i + 1]
     assert sum(r.runs for r in second.outcome_counts("wf")) == 3
+
+
+def test_a_database_this_process_may_not_write_is_counted_from_its_records(tmp_path):
+    """The summary is written by reads; a read-only database gets the same counts, aggregated on each call."""
+    writer = open_store(f"sqlite:///{tmp_path / 't.db'}")
+    seed_steps(writer)
+    writable = ({(r.step_id, r.period_start): r for r in writer.step_period_counts("wf")},
+                writer.outcome_counts("wf"), writer.trajectory_counts("wf"), writer.nondeterminism_counts("wf"))
+    one = add_run(writer, writer.list_runs(workflow="wf", limit=1)[0].workflow_id)
+    writer.insert_step_record(step(one, 1, "a", started_at=MONDAY + 2))  # written after the last summary
+    writer.close()
+    reader = open_store(f"sqlite:///file:{tmp_path / 't.db'}?mode=ro")
+    try:
+        rows = {(r.step_id, r.period_start): r for r in reader.step_period_counts("wf")}
+        assert rows[("a", WEEK45)].runs == writable[0][("a", WEEK45)].runs + 1
+        assert rows[("b", WEEK45)] == writable[0][("b", WEEK45)]
+        assert sum(r.runs for r in reader.outcome_counts("wf")) == sum(r.runs for r in writable[1]) + 1
+        assert [(n.step_id, n.not_covered) for n in reader.nondeterminism_counts("wf")] == \
+            [(n.step_id, n.not_covered + (n.step_id == "a")) for n in writable[3]]
+    finally:
+        reader.close()
+
+
+def test_a_summary_rebuilt_from_scratch_in_small_steps_gives_the_same_counts(store: Store, monkeypatch):
+    """The first read of a database never summarised (just upgraded) summarises it a chunk of records at a
+    time; whatever the chunk, the counts are those of the summary built as the data arrived."""
+    from orchestrator.store import sql_analytics
+
+    if store.url.startswith("memory"):
+        pytest.skip("the memory store keeps no summary")
+    seed_steps(store)
+    wf = store.list_runs(workflow="wf", limit=1)[0].workflow_id
+    for i in range(3):  # runs read in between, then more records after the last read
+        run_id = add_run(store, wf)
+        store.insert_step_record(step(run_id, wf, "a", started_at=MONDAY + i * DAY, gates=[gate(passed=i != 1)]))
+        store.step_period_counts("wf")
+        store.insert_step_record(step(run_id, wf, "b", started_at=MONDAY + i * DAY - 9))
+    store.add_outcome(NewOutcome(run_id, 0.0, False, "human", "goal_achieved"))
+
+    def everything() -> list[Any]:
+        steps = [store.step_period_counts("wf", period=p, since=s)
+                 for p in ("day", "week") for s in (None, MONDAY + 3600)]
+        return [*steps, store.outcome_counts("wf", period="day"), store.trajectory_counts(None),
+                store.nondeterminism_counts("wf")]
+
+    summarised = everything()
+    monkeypatch.setattr(sql_analytics, "CHUNK", 2)
+    sql_analytics.forget(store.sql() if hasattr(store, "sql") else store)  # type: ignore[attr-defined]
+    assert everything() == summarised
