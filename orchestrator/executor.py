@@ -26,6 +26,7 @@ from orchestrator.binding import BoundWorkflow
 from orchestrator.errors import InputError, LeaseLostError, OrchestratorError, StoreMismatchError
 from orchestrator.events import EventHook, RunFinished, RunStarted
 from orchestrator.group_commit import GroupCommit
+from orchestrator.lease_keeper import LeaseKeeper, keep_lease
 from orchestrator.runstate import Done, PriorState, RunResult, StepOutcome, finish_run
 from orchestrator.store import Lease, NewStepRecord, RunEnd, Store
 from orchestrator.store.base import lease_lost
@@ -154,11 +155,7 @@ class Executor:
                          self.workflow.spec.llm, lease.token if lease else None)
         schedule = _Schedule(self, run, prior, lease)
         try:
-            async with anyio.create_task_group() as tg:
-                if lease is not None:
-                    tg.start_soon(self.heartbeat, lease, schedule)
-                await schedule.run()
-                tg.cancel_scope.cancel()
+            await schedule.run()
         except BaseException:
             # stopped from outside (Ctrl-C, a listener that stops it): hand the lease back at once so
             # `resume` can continue the run now rather than after the lease expires
@@ -180,13 +177,15 @@ class Executor:
         return result
 
 
-    async def heartbeat(self, lease: Lease, schedule: _Schedule) -> None:
-        """Renew the lease every third of its duration; on losing it, stop the execution at once."""
-        while True:
-            await anyio.sleep(lease.seconds / 3)
-            if not self.store.renew_lease(lease):
-                schedule.stop()
-                return
+
+class _NoKeeper:
+    """The keeper of an execution without a lease (a replay): nothing to renew."""
+
+    def stop(self) -> None:
+        pass
+
+
+_NO_KEEPER = _NoKeeper()
 
 
 class _Schedule:
@@ -218,6 +217,7 @@ class _Schedule:
         self.ready = [i for i, sid in enumerate(self.workflow.order) if self.pending[sid] == 0]  # already a heap
         self.runners = {sid: StepRunner(run, step) for sid, step in steps.items()}
         self.writer = run.writer = GroupCommit(run.store, self.others_running, self.ending)
+        self.keeper: LeaseKeeper = _NO_KEEPER
         self.lost = False
         """The lease was taken over: nothing more may be written or started."""
         self.held_back = False
@@ -229,8 +229,20 @@ class _Schedule:
         # context its predecessor's task had, so an async step's contextvar changes are visible to
         # the step it hands over to, as in a plain sequential program.
         self.spawn_context = contextvars.copy_context()
-        async with anyio.create_task_group() as self.tg:
-            self.spawn_context.run(self.schedule, None)
+        try:
+            async with anyio.create_task_group() as self.tg:
+                if self.lease is not None:  # renewed while steps run; on losing it, stop at once
+                    self.keeper = keep_lease(self.executor.store, self.lease, self.stop, self.tg)
+                self.spawn_context.run(self.schedule, None)
+                self.stop_keeper_when_idle()
+        finally:
+            self.keeper.stop()
+
+    def stop_keeper_when_idle(self) -> None:
+        """Nothing is in flight and nothing more will start: the lease needs no more renewals (and a
+        keeper that is a task would otherwise hold the task group open)."""
+        if not self.in_flight:
+            self.keeper.stop()
 
     def others_running(self) -> bool:
         """Whether a finishing step has company: other steps in flight whose records may join its commit."""
@@ -284,6 +296,7 @@ class _Schedule:
             except Exception as exc:  # a bug in the executor itself; still report a value
                 outcome = StepOutcome(next_job.step_id, "failed", -1, error=f"{type(exc).__name__}: {exc}")
             next_job = self.report(outcome)
+        self.stop_keeper_when_idle()
 
     def report(self, outcome: StepOutcome) -> _Handoff | None:
         """Called by a step's task when it has its outcome (its record is committed)."""

@@ -32,7 +32,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("orchestrator.store", "orchestrator.stored_workflow"),
     # 3: executing and explaining runs
     ("orchestrator.runstate", "orchestrator.attempt", "orchestrator.executor", "orchestrator.attribution",
-     "orchestrator.outcomes", "orchestrator.documents", "orchestrator.group_commit", "orchestrator.blocking"),
+     "orchestrator.outcomes", "orchestrator.documents", "orchestrator.group_commit", "orchestrator.blocking",
+     "orchestrator.lease_keeper"),
     # 4: what every face calls
     ("orchestrator.runner", "orchestrator.review", "orchestrator.labels", "orchestrator.worker",
      "orchestrator.listing"),

@@ -1,0 +1,91 @@
+"""An executing run keeps its lease for as long as it runs, and stops at once when it loses it.
+
+Leases last ``LEASE`` seconds here, far shorter than the steps, so every run below depends on
+its renewals; the other claimant is a second store handle, as another process would be.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import anyio
+import pytest
+
+from orchestrator import Workflow, open_store, start_run
+from orchestrator.errors import LeaseLostError
+from orchestrator.runner import RESUMABLE
+from orchestrator.store import Lease
+
+LEASE = 0.3
+
+
+@dataclass
+class Seen:
+    """What a step saw of its own run from another store handle."""
+
+    stolen: bool | None = None
+    expires_in: float | None = None
+
+
+@pytest.fixture
+def short_lease(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ORCHESTRATOR_LEASE_SECONDS", str(LEASE))
+
+
+def outliving(url: str, seen: Seen) -> Workflow:
+    """Two steps of four leases each; the second tries to take the run over from another handle."""
+    wf = Workflow("outlives-its-lease", inputs={"x": "integer"}, output="second")
+
+    @wf.step(inputs={"x": "$inputs.x"})
+    async def first(x: int) -> int:
+        await anyio.sleep(4 * LEASE)
+        return x + 1
+
+    @wf.step(inputs={"value": "first"})
+    async def second(value: int, ctx) -> int:
+        await anyio.sleep(4 * LEASE)
+        other = open_store(url)
+        seen.stolen = other.acquire_lease(Lease(ctx.run_id, "elsewhere:1", "other", LEASE), statuses=RESUMABLE)
+        expires_at = other.get_run(ctx.run_id).lease_expires_at
+        seen.expires_in = None if expires_at is None else expires_at - time.time()
+        other.close()
+        return value * 10
+
+    return wf
+
+
+def test_a_run_longer_than_its_lease_keeps_it_to_the_end(durable_url: str, short_lease: None):
+    seen = Seen()
+    store = open_store(durable_url)
+    result = start_run(store, outliving(durable_url, seen).bind(), {"x": 1})
+    assert (result.status, result.output) == ("succeeded", 20)
+    assert seen.stolen is False  # 2.4 s into a run whose lease lasts 0.3 s, nobody else could claim it
+    assert seen.expires_in is not None and 0 < seen.expires_in <= LEASE
+    assert [r.step_id for r in store.step_records(result.run_id)] == ["first", "second"]
+
+
+def test_a_run_that_loses_its_lease_stops_at_once_and_writes_nothing_more(durable_url: str, short_lease: None):
+    wf = Workflow("loses-its-lease", inputs={"x": "integer"}, output="after")
+
+    @wf.step(inputs={"x": "$inputs.x"})
+    async def stalls(x: int, ctx) -> int:
+        time.sleep(2 * LEASE)  # blocks the loop: no renewal can happen, as in a stopped process
+        other = open_store(durable_url)
+        assert other.acquire_lease(Lease(ctx.run_id, "elsewhere:1", "other", 60.0), statuses=RESUMABLE)
+        other.close()
+        await anyio.sleep(30)  # the next renewal, now due, finds the lease gone and cancels this
+        return x
+
+    @wf.step(inputs={"value": "stalls"})
+    def after(value: int) -> int:
+        return value
+
+    store = open_store(durable_url)
+    began = time.monotonic()
+    with pytest.raises(LeaseLostError):
+        start_run(store, wf.bind(), {"x": 1})
+    assert time.monotonic() - began < 10  # stopped by the renewal, not by the 30 s sleep ending
+    (run,) = store.list_runs()
+    assert store.step_records(run.run_id) == []  # the new holder's run: nothing written by the old one
+    assert run.owner == "elsewhere:1"
