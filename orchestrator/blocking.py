@@ -11,14 +11,23 @@ running loop (:func:`orchestrator.runner.refuse_inside_event_loop`).
 
 The loop of the main thread is closed at interpreter exit; that of any other thread when the
 thread ends and its state is dropped.
+
+Ctrl-C behaves as under ``asyncio.run``: in the main thread, the first one cancels the call (so
+an execution hands its lease back and stops), and the call then raises KeyboardInterrupt; a
+second one raises KeyboardInterrupt at once. ``asyncio.Runner.run`` does the same, but its handler
+is a ``functools.partial`` holding the task, and putting the default handler back makes ``signal``
+format that partial's repr, the task's included: ~50 µs a call, a tenth of a short run. The
+handler here is a plain function.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import signal
 import threading
 from collections.abc import Awaitable, Callable
+from types import FrameType
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -61,4 +70,27 @@ def run_blocking(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
     async def call() -> T:
         return await fn(*args)
 
-    return _thread_loop().runner.run(call())
+    loop = _thread_loop().runner.get_loop()
+    task = loop.create_task(call())
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return loop.run_until_complete(task)  # someone else handles Ctrl-C here (or it cannot reach us)
+    interrupts = 0
+
+    def cancel_on_first_interrupt(_signum: int, _frame: FrameType | None) -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts > 1 or task.done():
+            raise KeyboardInterrupt()
+        task.cancel()
+        loop.call_soon_threadsafe(lambda: None)  # wake a loop waiting in select() with a long timeout
+
+    signal.signal(signal.SIGINT, cancel_on_first_interrupt)
+    try:
+        return loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        if interrupts:
+            raise KeyboardInterrupt() from None
+        raise
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
+
+import pytest
 
 from orchestrator import Workflow, open_store, start_run
 
@@ -54,3 +57,28 @@ def test_each_thread_runs_on_its_own_loop():
         t.join()
     assert results == ["succeeded", "succeeded"]
     assert seen_loops[0] is not seen_loops[1]
+
+
+stopper = Workflow("interrupted", inputs={"x": "integer"}, output="waits")
+
+
+@stopper.step(inputs={"x": "$inputs.x"})
+def presses_ctrl_c(x: int) -> int:
+    signal.raise_signal(signal.SIGINT)  # delivered to the main thread, as a terminal's Ctrl-C is
+    return x
+
+
+@stopper.step(inputs={"x": "presses_ctrl_c"})
+async def waits(x: int) -> int:
+    await asyncio.sleep(30)
+    return x
+
+
+def test_ctrl_c_cancels_the_run_hands_its_lease_back_and_leaves_ctrl_c_as_it_was(tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
+    with pytest.raises(KeyboardInterrupt):
+        start_run(store, stopper.bind(), {"x": 1})
+    (run,) = store.list_runs()
+    assert run.status == "interrupted"  # handed back at once, resumable now rather than after the lease
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert start_run(store, wf.bind(), {"x": 1}).status == "succeeded"  # the thread's loop still serves
