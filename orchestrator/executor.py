@@ -251,8 +251,13 @@ class _Schedule:
     def ending(self, record: NewStepRecord) -> RunEnd | None:
         """The run's end, if this record, the only one in flight, completes the last step of a leased
         run: then :func:`~orchestrator.runstate.finish_run` would write the end right after it, so
-        it is committed with it. Any other end (paused, failed, handed back) is written as before."""
-        if (self.lease is None or record.status != "succeeded" or self.failed or self.waiting or self.lost
+        it is committed with it. Any other end (paused, failed, handed back) is written as before.
+
+        Not for a workflow with an outcome evaluator: an execution stopped right after its last
+        record (a quitting TUI) must leave such a run resumable, so that ``resume`` ends it and
+        scores it; a run that ended with its record would stay unscored."""
+        if (self.lease is None or self.workflow.outcome is not None or record.status != "succeeded"
+                or self.failed or self.waiting or self.lost
                 or self.ready or self.in_flight != {record.step_id}
                 or len(self.done) != len(self.workflow.order) - 1):
             return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from orchestrator import Workflow, open_store, start_run
+from orchestrator import Workflow, continue_run, open_store, start_run
 from orchestrator.store import NewStepRecord, RunEnd, Store
 from orchestrator.store.delegating import DelegatingStore
 
@@ -100,3 +100,34 @@ def test_a_run_ending_paused_or_failed_writes_its_end_on_its_own(tmp_path):
     assert result.status == "failed" and store.ends == []
     run = store.get_run(result.run_id)
     assert run.status == "failed" and "ValueError: no" in (run.error or "")
+
+
+def positive(output: int) -> float:
+    """The evaluator: a positive output is correct."""
+    return 1.0 if output > 0 else 0.0
+
+
+class StopAfterLastStep(BaseException):
+    """What a quitting TUI raises from its event hook: the execution stops where it is."""
+
+
+def test_a_run_with_an_evaluator_stopped_after_its_last_record_is_resumed_and_scored_once(tmp_path):
+    wf = Workflow("scored", inputs={"x": "integer"}, output="last", outcome=positive)
+    wf.step(id="first", inputs={"value": "$inputs.x"})(nap)
+    wf.step(id="last", inputs={"value": "first"})(nap)
+    store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
+
+    def stop_after_last(event) -> None:
+        if type(event).__name__ == "StepFinished" and event.step_id == "last":
+            raise StopAfterLastStep()
+
+    try:
+        start_run(store, wf.bind(), {"x": 3}, on_event=stop_after_last)
+    except* StopAfterLastStep:  # raised in the step's task, so it arrives grouped
+        pass
+    (run,) = store.list_runs()
+    assert run.status == "interrupted" and store.outcomes(run.run_id) == []  # not ended unscored
+    result = continue_run(store, run.run_id)
+    assert (result.status, result.output) == ("succeeded", 3)
+    assert [(o.source, o.value) for o in store.outcomes(run.run_id)] == [("evaluator", 1.0)]
+    assert [r.step_id for r in store.step_records(run.run_id)] == ["first", "last"]  # nothing ran twice
