@@ -50,6 +50,7 @@ from orchestrator.store.rows import (
     run_view,
     step_values,
 )
+from orchestrator.store.sqlite_ddl import create_if_empty
 from orchestrator.store.sqlite_pragmas import apply_pragmas
 
 if TYPE_CHECKING:
@@ -219,7 +220,8 @@ class SqliteStore(DelegatingStore):
         try:
             apply_pragmas(self.connection, self.synchronous)
             self.connection.row_factory = named_row
-            current = self.schema_is_current()
+            # a new file gets the head schema in plain SQL, without importing SQLAlchemy or Alembic
+            current = self.schema_is_current() or (create and create_if_empty(self.connection))
         except sqlite3.Error as exc:
             self.connection.close()  # also removes the -wal and -shm files opening it created
             text = str(exc)
@@ -228,7 +230,7 @@ class SqliteStore(DelegatingStore):
                                                       else "'database disk image is malformed'")) from None
             raise InputError(f"cannot open the database {self.display_url}: {text}; "
                              "check --db or ORCHESTRATOR_DB") from None
-        if not current:
+        if not current and not self.schema_is_current():  # an older schema (or a newer creator's)
             from orchestrator.store.sqlite_sql import ensure_schema
 
             ensure_schema(self.sql_url, self.synchronous)
