@@ -10,6 +10,7 @@ the runner.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import heapq
 import os
@@ -162,6 +163,11 @@ class Executor:
             if lease is not None and not schedule.lost:
                 release_lease(self.store, lease)
             raise
+        if schedule.renewal_error is not None:  # the lease could not be renewed: hand it back if the store allows
+            if lease is not None:
+                with contextlib.suppress(Exception):
+                    release_lease(self.store, lease)
+            raise schedule.renewal_error
         if schedule.lost:
             raise lease_lost(run_id)
         if schedule.held_back:  # drained with steps left to run
@@ -220,6 +226,8 @@ class _Schedule:
         self.keeper: LeaseKeeper = _NO_KEEPER
         self.lost = False
         """The lease was taken over: nothing more may be written or started."""
+        self.renewal_error: Exception | None = None
+        """Why the lease could not be renewed (the store unreachable): the execution stopped with it."""
         self.held_back = False
         """A drain kept ready steps from starting: the run did not end."""
 
@@ -265,9 +273,11 @@ class _Schedule:
         output = jsonio.loads(record.output) if output_step == record.step_id else self.done[output_step].output
         return RunEnd(self.lease, "succeeded", output)
 
-    def stop(self) -> None:
-        """The lease is lost: cancel the steps in flight and start none."""
+    def stop(self, error: Exception | None = None) -> None:
+        """The lease is lost (taken over, or ``error`` kept it from being renewed): cancel the steps in
+        flight and start none."""
         self.lost = True
+        self.renewal_error = self.renewal_error or error
         self.tg.cancel_scope.cancel()
 
     def schedule(self, handoff: list[_Handoff] | None) -> None:

@@ -25,18 +25,21 @@ from orchestrator.store import Lease, Store
 
 
 class LeaseKeeper(Protocol):
-    """Renews one lease until stopped; calls ``on_lost`` once if a renewal finds it taken over."""
+    """Renews one lease until stopped; calls ``on_lost`` once if a renewal finds it taken over or fails."""
 
     def stop(self) -> None:
         """Renew no more (the execution ended, or stopped). Safe to call more than once."""
 
 
-def keep_lease(store: Store, lease: Lease, on_lost: Callable[[], None],
+def keep_lease(store: Store, lease: Lease, on_lost: Callable[[Exception | None], None],
                task_group: TaskGroup) -> LeaseKeeper:
     """Start renewing ``lease`` every third of its duration.
 
     ``task_group`` hosts the renewing task on event loops other than asyncio; on asyncio it is
-    not used. ``on_lost`` runs on the event loop's thread, outside the execution's tasks.
+    not used. ``on_lost`` runs on the event loop's thread, outside the execution's tasks, with
+    None when the lease was taken over, or with the error when a renewal could not reach the store
+    (a timer callback that raised would only be logged by the loop, and renewals would stop unseen:
+    the execution is stopped instead, with that error, as when a write fails).
     """
     interval = lease.seconds / 3
     renew = _Renewal(store, lease, on_lost)
@@ -50,15 +53,19 @@ def keep_lease(store: Store, lease: Lease, on_lost: Callable[[], None],
 class _Renewal:
     """One renewal: True while the lease is still ours; on the first False, ``on_lost`` is called."""
 
-    def __init__(self, store: Store, lease: Lease, on_lost: Callable[[], None]) -> None:
+    def __init__(self, store: Store, lease: Lease, on_lost: Callable[[Exception | None], None]) -> None:
         self.store = store
         self.lease = lease
         self.on_lost = on_lost
 
     def __call__(self) -> bool:
-        if self.store.renew_lease(self.lease):
-            return True
-        self.on_lost()
+        try:
+            if self.store.renew_lease(self.lease):
+                return True
+        except Exception as exc:  # the store could not be reached: the execution stops with this error
+            self.on_lost(exc)
+            return False
+        self.on_lost(None)
         return False
 
 

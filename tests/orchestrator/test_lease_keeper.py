@@ -6,6 +6,7 @@ its renewals; the other claimant is a second store handle, as another process wo
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from dataclasses import dataclass
 
@@ -15,7 +16,8 @@ import pytest
 from orchestrator import Workflow, open_store, start_run
 from orchestrator.errors import LeaseLostError
 from orchestrator.runner import RESUMABLE
-from orchestrator.store import Lease
+from orchestrator.store import Lease, Store
+from orchestrator.store.delegating import DelegatingStore
 
 LEASE = 0.3
 
@@ -89,3 +91,37 @@ def test_a_run_that_loses_its_lease_stops_at_once_and_writes_nothing_more(durabl
     (run,) = store.list_runs()
     assert store.step_records(run.run_id) == []  # the new holder's run: nothing written by the old one
     assert run.owner == "elsewhere:1"
+
+
+class UnreachableOnRenewal(DelegatingStore):
+    """The store, except that renewing a lease fails as a database gone away would."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.url = store.url
+
+    def target(self) -> Store:
+        return self.store
+
+    def renew_lease(self, lease: Lease) -> bool:
+        if lease.seconds == 0:  # handing the lease back still reaches the database
+            return self.store.renew_lease(lease)
+        raise sqlite3.OperationalError("unable to open database file")
+
+
+def test_a_run_whose_lease_cannot_be_renewed_stops_with_the_stores_error_and_stays_resumable(
+        tmp_path, short_lease: None):
+    wf = Workflow("unrenewable", inputs={"x": "integer"}, output="slow")
+
+    @wf.step(inputs={"x": "$inputs.x"})
+    async def slow(x: int) -> int:
+        await anyio.sleep(30)
+        return x
+
+    store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
+    began = time.monotonic()
+    with pytest.raises(sqlite3.OperationalError, match="unable to open database file"):
+        start_run(UnreachableOnRenewal(store), wf.bind(), {"x": 1})
+    assert time.monotonic() - began < 10  # stopped at the first renewal, not after the step's 30 s
+    (run,) = store.list_runs()
+    assert run.status == "interrupted" and store.step_records(run.run_id) == []
