@@ -227,6 +227,35 @@ def _records_of(run: str, bound: str, dialect: str, *, outer: bool = False) -> s
     return f"{kind} step_records s ON s.run_pk = {run} AND s.id <= {bound}"
 
 
+def _record_aggregates(dialect: str) -> str:
+    """The select list both the summary and the live aggregation take over a group of step records ``s``
+    (everything but the gate passes, which need each run's first gated attempt); :func:`_aggregated`
+    reads it back."""
+    llm = "CASE WHEN s.origin = 'executed' AND s.llm IS NOT NULL THEN {} END"
+
+    def number(*path: str) -> str:
+        return llm.format(_json_number("s.llm", path, dialect))
+
+    return f"""MIN(s.agent) AS agent, MIN(s.id) AS first_id, COUNT(DISTINCT s.run_pk) AS runs,
+           COUNT(DISTINCT CASE WHEN {_GATE_COUNT} > 0 THEN s.run_pk END) AS gated,
+           COUNT(*) AS attempts, SUM(CASE WHEN s.status = 'failed' THEN 1 ELSE 0 END) AS failures,
+           SUM(CASE WHEN s.status = 'gate_failed' THEN 1 ELSE 0 END) AS gate_failures,
+           SUM(CASE WHEN s.attempt > 1 THEN 1 ELSE 0 END) AS retries,
+           COUNT({llm.format('1')}) AS model_records, SUM({number('calls')}) AS calls,
+           SUM({number('usage', 'input_tokens')}) AS tin, SUM({number('usage', 'output_tokens')}) AS tout,
+           COUNT({number('cost')}) AS priced, SUM({number('cost')}) AS cost"""
+
+
+def _aggregated(row: Any) -> dict[str, Any]:
+    """A row's :func:`_record_aggregates` columns as the counts' fields (sums over no rows are NULL)."""
+    return {"agent": row.agent, "first_record": int(row.first_id), "runs": int(row.runs),
+            "gated_runs": int(row.gated), "attempts": int(row.attempts), "failures": int(row.failures),
+            "gate_failures": int(row.gate_failures), "retries": int(row.retries),
+            "model_records": int(row.model_records or 0), "model_calls": int(row.calls or 0),
+            "input_tokens": int(row.tin or 0), "output_tokens": int(row.tout or 0),
+            "priced_records": int(row.priced or 0), "cost": float(row.cost or 0.0)}
+
+
 def _contributions(conn: Connection, dialect: str, runs_sql: str, params: dict[str, Any],
                    bound: int) -> dict[tuple[str, str, int], DayCounts]:
     """(workflow, step, day) -> the counts of the step records (ids up to ``bound``) of the production runs
@@ -235,23 +264,10 @@ def _contributions(conn: Connection, dialect: str, runs_sql: str, params: dict[s
     Two statements: one pass grouped by step and day (distinct runs counted per group), and the gate
     verdicts, which need each (run, step)'s first gated attempt and so group the gated records per run.
     """
-    llm = "CASE WHEN s.origin = 'executed' AND s.llm IS NOT NULL THEN {} END"
-
-    def number(*path: str) -> str:
-        return llm.format(_json_number("s.llm", path, dialect))
-
     day = _day("ar.started_at", dialect)
     joined = f"FROM analytics_runs ar {_records_of('ar.run_pk', ':bound_', dialect)} WHERE ar.run_pk IN ({runs_sql})"
     flat = f"""
-    SELECT ar.workflow AS workflow, s.step_id AS step_id, {day} AS day, MIN(s.agent) AS agent,
-           MIN(s.id) AS first_id, COUNT(DISTINCT s.run_pk) AS runs,
-           COUNT(DISTINCT CASE WHEN {_GATE_COUNT} > 0 THEN s.run_pk END) AS gated,
-           COUNT(*) AS attempts, SUM(CASE WHEN s.status = 'failed' THEN 1 ELSE 0 END) AS failures,
-           SUM(CASE WHEN s.status = 'gate_failed' THEN 1 ELSE 0 END) AS gate_failures,
-           SUM(CASE WHEN s.attempt > 1 THEN 1 ELSE 0 END) AS retries,
-           COUNT({llm.format('1')}) AS model_records, SUM({number('calls')}) AS calls,
-           SUM({number('usage', 'input_tokens')}) AS tin, SUM({number('usage', 'output_tokens')}) AS tout,
-           COUNT({number('cost')}) AS priced, SUM({number('cost')}) AS cost
+    SELECT ar.workflow AS workflow, s.step_id AS step_id, {day} AS day, {_record_aggregates(dialect)}
     {joined} GROUP BY 1, 2, 3"""
     passes = f"""
     SELECT workflow, step_id, day, SUM(CASE WHEN first_gate % 2 = 0 THEN 1 ELSE 0 END) AS passes FROM (
@@ -262,12 +278,7 @@ def _contributions(conn: Connection, dialect: str, runs_sql: str, params: dict[s
     values = {**params, "bound_": bound}
     out: dict[tuple[str, str, int], DayCounts] = {}
     for r in conn.execute(text(flat), values):
-        out[(r.workflow, r.step_id, int(r.day))] = DayCounts(
-            agent=r.agent, first_record=int(r.first_id), runs=int(r.runs), gated_runs=int(r.gated),
-            attempts=int(r.attempts), failures=int(r.failures), gate_failures=int(r.gate_failures),
-            retries=int(r.retries), model_records=int(r.model_records or 0), model_calls=int(r.calls or 0),
-            input_tokens=int(r.tin or 0), output_tokens=int(r.tout or 0), priced_records=int(r.priced or 0),
-            cost=float(r.cost or 0.0))
+        out[(r.workflow, r.step_id, int(r.day))] = DayCounts(**_aggregated(r))
     for r in conn.execute(text(passes), values):
         out[(r.workflow, r.step_id, int(r.day))].gate_passes = int(r.passes or 0)
     return out
@@ -890,22 +901,10 @@ def live_step_period_counts(read: Read, dialect: str, workflow: str, period: str
                             since: float | None) -> list[StepPeriodCounts]:
     """One pass over the window's records grouped by (step, period), counting distinct runs; only the
     gate verdicts need each (run, step)'s first gated attempt, so only gated records are grouped per run."""
-    llm = "CASE WHEN s.origin = 'executed' AND s.llm IS NOT NULL THEN {} END"
-
-    def number(*path: str) -> str:
-        return llm.format(_json_number("s.llm", path, dialect))
-
     sql = f"""
     WITH {_window(period, dialect)},
     flat AS (
-      SELECT s.step_id, w.period_start, MIN(s.agent) AS agent, MIN(s.id) AS first_id,
-             COUNT(DISTINCT s.run_pk) AS runs, COUNT(DISTINCT CASE WHEN {_GATE_COUNT} > 0 THEN s.run_pk END) AS gated,
-             COUNT(*) AS attempts, SUM(CASE WHEN s.status = 'failed' THEN 1 ELSE 0 END) AS failures,
-             SUM(CASE WHEN s.status = 'gate_failed' THEN 1 ELSE 0 END) AS gate_failures,
-             SUM(CASE WHEN s.attempt > 1 THEN 1 ELSE 0 END) AS retries,
-             COUNT({llm.format('1')}) AS model_records, SUM({number('calls')}) AS calls,
-             SUM({number('usage', 'input_tokens')}) AS tin, SUM({number('usage', 'output_tokens')}) AS tout,
-             COUNT({number('cost')}) AS priced, SUM({number('cost')}) AS cost
+      SELECT s.step_id, w.period_start, {_record_aggregates(dialect)}
       FROM win w JOIN step_records s ON s.run_pk = w.run_pk
       GROUP BY s.step_id, w.period_start),
     first_gated AS (
@@ -922,13 +921,8 @@ def live_step_period_counts(read: Read, dialect: str, workflow: str, period: str
     FROM flat f LEFT JOIN passes p ON p.step_id = f.step_id AND p.period_start = f.period_start
     ORDER BY f.period_start, f.first_id"""
     rows = read(text(sql).bindparams(workflow=workflow, since=EARLIEST if since is None else since))
-    return [StepPeriodCounts(
-        step_id=r.step_id, period_start=float(r.period_start), agent=r.agent, first_record=int(r.first_id),
-        runs=int(r.runs), gated_runs=int(r.gated), gate_passes=int(r.passes or 0), attempts=int(r.attempts),
-        failures=int(r.failures), gate_failures=int(r.gate_failures), retries=int(r.retries),
-        model_records=int(r.model_records or 0), model_calls=int(r.calls or 0), input_tokens=int(r.tin or 0),
-        output_tokens=int(r.tout or 0), priced_records=int(r.priced or 0), cost=float(r.cost or 0.0))
-        for r in rows]
+    return [StepPeriodCounts(step_id=r.step_id, period_start=float(r.period_start), gate_passes=int(r.passes or 0),
+                             **_aggregated(r)) for r in rows]
 
 
 def live_outcome_counts(read: Read, dialect: str, workflow: str, period: str,

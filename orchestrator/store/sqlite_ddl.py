@@ -15,7 +15,6 @@ After adding a migration, regenerate the file::
 from __future__ import annotations
 
 import sqlite3
-import tempfile
 from pathlib import Path
 
 from orchestrator.store.migrate import HEAD_REVISION
@@ -57,6 +56,8 @@ def create_if_empty(conn: sqlite3.Connection) -> bool:
 
 def dump_head_schema() -> str:
     """The head schema as the migrations create it (SQLAlchemy and Alembic), in the file's format."""
+    import tempfile
+
     from orchestrator.store.sqlite_sql import ensure_schema
 
     with tempfile.TemporaryDirectory() as directory:
