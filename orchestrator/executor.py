@@ -4,8 +4,8 @@ Failures come back as values (:class:`~orchestrator.runstate.StepOutcome`), neve
 ExceptionGroup, so one bad step cannot tear down its independent siblings. A step whose gate
 failed pauses only its descendants; independent branches finish. Running one step is
 :mod:`orchestrator.attempt`'s job, reading and writing the run's state is
-:mod:`orchestrator.runstate`'s; what happens after a run ends (scoring its outcome) belongs to
-the runner.
+:mod:`orchestrator.runstate`'s; a run that succeeded is scored by the workflow's evaluator
+before its end is written, under its lease (:mod:`orchestrator.outcomes`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from orchestrator import jsonio
 from orchestrator.attempt import RunContext, StepRunner
@@ -28,6 +29,7 @@ from orchestrator.errors import InputError, LeaseLostError, OrchestratorError, S
 from orchestrator.events import EventHook, RunFinished, RunStarted
 from orchestrator.group_commit import GroupCommit
 from orchestrator.lease_keeper import LeaseKeeper, keep_lease
+from orchestrator.outcomes import Scoring, score_run, scoring_event
 from orchestrator.runstate import Done, PriorState, RunResult, StepOutcome, finish_run
 from orchestrator.store import Lease, NewStepRecord, RunEnd, Store
 from orchestrator.store.base import lease_lost
@@ -118,10 +120,13 @@ class Executor:
         self.lease: Lease | None = new_lease() if leased else None
         self.drain = drain
 
-    async def start(self, inputs: dict[str, Any], *, kind: str = "run") -> RunResult:
-        """Create a run, held under this executor's lease, for already-converted inputs and execute it."""
+    async def start(self, inputs: dict[str, Any], *, kind: str = "run", reference: Any = None) -> RunResult:
+        """Create a run, held under this executor's lease, for already-converted inputs and execute it.
+        ``reference`` (JSON data) is stored before any step runs, for the outcome evaluator."""
         run_id = self.store.create_run(self.workflow_id, self.workflow.name, inputs, kind=kind, owner=owner_token(),
                                        lease=self.lease)
+        if reference is not None:
+            self.store.set_reference(run_id, reference)
         if self.lease is not None:
             self.lease = replace(self.lease, run_id=run_id)
         if self.on_event is not None:
@@ -174,12 +179,17 @@ class Executor:
             if lease is not None:
                 release_lease(self.store, lease)
             raise RunHandedBack(run_id)
+        scoring = schedule.scoring
         result = finish_run(self.store, run_id, output_step=self.workflow.output_step, order=self.workflow.order,
                             done=run.done, waiting=schedule.waiting, failed=schedule.failed, errors=schedule.errors,
-                            lease=lease, ended=schedule.writer.ended is not None)
+                            lease=lease, ended=schedule.writer.ended is not None,
+                            outcome=scoring.outcome if scoring else None,
+                            evaluator_error=scoring.error if scoring else None)
         if self.on_event is not None:
             self.on_event(RunFinished(run_id=run_id, status=result.status, paused_steps=tuple(result.paused_steps),
                                       failed_steps=tuple(result.failed_steps), error=result.error))
+            if scoring is not None:
+                self.on_event(scoring_event(run_id, scoring))
         return result
 
 
@@ -230,6 +240,8 @@ class _Schedule:
         """Why the lease could not be renewed (the store unreachable): the execution stopped with it."""
         self.held_back = False
         """A drain kept ready steps from starting: the run did not end."""
+        self.scoring: Scoring | None = None
+        """The evaluator's verdict on a run that succeeded, stored with its end (see :meth:`score`)."""
 
     async def run(self) -> None:
         # New tasks are spawned from a copy of this task's context, as if from here, even when the
@@ -242,15 +254,36 @@ class _Schedule:
                 if self.lease is not None:  # renewed while steps run; on losing it, stop at once
                     self.keeper = keep_lease(self.executor.store, self.lease, self.stop, self.tg)
                 self.spawn_context.run(self.schedule, None)
-                self.stop_keeper_when_idle()
+                await self.finish_when_idle()
         finally:
             self.keeper.stop()
 
-    def stop_keeper_when_idle(self) -> None:
-        """Nothing is in flight and nothing more will start: the lease needs no more renewals (and a
-        keeper that is a task would otherwise hold the task group open)."""
-        if not self.in_flight:
-            self.keeper.stop()
+    async def finish_when_idle(self) -> None:
+        """Once nothing is in flight and nothing more will start: score a run that succeeded, then let
+        the lease go unrenewed (a keeper that is a task would otherwise hold the task group open).
+
+        The score is taken here, under the lease and still renewed (an evaluator may call a model
+        for a while), and stored with the run's end: a process that dies meanwhile leaves the run
+        resumable, and whoever resumes it scores it; no run ends without its score."""
+        if self.in_flight:
+            return
+        if self.scoring_due():
+            await self.score()
+        self.keeper.stop()
+
+    def scoring_due(self) -> bool:
+        return (self.lease is not None and self.workflow.outcome is not None and self.scoring is None
+                and not (self.failed or self.waiting or self.lost or self.held_back)
+                and self.writer.ended is None and len(self.done) == len(self.workflow.order))
+
+    async def score(self) -> None:
+        """Call the evaluator in a worker thread (it may block), on the run's stored inputs and reference."""
+        run_id = self.run_context.run_id
+        stored = self.executor.store.get_run(run_id)
+        output = self.done[self.workflow.output_step].output
+        self.scoring = await anyio.to_thread.run_sync(
+            lambda: score_run(self.workflow, run_id, output, inputs=stored.inputs, reference=stored.reference),
+            abandon_on_cancel=True)
 
     def others_running(self) -> bool:
         """Whether a finishing step has company: other steps in flight whose records may join its commit."""
@@ -311,7 +344,7 @@ class _Schedule:
             except Exception as exc:  # a bug in the executor itself; still report a value
                 outcome = StepOutcome(next_job.step_id, "failed", -1, error=f"{type(exc).__name__}: {exc}")
             next_job = self.report(outcome)
-        self.stop_keeper_when_idle()
+        await self.finish_when_idle()
 
     def report(self, outcome: StepOutcome) -> _Handoff | None:
         """Called by a step's task when it has its outcome (its record is committed)."""

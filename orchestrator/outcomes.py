@@ -1,13 +1,18 @@
 """What happens when a run has finished: its outcome is scored, and an incorrect one traced.
 
-The executor only executes; the runner calls :func:`score_outcome` after an execution ends
-in ``succeeded``, and replays store their scores through :func:`record_score` (a replay is
-never traced: it is not an outcome to explain). An evaluator that raises (or returns no score
+The executor scores a run that succeeded with :func:`score_run` while it still holds the run's
+lease, and stores the outcome with the run's end; the runner then traces an incorrect one
+(:func:`trace_incorrect_outcome`). Replays store their scores through :func:`record_score` (a
+replay is never traced: it is not an outcome to explain). An evaluator that raises (or returns no score
 in [0, 1]), or an attribution that breaks, never loses the finished run: both are reported as
 events, and an evaluator error is stored as the run's ``error``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.binding import BoundWorkflow
 from orchestrator.evaluation import EvaluatorScoreError, Score, as_score, call_evaluator
@@ -15,43 +20,63 @@ from orchestrator.events import AttributionFailed, EventHook, OutcomeFailed, Out
 from orchestrator.runstate import RunResult
 from orchestrator.store import NewOutcome, Store
 
-__all__ = ["EvaluatorScoreError", "evaluator_score", "record_score", "rescore_run", "score_outcome"]
+__all__ = ["EvaluatorScoreError", "Scoring", "evaluator_outcome", "evaluator_score", "record_score", "rescore_run",
+           "score_run", "scoring_event", "trace_incorrect_outcome"]
 
 
-def score_outcome(store: Store, workflow: BoundWorkflow, result: RunResult, on_event: EventHook | None = None) -> None:
-    """Score a succeeded run's final output with the workflow's evaluator, if it has one.
+@dataclass(frozen=True, slots=True)
+class Scoring:
+    """What the evaluator made of a finished run's output: the outcome to store with the run's end,
+    or, when the evaluator failed, the error the run keeps instead (it stays succeeded)."""
+
+    outcome: NewOutcome | None
+    error: str | None = None
+
+
+def score_run(workflow: BoundWorkflow, run_id: str, output: Any, *, inputs: Mapping[str, Any] | None,
+              reference: Any) -> Scoring:
+    """Call the workflow's evaluator on a succeeded run's final output (it must have one).
 
     The evaluator gets the run's ``inputs`` and ``reference`` too when it declares them (see
     :mod:`orchestrator.evaluation`). An evaluator that raises, returns something that is not a
-    number, NaN, or a score outside [0, 1] stores no outcome: the run stays succeeded and its
-    ``error`` says ``evaluator error: ...``.
+    number, NaN, or a score outside [0, 1] gives no outcome: the run stays succeeded and its
+    ``error`` says ``evaluator error: ...``. The executor calls this before it writes the run's end,
+    and stores the outcome in the same transaction (see :meth:`~orchestrator.store.Store.end_lease`).
     """
     evaluator = workflow.outcome
-    if evaluator is None or result.status != "succeeded":
-        return
-    run = store.get_run(result.run_id)
+    assert evaluator is not None
     try:
-        score = call_evaluator(evaluator, result.output, inputs=run.inputs, reference=run.reference)
+        score = call_evaluator(evaluator, output, inputs=inputs, reference=reference)
     except Exception as exc:  # an evaluator bug must not lose the finished run
         detail = str(exc) if isinstance(exc, EvaluatorScoreError) else f"raised {type(exc).__name__}: {exc}"
-        error = f"evaluator error: {workflow.spec.outcome} {detail}"
-        try:
-            store.set_run_status(result.run_id, "succeeded", error=error, expect=["succeeded"])
-        finally:
-            if on_event is not None:
-                on_event(OutcomeFailed(run_id=result.run_id, error=error))
-        return
-    value = score.score
-    outcome_id = record_score(store, workflow, result.run_id, value, score.reason)
-    correct = value >= workflow.spec.outcome_threshold
-    if on_event is not None:
-        on_event(OutcomeScored(run_id=result.run_id, value=value, correct=correct))
-    if correct:
+        return Scoring(None, f"evaluator error: {workflow.spec.outcome} {detail}")
+    return Scoring(evaluator_outcome(workflow, run_id, score.score, score.reason))
+
+
+def scoring_event(run_id: str, scoring: Scoring) -> OutcomeScored | OutcomeFailed:
+    """What listeners are told about a run's scoring, once its end (and outcome) is stored."""
+    if scoring.outcome is None:
+        return OutcomeFailed(run_id=run_id, error=scoring.error or "evaluator error")
+    return OutcomeScored(run_id=run_id, value=scoring.outcome.value, correct=bool(scoring.outcome.correct))
+
+
+def trace_incorrect_outcome(store: Store, workflow: BoundWorkflow, result: RunResult,
+                            on_event: EventHook | None = None) -> None:
+    """Give a run that its execution scored incorrect its backward trace at once.
+
+    The trace comes after the run's end: a process that dies before it leaves a scored run, whose
+    trace ``orchestrator trace`` computes on demand. An attribution that breaks never loses the
+    finished run; it is reported as an event.
+    """
+    if result.correct is not False:
         return
     from orchestrator.attribution.auto import trace_outcome  # only an incorrect outcome is traced
 
-    try:  # an incorrect outcome gets its backward trace at once
-        trace_outcome(store, result.run_id, outcome_id, spec=workflow.spec)
+    evaluator_ids = [o.id for o in store.outcomes(result.run_id) if o.source == "evaluator"]
+    if not evaluator_ids:
+        return
+    try:
+        trace_outcome(store, result.run_id, evaluator_ids[-1], spec=workflow.spec)
     except Exception as exc:  # attribution must never lose the finished run
         if on_event is not None:
             on_event(AttributionFailed(run_id=result.run_id, error=f"{type(exc).__name__}: {exc}"))
@@ -62,21 +87,26 @@ def evaluator_score(returned: object) -> float:
     return as_score(returned).score
 
 
+def evaluator_outcome(workflow: BoundWorkflow, run_id: str, value: float,
+                      evaluator_reason: str | None = None) -> NewOutcome:
+    """An evaluator score (and the reason it gave) as the run's outcome; correct at or above the
+    workflow's threshold."""
+    return NewOutcome(run_id, value=value, correct=value >= workflow.spec.outcome_threshold, source="evaluator",
+                      termination="goal_achieved", reason=f"evaluator {workflow.spec.outcome}",
+                      evaluator_reason=evaluator_reason)
+
+
 def record_score(store: Store, workflow: BoundWorkflow, run_id: str, value: float,
                  evaluator_reason: str | None = None) -> int:
-    """Store an evaluator score (and the reason it gave) as the run's outcome; correct at or above the
-    workflow's threshold."""
-    return store.add_outcome(NewOutcome(run_id, value=value, correct=value >= workflow.spec.outcome_threshold,
-                                        source="evaluator", termination="goal_achieved",
-                                        reason=f"evaluator {workflow.spec.outcome}",
-                                        evaluator_reason=evaluator_reason))
+    """Store an evaluator score as the run's outcome, on its own (replays, rescoring)."""
+    return store.add_outcome(evaluator_outcome(workflow, run_id, value, evaluator_reason))
 
 
 def rescore_run(store: Store, workflow: BoundWorkflow, run_id: str) -> tuple[int, Score] | None:
     """Score a succeeded run's final output again (its reference changed) and store a new evaluator
     outcome; an incorrect one is traced like a first score. None when there is nothing to score.
 
-    Unlike :func:`score_outcome`, an evaluator error propagates: the caller asked for this score.
+    Unlike :func:`score_run`, an evaluator error propagates: the caller asked for this score.
     """
     run = store.get_run(run_id)
     if workflow.outcome is None or run.status != "succeeded":

@@ -1,11 +1,13 @@
 """Start, resume and continue runs: the functions every face (CLI, TUI, worker, Python) calls.
 
-Each function executes a run to its end or its first pause, then finishes it (scores the
-outcome of a succeeded run). Waiting for a pause's review timeout lives here too, once.
+Each function executes a run to its end or its first pause (the executor scores a run that
+succeeded, with its end), then traces an outcome scored incorrect. Waiting for a pause's review
+timeout lives here too, once.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +21,7 @@ from orchestrator.errors import LeaseHeldError
 from orchestrator.events import EventHook
 from orchestrator.executor import Drain, Executor, new_lease
 from orchestrator.inputs import resolve_inputs
-from orchestrator.outcomes import score_outcome
+from orchestrator.outcomes import trace_incorrect_outcome
 from orchestrator.runstate import RunResult
 from orchestrator.store import Lease, Store
 from orchestrator.stored_workflow import load_run_workflow
@@ -41,11 +43,9 @@ def start_run(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any
     inputs = resolve_inputs(workflow.spec, given_inputs)
     with Tracing(store, otel, on_event) as tracing:
         executor = Executor(store, workflow, max_concurrency=max_concurrency, on_event=tracing.hook)
-        result = run_blocking(executor.start, inputs)
+        result = run_blocking(functools.partial(executor.start, inputs, reference=reference))
         tracing.keep(result.run_id)
-    if reference is not None:
-        store.set_reference(result.run_id, reference)
-    score_outcome(store, workflow, result, on_event)
+    trace_incorrect_outcome(store, workflow, result, on_event)
     return result
 
 
@@ -60,7 +60,7 @@ async def start_run_async(store: Store, workflow: BoundWorkflow, given_inputs: d
         executor = Executor(store, workflow, max_concurrency=max_concurrency, on_event=tracing.hook)
         result = await executor.start(inputs)
         tracing.keep(result.run_id)
-    await anyio.to_thread.run_sync(score_outcome, store, workflow, result, on_event)
+    await anyio.to_thread.run_sync(trace_incorrect_outcome, store, workflow, result, on_event)
     return result
 
 
@@ -146,7 +146,7 @@ def continue_run(store: Store, run_id: str, *, max_concurrency: int = DEFAULT_CO
                             workflow_id=found.workflow_id)
         result = run_blocking(executor.resume, found.lease)
         tracing.keep(run_id)
-    score_outcome(store, found.workflow, result, on_event)
+    trace_incorrect_outcome(store, found.workflow, result, on_event)
     return result
 
 
@@ -164,7 +164,7 @@ async def continue_run_async(store: Store, run_id: str, *, max_concurrency: int 
                             workflow_id=found.workflow_id, drain=drain)
         result = await executor.resume(found.lease)
         tracing.keep(run_id)
-    await anyio.to_thread.run_sync(score_outcome, store, found.workflow, result, on_event)
+    await anyio.to_thread.run_sync(trace_incorrect_outcome, store, found.workflow, result, on_event)
     return result
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from orchestrator.model import GateResult, RunStatus
 from orchestrator.records import ReviewView, StepRecordView
-from orchestrator.store import Lease, Store
+from orchestrator.store import Lease, NewOutcome, Store
 from orchestrator.store.base import lease_lost
 
 
@@ -29,6 +29,8 @@ class RunResult:
     paused_steps: list[str] = field(default_factory=list)
     failed_steps: list[str] = field(default_factory=list)
     error: str | None = None
+    correct: bool | None = None
+    """The evaluator's verdict stored with the run's end by this execution (None: not scored here)."""
 
 
 @dataclass(slots=True)
@@ -127,23 +129,29 @@ class PriorState:
 
 def finish_run(store: Store, run_id: str, *, output_step: str, order: Sequence[str], done: Mapping[str, Done],
                waiting: set[str], failed: list[str], errors: list[str], lease: Lease | None = None,
-               ended: bool = False) -> RunResult:
+               ended: bool = False, outcome: NewOutcome | None = None, evaluator_error: str | None = None
+               ) -> RunResult:
     """Store how an execution ended (failed, paused or succeeded) and release the run's lease.
 
     Under a lease the end is written only while the lease is still this execution's; a stalled
     executor whose lease was taken over gets LeaseLostError and writes nothing. ``ended``: the end
-    was already committed with the last record (:mod:`orchestrator.group_commit`).
+    was already committed with the last record (:mod:`orchestrator.group_commit`). A succeeded run's
+    evaluator ``outcome`` is stored in the end's transaction; ``evaluator_error`` is kept as the
+    succeeded run's error when the evaluator gave none.
     """
     if failed:
         result = RunResult(run_id, "failed", failed_steps=failed, error="; ".join(errors))
     elif waiting:
         result = RunResult(run_id, "paused", paused_steps=[s for s in order if s in waiting])
     else:
-        result = RunResult(run_id, "succeeded", output=done[output_step].output)
+        result = RunResult(run_id, "succeeded", output=done[output_step].output,
+                           correct=None if outcome is None else bool(outcome.correct))
     if ended:
         return result
+    error = evaluator_error if result.status == "succeeded" else result.error
     if lease is None:
-        store.set_run_status(run_id, result.status, output=result.output, error=result.error, owner=None)
-    elif not store.end_lease(lease, result.status, output=result.output, error=result.error):
+        store.set_run_status(run_id, result.status, output=result.output, error=error, owner=None)
+    elif not store.end_lease(lease, result.status, output=result.output, error=error,
+                             outcome=outcome if result.status == "succeeded" else None):
         raise lease_lost(run_id)
     return result

@@ -273,8 +273,13 @@ class Store(ABC):
         """Extend a held lease (the heartbeat); False when it was taken over."""
 
     @abstractmethod
-    def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None) -> bool:
-        """Write the run's end and release the lease, only if still held; False when it was taken over."""
+    def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
+                  outcome: NewOutcome | None = None) -> bool:
+        """Write the run's end and release the lease, only if still held; False when it was taken over.
+
+        ``outcome`` (the evaluator's score of the run) is stored in the same transaction: a run never
+        ends without the score its execution computed, so a process killed in between leaves a run
+        that is still resumable and is scored by whoever resumes it, not one succeeded and unscored."""
 
     @abstractmethod
     def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",

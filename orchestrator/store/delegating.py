@@ -78,8 +78,9 @@ class DelegatingStore(Store):
     def renew_lease(self, lease: Lease) -> bool:
         return self.target().renew_lease(lease)
 
-    def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None) -> bool:
-        return self.target().end_lease(lease, status, output=output, error=error)
+    def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
+                  outcome: NewOutcome | None = None) -> bool:
+        return self.target().end_lease(lease, status, output=output, error=error, outcome=outcome)
 
     def set_trace_id(self, run_id: str, trace_id: str) -> None:
         self.target().set_trace_id(run_id, trace_id)

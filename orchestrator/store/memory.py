@@ -400,13 +400,17 @@ class MemoryStore(Store):
             run.lease_expires_at, run.heartbeat_at = now + lease.seconds, now
             return True
 
-    def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None) -> bool:
-        with self.lock:
+    def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
+                  outcome: NewOutcome | None = None) -> bool:
+        with self.lock:  # reentrant: the end and the outcome are one step for every other thread
             run = self.run_row(lease.run_id)
             if run.lease_token != lease.token:
                 return False
             run.lease_token = run.lease_expires_at = None
-        return self.set_run_status(lease.run_id, status, output=output, error=error, owner=None)
+            self.set_run_status(lease.run_id, status, output=output, error=error, owner=None)
+            if outcome is not None:
+                self.add_outcome(outcome)
+            return True
 
     def write_record(self, record: NewStepRecord, run: _Run) -> int:
         """Store a record and its gates (caller holds the lock and has checked everything)."""

@@ -238,9 +238,15 @@ class SqlStore(Store):
                 and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token)).values(
                 lease_expires_at=now + lease.seconds, heartbeat_at=now)).rowcount == 1)
 
-    def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None) -> bool:
+    def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
+                  outcome: NewOutcome | None = None) -> bool:
+        run_pk = self.run_pk(lease.run_id) if outcome is not None else 0
         with self.lock, self.conn.begin():
-            return self.write_end(lease, status, output, error)
+            if not self.write_end(lease, status, output, error):
+                return False
+            if outcome is not None:
+                self.insert_outcome(outcome, run_pk)
+            return True
 
     def write_end(self, lease: Lease, status: str, output: Any, error: str | None) -> bool:
         """The run's end and a released lease, inside the caller's transaction, only while the lease is held."""
@@ -444,10 +450,14 @@ class SqlStore(Store):
     def add_outcome(self, outcome: NewOutcome) -> int:
         run_pk = self.run_pk(outcome.run_id)
         with self.lock, self.conn.begin():
-            return int(new_key(self.conn.execute(insert(outcomes_t).values(
-                run_pk=run_pk, value=outcome.value, correct=outcome.correct, source=outcome.source,
-                termination=outcome.termination, reason=outcome.reason, reviewer=outcome.reviewer,
-                created_at=time.time(), evaluator_reason=outcome.evaluator_reason))))
+            return self.insert_outcome(outcome, run_pk)
+
+    def insert_outcome(self, outcome: NewOutcome, run_pk: int) -> int:
+        """Insert an outcome inside the caller's transaction."""
+        return int(new_key(self.conn.execute(insert(outcomes_t).values(
+            run_pk=run_pk, value=outcome.value, correct=outcome.correct, source=outcome.source,
+            termination=outcome.termination, reason=outcome.reason, reviewer=outcome.reviewer,
+            created_at=time.time(), evaluator_reason=outcome.evaluator_reason))))
 
     def outcomes(self, run_id: str) -> list[OutcomeView]:
         run_pk = self.run_pk(run_id)

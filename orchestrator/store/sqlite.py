@@ -374,8 +374,16 @@ class SqliteStore(DelegatingStore):
         return self.update_runs({"lease_expires_at": now + lease.seconds, "heartbeat_at": now},
                                 "run_id = ? AND lease_token = ?", (lease.run_id, lease.token)) == 1
 
-    def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None) -> bool:
-        return self.execute(*self.end_statement(lease, status, output, error)) == 1
+    def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
+                  outcome: NewOutcome | None = None) -> bool:
+        if outcome is None:
+            return self.execute(*self.end_statement(lease, status, output, error)) == 1
+        run_pk = self.run_pk(lease.run_id)
+        with self.write() as conn:
+            if conn.execute(*self.end_statement(lease, status, output, error)).rowcount != 1:
+                return False
+            self.insert_outcome(conn, outcome, run_pk)
+            return True
 
     def end_statement(self, lease: Lease, status: str, output: Any, error: str | None) -> tuple[str, tuple[Any, ...]]:
         """The UPDATE that writes a run's end and releases its lease, only while the lease is held."""
@@ -502,11 +510,16 @@ class SqliteStore(DelegatingStore):
     def add_outcome(self, outcome: NewOutcome) -> int:
         run_pk = self.run_pk(outcome.run_id)
         with self.lock:
-            return int(self.connection.execute(
-                "INSERT INTO outcomes (run_pk, value, correct, source, termination, reason, reviewer, created_at, "
-                "evaluator_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_pk, outcome.value, outcome.correct, outcome.source, outcome.termination, outcome.reason,
-                 outcome.reviewer, time.time(), outcome.evaluator_reason)).lastrowid or 0)
+            return self.insert_outcome(self.connection, outcome, run_pk)
+
+    @staticmethod
+    def insert_outcome(conn: sqlite3.Connection, outcome: NewOutcome, run_pk: int) -> int:
+        """Insert an outcome (inside the caller's transaction, if it opened one)."""
+        return int(conn.execute(
+            "INSERT INTO outcomes (run_pk, value, correct, source, termination, reason, reviewer, created_at, "
+            "evaluator_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (run_pk, outcome.value, outcome.correct, outcome.source, outcome.termination, outcome.reason,
+             outcome.reviewer, time.time(), outcome.evaluator_reason)).lastrowid or 0)
 
     def outcomes(self, run_id: str) -> list[OutcomeView]:
         rows = self.read(f"SELECT {', '.join(SCHEMA['outcomes'])} FROM outcomes WHERE run_pk = ? ORDER BY id",

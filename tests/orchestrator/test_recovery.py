@@ -88,3 +88,29 @@ def test_a_stopped_worker_that_wakes_after_losing_its_lease_writes_nothing(tmp_p
     assert store.count_rows() == rows_after_rescue  # the woken worker wrote nothing
     assert [(r.id, r.step_id, r.status) for r in store.step_records(run_id)] == records_after_rescue
     assert store.get_run(run_id).status == "succeeded" and store.get_run(run_id).output == 6
+
+
+def test_a_process_killed_while_its_evaluator_scores_leaves_the_run_resumable_and_two_resumes_score_it_once(
+        tmp_path, durable_url):
+    log = tmp_path / "steps.log"
+    log.touch()
+    env = {**_env(log), "CHAIN_SLEEP": "0.05"}
+    proc = subprocess.Popen([*ORCHESTRATOR, "run", str(FIXTURES / "scored_chain.yaml"), "--input", "x=1",
+                             "--db", durable_url], env={**env, "JUDGE_SLEEP": "60"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait(lambda: "judge" in calls(log), 30, "the evaluator never started")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    store = open_store(durable_url)
+    (run,) = store.list_runs()
+    assert run.status != "succeeded" and store.outcomes(run.run_id) == []  # not ended unscored
+    _wait(lambda: store.list_runs(status="interrupted"), 3 * LEASE, "the killed run's lease never lapsed")
+
+    resumes = [subprocess.Popen([*ORCHESTRATOR, "resume", run.run_id, "--db", durable_url], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    codes = sorted(p.wait(timeout=60) for p in resumes)
+    assert codes[0] == 0 and codes[1] in (0, 2), [p.stderr.read() for p in resumes if p.stderr]  # 2: lease held
+    ended = store.get_run(run.run_id)
+    assert (ended.status, ended.output) == ("succeeded", 3)
+    assert [(o.source, o.value, o.correct) for o in store.outcomes(run.run_id)] == [("evaluator", 1.0, True)]
+    assert [calls(log).count(step) for step in ("s1", "s2")] == [1, 1]  # no step ran again

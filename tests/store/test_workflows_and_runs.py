@@ -329,6 +329,22 @@ def test_the_holder_writes_renews_and_ends_its_lease(store: Store):
     assert store.acquire_lease(lease("host:2", run_id), statuses=["paused", "running"]) is False  # finished
 
 
+def test_a_runs_end_and_its_evaluator_outcome_are_written_together_and_only_under_the_lease(store: Store):
+    wf = add_workflow(store)
+    run_id = add_run(store, wf, status="paused")
+    stalled = lease("host:1", run_id, seconds=0.05)
+    assert store.acquire_lease(stalled, statuses=["paused"])
+    time.sleep(0.1)
+    held = lease("host:2", run_id)
+    assert store.acquire_lease(held, statuses=["running"])
+    scored = NewOutcome(run_id, value=0.9, correct=True, source="evaluator", termination="goal_achieved")
+    assert store.end_lease(stalled, "succeeded", output=1, outcome=scored) is False
+    assert store.outcomes(run_id) == [] and store.get_run(run_id).status == "running"
+    assert store.end_lease(held, "succeeded", output=2, outcome=scored) is True
+    assert (store.get_run(run_id).status, store.get_run(run_id).output) == ("succeeded", 2)
+    assert [(o.source, o.value, o.correct) for o in store.outcomes(run_id)] == [("evaluator", 0.9, True)]
+
+
 def test_records_of_one_batch_are_committed_together_with_the_runs_end(store: Store):
     wf = add_workflow(store)
     run_id = add_run(store, wf, status="paused")
