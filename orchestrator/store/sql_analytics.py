@@ -45,7 +45,8 @@ aggregation of before, slow but exact.
 Two expressions differ by dialect: rounding a timestamp down to its day (``CAST`` truncates on
 SQLite, rounds on PostgreSQL) and reading a number out of the JSON text of an LLM attempt.
 Records written before the ``gate_count`` column existed have it NULL: their verdicts are counted
-from ``gate_results`` (a correlated lookup by the indexed ``record_id``, paid only for those records).
+from ``gate_results`` (a correlated lookup by the indexed ``(run_pk, record_id)``, paid only for
+those records).
 """
 
 from __future__ import annotations
@@ -148,10 +149,10 @@ def _json_number(column: str, path: tuple[str, ...], dialect: str) -> str:
     return f"json_extract({column}, '$.{'.'.join(path)}')"
 
 
-_GATE_COUNT = ("CASE WHEN s.gate_count IS NULL THEN (SELECT COUNT(*) FROM gate_results g WHERE g.record_id = s.id) "
-               "ELSE s.gate_count END")
+_GATE_COUNT = ("CASE WHEN s.gate_count IS NULL THEN (SELECT COUNT(*) FROM gate_results g "
+               "WHERE g.run_pk = s.run_pk AND g.record_id = s.id) ELSE s.gate_count END")
 _GATES_FAILED = ("CASE WHEN s.gate_count IS NULL THEN (SELECT COUNT(*) FROM gate_results g "
-                 "WHERE g.record_id = s.id AND NOT g.passed) ELSE s.gates_failed END")
+                 "WHERE g.run_pk = s.run_pk AND g.record_id = s.id AND NOT g.passed) ELSE s.gates_failed END")
 _GATED = f"(s.gate_count > 0 OR (s.gate_count IS NULL AND {_GATE_COUNT} > 0))"
 
 

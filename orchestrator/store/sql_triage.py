@@ -95,7 +95,8 @@ def _add_waiting(read: Read, paused: dict[int, TriageRow]) -> None:
     newer_record = exists().where(and_(later.c.run_pk == steps_t.c.run_pk, later.c.step_id == steps_t.c.step_id,
                                        later.c.id > steps_t.c.id))
     answered = exists().where(reviews_t.c.record_id == steps_t.c.id)
-    failing = and_(gates_t.c.record_id == steps_t.c.id, gates_t.c.passed == false())
+    failing = and_(gates_t.c.run_pk == steps_t.c.run_pk, gates_t.c.record_id == steps_t.c.id,
+                   gates_t.c.passed == false())
     first_reason = (select(gates_t.c.reason).where(failing)
                     .order_by(gates_t.c.id).limit(1).correlate(steps_t).scalar_subquery())
     waiting = (select(steps_t.c.run_pk, steps_t.c.step_id, first_reason.label("reason"))

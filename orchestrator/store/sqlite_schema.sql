@@ -234,9 +234,7 @@ CREATE INDEX ix_analytics_runs_workflow_start ON analytics_runs (workflow, start
 ;
 CREATE INDEX ix_attributions_run_pk ON attributions (run_pk)
 ;
-CREATE INDEX ix_gate_results_record_id ON gate_results (record_id)
-;
-CREATE INDEX ix_gate_results_run_pk ON gate_results (run_pk)
+CREATE INDEX ix_gate_results_run_record ON gate_results (run_pk, record_id)
 ;
 CREATE INDEX ix_outcomes_run_pk ON outcomes (run_pk)
 ;

@@ -106,9 +106,12 @@ class GateResultRow(SQLModel, table=True):
     """One gate (or critic) verdict on one step record."""
 
     __tablename__ = "gate_results"
+    __table_args__ = (
+        Index("ix_gate_results_run_record", "run_pk", "record_id"),
+    )
     id: int | None = Field(default=None, primary_key=True)
-    record_id: int = Field(foreign_key="step_records.id", index=True)
-    run_pk: int = Field(index=True)
+    record_id: int = Field(foreign_key="step_records.id")
+    run_pk: int
     step_id: str
     gate: str
     passed: bool
