@@ -122,11 +122,9 @@ class Executor:
 
     async def start(self, inputs: dict[str, Any], *, kind: str = "run", reference: Any = None) -> RunResult:
         """Create a run, held under this executor's lease, for already-converted inputs and execute it.
-        ``reference`` (JSON data) is stored before any step runs, for the outcome evaluator."""
+        ``reference`` (JSON data) is stored with the run, for the outcome evaluator."""
         run_id = self.store.create_run(self.workflow_id, self.workflow.name, inputs, kind=kind, owner=owner_token(),
-                                       lease=self.lease)
-        if reference is not None:
-            self.store.set_reference(run_id, reference)
+                                       lease=self.lease, reference=reference)
         if self.lease is not None:
             self.lease = replace(self.lease, run_id=run_id)
         if self.on_event is not None:

@@ -211,9 +211,10 @@ def wait_for_review_timeouts(store: Store, result: RunResult, *, max_concurrency
     return result
 
 
-def enqueue_run(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any]) -> str:
-    """Store a ``queued`` run for a worker to claim; inputs are checked now, not later."""
+def enqueue_run(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any], *, reference: Any = None) -> str:
+    """Store a ``queued`` run for a worker to claim; inputs are checked now, not later. ``reference`` (JSON
+    data, for the outcome evaluator) is stored in the same row, so no worker claims the run without it."""
     inputs = resolve_inputs(workflow.spec, given_inputs)
     workflow_id = store.register_workflow(workflow.name, str(workflow.spec.version), dict(workflow.definition),
                                           workflow.source, workflow.content_hash)
-    return store.create_run(workflow_id, workflow.name, inputs, status="queued", owner=None)
+    return store.create_run(workflow_id, workflow.name, inputs, status="queued", owner=None, reference=reference)

@@ -199,9 +199,7 @@ def bulk_run(workflow: BoundWorkflow, input_file: Path, pairs: dict[str, Any], *
 
         ids = []
         for item in items:
-            ids.append(enqueue_run(store, workflow, item.inputs))
-            if item.reference is not None:
-                store.set_reference(ids[-1], item.reference)
+            ids.append(enqueue_run(store, workflow, item.inputs, reference=item.reference))
         if as_json:
             print_json([store.get_run(run_id).summary_json() for run_id in ids])
         else:

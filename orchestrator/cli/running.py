@@ -226,9 +226,7 @@ def run(
     if queue:
         from orchestrator.runner import enqueue_run
 
-        run_id = enqueue_run(store, workflow, given)
-        if answer is not None:
-            store.set_reference(run_id, answer)
+        run_id = enqueue_run(store, workflow, given, reference=answer)
         if as_json:
             print_json(store.get_run(run_id).summary_json())
         else:

@@ -236,8 +236,10 @@ class Store(ABC):
     @abstractmethod
     def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
                    kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
-                   owner: str | None = None, lease: Lease | None = None) -> str:
-        """Create a run and return its id; with ``lease``, the run is created held (its run_id is ignored)."""
+                   owner: str | None = None, lease: Lease | None = None, reference: Any = None) -> str:
+        """Create a run and return its id; with ``lease``, the run is created held (its run_id is ignored).
+        ``reference`` (JSON data, the answer the outcome evaluator compares with) is stored in the same
+        row: a queued run is never claimable without it."""
 
     @abstractmethod
     def get_run(self, run_id: str) -> RunView:

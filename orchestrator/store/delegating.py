@@ -58,9 +58,10 @@ class DelegatingStore(Store):
 
     def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
                    kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
-                   owner: str | None = None, lease: Lease | None = None) -> str:
+                   owner: str | None = None, lease: Lease | None = None, reference: Any = None) -> str:
         return self.target().create_run(workflow_id, workflow, inputs, status=status, kind=kind,
-                                     parent_run_id=parent_run_id, parent_step=parent_step, owner=owner, lease=lease)
+                                     parent_run_id=parent_run_id, parent_step=parent_step, owner=owner, lease=lease,
+                                     reference=reference)
 
     def get_run(self, run_id: str) -> RunView:
         return self.target().get_run(run_id)

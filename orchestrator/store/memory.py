@@ -248,7 +248,7 @@ class MemoryStore(Store):
 
     def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
                    kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
-                   owner: str | None = None, lease: Lease | None = None) -> str:
+                   owner: str | None = None, lease: Lease | None = None, reference: Any = None) -> str:
         text = jsonio.dumps(inputs)
         now = time.time()
         with self.lock:
@@ -262,7 +262,8 @@ class MemoryStore(Store):
                                  status=status, kind=kind, inputs=text, parent_run_id=parent_run_id,
                                  parent_step=parent_step, owner=lease.holder if lease else owner, heartbeat_at=now,
                                  created_at=now, updated_at=now, lease_token=lease.token if lease else None,
-                                 lease_expires_at=now + lease.seconds if lease else None)
+                                 lease_expires_at=now + lease.seconds if lease else None,
+                                 reference=None if reference is None else jsonio.dumps(reference))
             self.run_pks[run_id] = pk
         return run_id
 

@@ -22,7 +22,7 @@ STEP_COLUMNS = ("run_pk", "workflow_id", "step_id", "step_type", "agent", "attem
 GATE_COLUMNS = ("record_id", "run_pk", "step_id", "gate", "passed", "score", "reason", "details", "severity",
                 "duration")
 RUN_COLUMNS = ("run_id", "workflow_id", "workflow", "status", "kind", "inputs", "parent_run_id", "parent_step",
-               "owner", "heartbeat_at", "lease_token", "lease_expires_at", "created_at", "updated_at")
+               "owner", "heartbeat_at", "lease_token", "lease_expires_at", "created_at", "updated_at", "reference")
 """In the table's column order (the SQLite fast path binds them positionally)."""
 
 

@@ -176,12 +176,13 @@ class SqlStore(Store):
 
     def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
                    kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
-                   owner: str | None = None, lease: Lease | None = None) -> str:
+                   owner: str | None = None, lease: Lease | None = None, reference: Any = None) -> str:
         run_id = new_run_id()
         now = time.time()
         values = (run_id, workflow_id, workflow, status, kind, jsonio.dumps(inputs), parent_run_id, parent_step,
                   lease.holder if lease else owner, now, lease.token if lease else None,
-                  now + lease.seconds if lease else None, now, now)
+                  now + lease.seconds if lease else None, now, now,
+                  None if reference is None else jsonio.dumps(reference))
         self.run_pks[run_id] = self.insert_run(values)
         return run_id
 

@@ -384,3 +384,11 @@ def test_a_run_created_under_a_lease_is_held_from_its_first_moment(store: Store)
     run_id = store.create_run(wf, "wf", {}, lease=held)
     assert store.acquire_lease(lease("host:2", run_id), statuses=["running"]) is False
     assert store.renew_lease(Lease(run_id, held.holder, held.token, held.seconds)) is True
+
+
+def test_a_run_created_with_its_reference_answer_has_it_from_its_first_row(store: Store):
+    wf = add_workflow(store)
+    queued = add_run(store, wf, status="queued", reference={"vendor": "V-007"})
+    plain = add_run(store, wf)
+    assert store.get_run(queued).reference == {"vendor": "V-007"}  # a worker claiming it at once sees it
+    assert store.get_run(plain).reference is None
