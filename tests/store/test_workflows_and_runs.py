@@ -296,13 +296,20 @@ def test_an_expired_lease_is_taken_over_and_shown_as_interrupted_meanwhile(store
     assert store.get_run(run_id).owner == "host:2"
 
 
-def test_a_lost_lease_can_neither_be_renewed_nor_write_records_nor_end_the_run(store: Store):
-    wf = add_workflow(store)
-    run_id = add_run(store, wf, status="paused")
+def taken_over(store: Store, run_id: str) -> tuple[Lease, Lease]:
+    """A paused run's lease taken by ``host:1``, left to expire and taken over by ``host:2``: (stalled, held)."""
     stalled = lease("host:1", run_id, seconds=0.05)
     assert store.acquire_lease(stalled, statuses=["paused"])
     time.sleep(0.1)
-    assert store.acquire_lease(lease("host:2", run_id), statuses=["running"])
+    held = lease("host:2", run_id)
+    assert store.acquire_lease(held, statuses=["running"])
+    return stalled, held
+
+
+def test_a_lost_lease_can_neither_be_renewed_nor_write_records_nor_end_the_run(store: Store):
+    wf = add_workflow(store)
+    run_id = add_run(store, wf, status="paused")
+    stalled, _ = taken_over(store, run_id)
     before = store.count_rows()
     assert store.renew_lease(stalled) is False
     record = step(run_id, wf, "a")
@@ -332,11 +339,7 @@ def test_the_holder_writes_renews_and_ends_its_lease(store: Store):
 def test_a_runs_end_and_its_evaluator_outcome_are_written_together_and_only_under_the_lease(store: Store):
     wf = add_workflow(store)
     run_id = add_run(store, wf, status="paused")
-    stalled = lease("host:1", run_id, seconds=0.05)
-    assert store.acquire_lease(stalled, statuses=["paused"])
-    time.sleep(0.1)
-    held = lease("host:2", run_id)
-    assert store.acquire_lease(held, statuses=["running"])
+    stalled, held = taken_over(store, run_id)
     scored = NewOutcome(run_id, value=0.9, correct=True, source="evaluator", termination="goal_achieved")
     assert store.end_lease(stalled, "succeeded", output=1, outcome=scored) is False
     assert store.outcomes(run_id) == [] and store.get_run(run_id).status == "running"
