@@ -148,10 +148,9 @@ def finish_run(store: Store, run_id: str, *, output_step: str, order: Sequence[s
                            correct=None if outcome is None else bool(outcome.correct))
     if ended:
         return result
-    error = evaluator_error if result.status == "succeeded" else result.error
+    error = result.error or evaluator_error  # only a succeeded run was scored
     if lease is None:
         store.set_run_status(run_id, result.status, output=result.output, error=error, owner=None)
-    elif not store.end_lease(lease, result.status, output=result.output, error=error,
-                             outcome=outcome if result.status == "succeeded" else None):
+    elif not store.end_lease(lease, result.status, output=result.output, error=error, outcome=outcome):
         raise lease_lost(run_id)
     return result

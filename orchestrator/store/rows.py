@@ -14,7 +14,7 @@ from typing import Any
 
 from orchestrator import jsonio
 from orchestrator.records import GateView, RunView, StepRecordView
-from orchestrator.store.base import UNCHANGED, GateRow, NewStepRecord, shown_status
+from orchestrator.store.base import UNCHANGED, GateRow, Lease, NewStepRecord, shown_status
 
 STEP_COLUMNS = ("run_pk", "workflow_id", "step_id", "step_type", "agent", "attempt", "status", "origin",
                 "started_at", "ended_at", "inputs", "output", "error_type", "error_message", "consumed",
@@ -28,6 +28,16 @@ RUN_COLUMNS = ("run_id", "workflow_id", "workflow", "status", "kind", "inputs", 
 
 def new_run_id() -> str:
     return "r" + secrets.token_hex(5)
+
+
+def run_values(run_id: str, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str, kind: str,
+               parent_run_id: str | None, parent_step: str | None, owner: str | None, lease: Lease | None,
+               reference: Any) -> tuple[Any, ...]:
+    """A new run's column values in ``RUN_COLUMNS`` order; with ``lease``, the run is created held."""
+    now = time.time()
+    return (run_id, workflow_id, workflow, status, kind, jsonio.dumps(inputs), parent_run_id, parent_step,
+            lease.holder if lease else owner, now, lease.token if lease else None,
+            now + lease.seconds if lease else None, now, now, None if reference is None else jsonio.dumps(reference))
 
 
 def step_values(record: NewStepRecord, run_pk: int) -> tuple[Any, ...]:

@@ -54,6 +54,7 @@ from orchestrator.store.rows import (
     new_run_id,
     record_view,
     run_update_values,
+    run_values,
     run_view,
     step_values,
 )
@@ -178,11 +179,9 @@ class SqlStore(Store):
                    kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
                    owner: str | None = None, lease: Lease | None = None, reference: Any = None) -> str:
         run_id = new_run_id()
-        now = time.time()
-        values = (run_id, workflow_id, workflow, status, kind, jsonio.dumps(inputs), parent_run_id, parent_step,
-                  lease.holder if lease else owner, now, lease.token if lease else None,
-                  now + lease.seconds if lease else None, now, now,
-                  None if reference is None else jsonio.dumps(reference))
+        values = run_values(run_id, workflow_id, workflow, inputs, status=status, kind=kind,
+                            parent_run_id=parent_run_id, parent_step=parent_step, owner=owner, lease=lease,
+                            reference=reference)
         self.run_pks[run_id] = self.insert_run(values)
         return run_id
 

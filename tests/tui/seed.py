@@ -58,7 +58,8 @@ def frozen(start: float = EPOCH, step: float = 0.0, first_id: int = 1) -> Iterat
         return next(ids)
 
     with mock.patch("orchestrator.store.sql.time", clock), mock.patch("orchestrator.store.sqlite.time", clock), \
-            mock.patch("orchestrator.attempt.time", clock), mock.patch("orchestrator.review.time", clock), \
+            mock.patch("orchestrator.store.rows.time", clock), mock.patch("orchestrator.attempt.time", clock), \
+            mock.patch("orchestrator.review.time", clock), \
             mock.patch("orchestrator.store.sql.new_run_id", next_id), \
             mock.patch("orchestrator.store.sqlite.new_run_id", next_id):
         yield
