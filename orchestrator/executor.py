@@ -16,10 +16,12 @@ import heapq
 import os
 import secrets
 import socket
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 from orchestrator import jsonio
@@ -38,6 +40,10 @@ from orchestrator.threads import DEFAULT_CONCURRENCY
 DEFAULT_LEASE_SECONDS = 15.0
 """How long a run's lease lasts without a heartbeat (renewed every third of it): a process that
 dies mid-run is taken over (by ``resume`` or a worker) at most this long after its last renewal."""
+
+
+FAIR_SHARE_SECONDS = 0.05
+"""The longest a run's task runs steps back to back before giving the event loop a turn."""
 
 
 def owner_token() -> str:
@@ -331,9 +337,18 @@ class _Schedule:
                 self.tg.start_soon(self.run_steps, job)
 
     async def run_steps(self, job: _Handoff) -> None:
-        """Run a step, then any step the scheduler hands back to this task."""
+        """Run a step, then any step the scheduler hands back to this task.
+
+        Steps that never suspend (quick ones whose records commit at once) would run one after
+        another without the event loop getting a turn: the lease's renewal timer, other runs of
+        the process and a Ctrl-C would wait for the whole chain. The task yields to the loop once
+        it has run ``FAIR_SHARE_SECONDS`` without doing so."""
         next_job: _Handoff | None = job
+        turn_began = time.monotonic()
         while next_job is not None:
+            if time.monotonic() - turn_began > FAIR_SHARE_SECONDS:
+                await anyio.lowlevel.checkpoint()
+                turn_began = time.monotonic()
             try:
                 outcome = await self.runners[next_job.step_id].run_step(next_job.first_attempt, next_job.feedback)
             except LeaseLostError:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.context import StepContext
-from orchestrator.threads import POOL
+from orchestrator.threads import POOL, CallHistory
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +31,8 @@ class StepFunction:
     base_dir: str | None = None
     inline: bool = False
     """``inline: true``: a plain function called on the event loop's thread, with no thread hand-off."""
+    history: CallHistory = field(default_factory=CallHistory, compare=False, repr=False)
+    """How quick its last call on a worker thread was (whether the next one is waited for on a lock)."""
 
     @classmethod
     def of(cls, fn: Callable[..., Any]) -> StepFunction:
@@ -41,17 +43,27 @@ class StepFunction:
         return cls(fn, takes_ctx, inspect.iscoroutinefunction(fn))
 
 
-async def call_step(function: StepFunction, kwargs: dict[str, Any], ctx: StepContext) -> Any:
-    """Call a step function with its inputs (and ``ctx`` if it takes one); returns its output."""
+async def call_step(function: StepFunction, kwargs: dict[str, Any], ctx: StepContext | None, *,
+                    alone: bool = False) -> Any:
+    """Call a step function with its inputs (and ``ctx`` if it takes one); returns its output.
+    ``ctx`` may be None only for a function that takes none and runs in this process.
+
+    ``alone``: nothing else of the run is in flight, so a quick sync step's result may be waited
+    for on a lock rather than through the loop (:mod:`orchestrator.threads`)."""
     if function.isolated_ref is not None:
         from orchestrator.isolation import call_isolated
 
+        if ctx is None:
+            raise ValueError("a step isolated in a child process is sent its context")
         return await call_isolated(function.isolated_ref, function.base_dir, kwargs, ctx, function.takes_ctx)
     fn = function.fn
     call_kwargs = {**kwargs, "ctx": ctx} if function.takes_ctx else kwargs
     if function.is_async:
         return await fn(**call_kwargs)
-    result = fn(**call_kwargs) if function.inline else await POOL.run(lambda: fn(**call_kwargs))
+    if function.inline:
+        result = fn(**call_kwargs)
+    else:
+        result = await POOL.run(lambda: fn(**call_kwargs), history=function.history if alone else None)
     if inspect.isawaitable(result):
         result = await result
     return result

@@ -8,6 +8,17 @@ step (timed out, or its run stopped) keeps its thread busy until it returns, but
 process, and its late result is discarded. Threads are created on demand up to ``MAX_THREADS``
 (sync steps beyond that wait their turn: a fan-out of 100 sync steps does not open 100 threads).
 Only ``isolation: process`` stops the code itself.
+
+A quick step with nothing else in flight is waited for differently. Handing a result back
+through the loop costs two thread wake-ups and two hand-overs of the interpreter lock, about
+70 µs a step on a 2-core VM against 14 µs for the rest of a step. When the caller says nothing
+else of its run is in flight, no other pool job is running, and the function's last call took
+under ``QUICK_CALL_SECONDS``, the loop's thread blocks on a lock for at most that long instead of
+returning to the loop: the worker hands the result over by releasing it (about 25 µs a step
+less). A call that outlasts the wait falls back to the loop as usual; the function is then handed
+over without waiting until a call of it is quick again. The loop is never held longer than
+``QUICK_CALL_SECONDS`` per step, and the step still runs on a worker thread, so its timeout and
+its abandonment behave as for any sync step.
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +38,41 @@ DEFAULT_CONCURRENCY = 128
 100-way fan-out of async calls to wait together (8 made it ten times slower), while sync steps
 stay bounded by ``MAX_THREADS``."""
 
-_Job = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+QUICK_CALL_SECONDS = 0.001
+"""How long the loop's thread may wait, blocked, for a quick sync step with nothing else in flight."""
+
+
+class CallHistory:
+    """Whether a function's last call on the pool returned within ``QUICK_CALL_SECONDS``: only then
+    is its next call waited for on a lock (one per bound step, updated by the worker)."""
+
+    __slots__ = ("quick",)
+
+    def __init__(self) -> None:
+        self.quick = True
+
+
+class _Job:
+    """One call handed to the pool, and how its result comes back: through ``handback`` (a held
+    lock the worker releases) while the loop's thread waits on it, else through the future."""
+
+    __slots__ = ("fn", "loop", "future", "history", "handback", "finished", "value", "error")
+
+    def __init__(self, fn: Callable[[], Any], loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any],
+                 history: CallHistory | None, handback: threading.Lock | None) -> None:
+        self.fn = fn
+        self.loop = loop
+        self.future = future
+        self.history = history
+        self.handback = handback
+        self.finished = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def result(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 class DaemonPool:
@@ -39,44 +85,66 @@ class DaemonPool:
         self.threads = 0
         self.idle = 0
 
-    async def run(self, fn: Callable[[], Any]) -> Any:
-        """Run ``fn()`` on a pool thread and return (or raise) its result."""
+    async def run(self, fn: Callable[[], Any], *, history: CallHistory | None = None) -> Any:
+        """Run ``fn()`` on a pool thread and return (or raise) its result.
+
+        ``history``: given only when the caller has nothing else in flight; the function's call
+        history then decides whether its result is waited for on a lock (see the module docstring)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
+        handback: threading.Lock | None = None
         with self.lock:
+            busy = self.threads - self.idle
+            if history is not None and history.quick and busy == 0:
+                handback = threading.Lock()
+                handback.acquire()
             if self.idle == 0 and self.threads < self.max_threads:
                 self.threads += 1
                 threading.Thread(target=self.work, name="orchestrator step", daemon=True).start()
             else:
                 self.idle -= 1 if self.idle else 0
-        self.jobs.put((fn, loop, future))
+        job = _Job(fn, loop, future, history, handback)
+        self.jobs.put(job)
+        if handback is not None:
+            if handback.acquire(timeout=QUICK_CALL_SECONDS):
+                return job.result()
+            with self.lock:
+                if job.finished:  # finished between the timeout and here: the lock was released for us
+                    return job.result()
+                job.handback = None  # the worker delivers through the future
         return await future
 
     def work(self) -> None:
         while True:
-            fn, loop, future = self.jobs.get()
+            job = self.jobs.get()
+            began = time.perf_counter()
             try:
-                value: Any = fn()
-                deliver: Callable[[], None] = _setter(future, value, None)
+                job.value = job.fn()
             except BaseException as exc:  # handed to the awaiting task, which records it
-                deliver = _setter(future, None, exc)
-            try:
-                loop.call_soon_threadsafe(deliver)
-            except RuntimeError:
-                pass  # the loop has closed: the step was abandoned and its late result is discarded
+                job.error = exc
+            if job.history is not None:
+                job.history.quick = time.perf_counter() - began < QUICK_CALL_SECONDS
             with self.lock:
                 self.idle += 1
+                job.finished = True
+                handback = job.handback
+            if handback is not None:
+                handback.release()  # the loop's thread is waiting for it (or has just seen ``finished``)
+                continue
+            try:
+                job.loop.call_soon_threadsafe(_deliver, job)
+            except RuntimeError:
+                pass  # the loop has closed: the step was abandoned and its late result is discarded
 
 
-def _setter(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> Callable[[], None]:
-    def deliver() -> None:
-        if future.done():  # cancelled meanwhile (timeout): discard the late result
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
-    return deliver
+def _deliver(job: _Job) -> None:
+    future = job.future
+    if future.done():  # cancelled meanwhile (timeout): discard the late result
+        return
+    if job.error is not None:
+        future.set_exception(job.error)
+    else:
+        future.set_result(job.value)
 
 
 POOL = DaemonPool()
