@@ -6,18 +6,48 @@ without importing each other.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from typing import Any
+
+BUSY_TIMEOUT_SECONDS = 30.0
+"""How long a connection waits for another one's lock (the sqlite3 default is 5 seconds;
+reviewers and workers can hold a write for a moment, and creators of one new file queue)."""
+
+SQLITE_BUSY = 5
 
 
 def apply_pragmas(connection: Any, level: str) -> None:
     """The store's pragmas, on a DBAPI connection (this store's, or one SQLAlchemy opens on the file)."""
     cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    # NORMAL is durable against process crashes in WAL mode (a killed process loses
-    # nothing committed); FULL adds power-loss safety at the price of an fsync per commit,
-    # here ~290 µs against ~17 µs.
-    cursor.execute(f"PRAGMA synchronous={level.upper()}")
-    # the sqlite3 default is 5 seconds; reviewers and workers can hold a write for a moment.
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_SECONDS * 1000)}")
+        enter_wal_mode(cursor)
+        # NORMAL is durable against process crashes in WAL mode (a killed process loses
+        # nothing committed); FULL adds power-loss safety at the price of an fsync per commit,
+        # here ~290 µs against ~17 µs.
+        cursor.execute(f"PRAGMA synchronous={level.upper()}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def enter_wal_mode(cursor: Any) -> None:
+    """``PRAGMA journal_mode=WAL``, retried while another connection holds the lock it needs.
+
+    Switching a new file to WAL takes its exclusive lock. When several processes open one new
+    file at once, SQLite may answer SQLITE_BUSY at once instead of calling the busy handler (it
+    does so wherever waiting could deadlock), so the busy timeout alone does not make them queue.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+    pause = 0.001
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = getattr(exc, "sqlite_errorcode", None)
+            if busy is None or busy & 0xFF != SQLITE_BUSY or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from orchestrator.store import open_store
@@ -65,3 +66,24 @@ def test_processes_creating_one_new_database_at_once_all_use_it(tmp_path: Path) 
     assert sorted(r.run_id for r in store.list_runs(status="queued")) == sorted(out.strip() for out, _ in results)
     assert stored_revision(f"sqlite:///{path}") == HEAD_REVISION
     assert len([t for t in schema_of(path) if t[0] == "table" and t[1] == "alembic_version"]) == 1
+
+
+def test_opening_a_new_file_waits_for_a_writer_that_holds_it_before_it_is_in_wal_mode(tmp_path: Path) -> None:
+    """Switching to WAL needs the file's exclusive lock, and SQLite refuses it at once (without the
+    busy timeout) while another connection of a not-yet-WAL file holds its write lock: what two
+    processes creating one file at the same moment meet."""
+    path = tmp_path / "new.db"
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.3, lambda: writer.execute("ROLLBACK"))
+    release.start()
+    try:
+        store = open_store(f"sqlite:///{path}")
+        workflow = store.register_workflow("w", "1", {}, None, "hash")
+        run_id = store.create_run(workflow, "w", {}, status="queued", owner=None)
+        assert [r.run_id for r in store.list_runs(status="queued")] == [run_id]
+        store.close()
+    finally:
+        release.join()
+        writer.close()
+    assert stored_revision(f"sqlite:///{path}") == HEAD_REVISION
