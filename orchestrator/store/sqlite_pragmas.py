@@ -14,8 +14,6 @@ BUSY_TIMEOUT_SECONDS = 30.0
 """How long a connection waits for another one's lock (the sqlite3 default is 5 seconds;
 reviewers and workers can hold a write for a moment, and creators of one new file queue)."""
 
-SQLITE_BUSY = 5
-
 
 def apply_pragmas(connection: Any, level: str) -> None:
     """The store's pragmas, on a DBAPI connection (this store's, or one SQLAlchemy opens on the file)."""
@@ -46,8 +44,8 @@ def enter_wal_mode(cursor: Any) -> None:
             cursor.execute("PRAGMA journal_mode=WAL")
             return
         except sqlite3.OperationalError as exc:
-            busy = getattr(exc, "sqlite_errorcode", None)
-            if busy is None or busy & 0xFF != SQLITE_BUSY or time.monotonic() + pause > deadline:
+            busy = exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY  # the primary code, any extended one
+            if not busy or time.monotonic() + pause > deadline:
                 raise
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
