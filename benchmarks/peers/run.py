@@ -16,7 +16,12 @@ Run it as ``/tmp/peersvenv/bin/python benchmarks/peers/run.py`` (peers installed
 
 Workloads: a chain of trivial steps (µs/step) at FULL, at NORMAL and with no persistence;
 a fan-out of ``--width`` steps each ``await asyncio.sleep(0.05)`` plus one join (wall s, at
-FULL); sequential 5-step runs per second at FULL, each run a new run id.
+FULL, at NORMAL and with no persistence); sequential 5-step runs per second at FULL and with no
+persistence, each run a new run id.
+
+The no-persistence numbers also bound what a target can ask: a target that allows, beyond the
+floor's own writes, less time than an engine spends with no persistence at all cannot be met by
+that engine, whatever its store does. The last table sets each such allowance beside them.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,9 +71,13 @@ METRICS = [
     Metric("chain_normal", "chain, persisted after every step, synchronous=NORMAL", "µs/step", "normal"),
     Metric("chain_none", "chain, no persistence", "µs/step", "none"),
     Metric("fanout", "fan-out of async 50 ms sleeps + join, synchronous=FULL", "s", "full"),
+    Metric("fanout_normal", "fan-out of async 50 ms sleeps + join, synchronous=NORMAL", "s", "normal"),
+    Metric("fanout_none", "fan-out of async 50 ms sleeps + join, no persistence", "s", "none"),
     Metric(
         "rps_full", "sequential 5-step runs, new run id each, synchronous=FULL", "runs/s", "full", higher_is_better=True
     ),
+    Metric("rps_none", "sequential 5-step runs, new run id each, no persistence", "runs/s", "none",
+           higher_is_better=True),
     Metric("bytes_full", "database growth per persisted step of the chain", "bytes/step", "full"),
 ]
 
@@ -94,6 +104,7 @@ TARGETS = [
     Target("async steps at NORMAL: µs/step at most 1.5x the raw floor", "chain_normal", ASYNC, RAW, 1.5),
     Target("sync steps at NORMAL: µs/step at most 1.5x the raw floor", "chain_normal", SYNC, RAW, 1.5),
     Target("fan-out at default concurrency: within 1.1x of one 50 ms sleep", "fanout", ASYNC, 0.05, 1.1),
+    Target("same, at the store's default synchronous=NORMAL", "fanout_normal", ASYNC, 0.05, 1.1),
     Target("no persistence (memory:// store): at most 2x Hamilton's µs/step", "chain_none", ASYNC, "Hamilton", 2.0),
     Target("bytes per small step: at most 200 (ratio column: bytes / 200)", "bytes_full", ASYNC, 1.0, 200.0),
 ]
@@ -138,10 +149,12 @@ def worker(name: str, chain: int, width: int, runs_seconds: float, warmup: int) 
             try:
                 _cell(engine.chain_us_per_step, warmup)  # imports, caches, prepared statements
                 out["results"][f"chain_{level}"] = _cell(engine.chain_us_per_step, chain)
+                _cell(engine.fanout_seconds, min(width, 4))
+                fanout = "fanout" if level == "full" else f"fanout_{level}"
+                out["results"][fanout] = _cell(engine.fanout_seconds, width, caveat=engine.caveat("fanout"))
+                if level != "normal":
+                    out["results"][f"rps_{level}"] = _cell(engine.runs_per_second, runs_seconds)
                 if level == "full":
-                    _cell(engine.fanout_seconds, min(width, 4))
-                    out["results"]["fanout"] = _cell(engine.fanout_seconds, width, caveat=engine.caveat("fanout"))
-                    out["results"]["rps_full"] = _cell(engine.runs_per_second, runs_seconds)
                     out["results"]["bytes_full"] = _cell(engine.bytes_per_step, chain)
             finally:
                 engine.teardown()
@@ -291,6 +304,7 @@ def render(table: dict[str, Collected], names: list[str], args: argparse.Namespa
             else:
                 lines.append(f"| {n} | {median} | n/a | |")
     lines += render_targets(table)
+    lines += render_allowances(table)
     return "\n".join(lines) + "\n"
 
 
@@ -312,6 +326,83 @@ def render_targets(table: dict[str, Collected]) -> list[str]:
         unit = "" if target.metric == "bytes_full" else "x"
         lines.append(f"| {target.goal} | {median:.2f}{unit} | {min(ratios):.2f}{unit} - {max(ratios):.2f}{unit} | "
                      f"{'yes' if met else 'no'} |")
+    return lines
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """What a target leaves for everything but the floor's own work, per ``unit``, and the engines
+    whose no-persistence cost (``spent``, same unit) is set beside it."""
+
+    goal: str
+    unit: str
+    left: float | None
+    spent: dict[str, float | None]
+
+
+def median_of(table: dict[str, Collected], engine: str, metric: str) -> float | None:
+    got = [v for v in table[engine].values.get(metric, []) if v is not None] if engine in table else []
+    return statistics.median(got) if got else None
+
+
+def _per_run_us(runs_per_second: float) -> float:
+    return 1e6 / runs_per_second
+
+
+def _ms_beyond_sleep(seconds: float) -> float:
+    return (seconds - 0.05) * 1e3
+
+
+def allowances(table: dict[str, Collected]) -> list[Allowance]:
+    """Each target read as a budget: the floor's cost times the target's ratio, less the floor's cost,
+    is what is left for scheduling, bookkeeping and hand-offs; an engine spends at least its cost with
+    no persistence on those (its in-memory bookkeeping included), whatever its store does."""
+    def each(metric: str, engines: tuple[str, ...],
+             convert: Callable[[float], float] | None = None) -> dict[str, float | None]:
+        out: dict[str, float | None] = {}
+        for e in engines:
+            v = median_of(table, e, metric)
+            out[e] = None if v is None else convert(v) if convert is not None else v
+        return out
+
+    normal, full = median_of(table, RAW, "chain_normal"), median_of(table, RAW, "chain_full")
+    raw_rps = median_of(table, RAW, "rps_full")
+    return [
+        Allowance("at NORMAL, 1.5x the floor: per step", "µs/step", None if normal is None else 0.5 * normal,
+                  each("chain_none", (ASYNC, SYNC, INLINE, "Hamilton", "Burr"))),
+        Allowance("sync steps at FULL, 1.5x the floor: per step", "µs/step", None if full is None else 0.5 * full,
+                  each("chain_none", (SYNC, INLINE))),
+        Allowance("5-step runs/s at FULL, 0.8x the floor's: per run", "µs/run",
+                  None if raw_rps is None else 0.25 * _per_run_us(raw_rps),
+                  each("rps_none", (ASYNC, SYNC, INLINE, "Hamilton", "Burr", "LangGraph"), _per_run_us)),
+        Allowance("fan-out within 1.1x of one 50 ms sleep: beyond the sleep", "ms", 5.0,
+                  each("fanout_none", (ASYNC, RAW, "Hamilton", "Burr", "LangGraph"), _ms_beyond_sleep)),
+    ]
+
+
+def render_allowances(table: dict[str, Collected]) -> list[str]:
+    """The allowance table: whether an engine's no-persistence cost alone already exceeds what a target leaves."""
+    lines = [
+        "",
+        "## What each target leaves beyond the floor's own work",
+        "",
+        "The floor's cost times the target's ratio, less the floor's cost, is all an engine may spend on "
+        "everything but the floor's writes (its scheduling, its bookkeeping, its thread hand-offs, the "
+        "part of its writes the floor does not make). With no persistence an engine spends at least "
+        "that much on those, so where its no-persistence cost alone exceeds the allowance, the target "
+        "is out of its reach whatever its store does. Medians of the rounds above.",
+        "",
+        "| target | left | engine | spent with no persistence | fits |",
+        "|---|---|---|---|---|",
+    ]
+    for a in allowances(table):
+        left = "n/a" if a.left is None else fmt(a.left, a.unit)
+        for engine, spent in a.spent.items():
+            if spent is None:
+                lines.append(f"| {a.goal} | {left} | {engine} | n/a | |")
+                continue
+            fits = "" if a.left is None else ("yes" if spent <= a.left else "no")
+            lines.append(f"| {a.goal} | {left} | {engine} | {fmt(spent, a.unit)} | {fits} |")
     return lines
 
 

@@ -81,19 +81,21 @@ class RawSqlite(Engine):
         return time.perf_counter() - t
 
     def runs_per_second(self, seconds: float) -> float:
-        """Per run: a run row, then five step rows, each committed (six commits)."""
+        """Per run: a run row, then five step rows, each committed (six commits); with no
+        persistence, the five calls alone."""
         con = self.con
-        assert con is not None
         count, t = 0, time.perf_counter()
         while count < 20 or time.perf_counter() - t < seconds:
             run = f"run{count}"
-            con.execute(_INSERT, (run, "<run>", None))
-            con.commit()
+            if con is not None:
+                con.execute(_INSERT, (run, "<run>", None))
+                con.commit()
             value = count
             for i in range(5):
                 value = inc(value)
-                con.execute(_INSERT, (run, f"s{i}", str(value)))
-                con.commit()
+                if con is not None:
+                    con.execute(_INSERT, (run, f"s{i}", str(value)))
+                    con.commit()
             count += 1
         return count / (time.perf_counter() - t)
 
