@@ -139,7 +139,7 @@ def worker(name: str, chain: int, width: int, runs_seconds: float, warmup: int) 
     for level in ("full", "normal", "none"):
         with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
             try:
-                out["durability"][level] = engine.setup(Path(tmp), level)  # type: ignore[arg-type]
+                out["durability"][level] = engine.setup(Path(tmp), level)
             except Unsupported as exc:
                 out["results"][f"chain_{level}"] = {"na": str(exc)}
                 continue
@@ -185,7 +185,8 @@ def run_worker(name: str, args: argparse.Namespace) -> dict[str, Any]:
         return {"name": name, "crashed": f"timed out after {WORKER_TIMEOUT:.0f} s", "results": {}}
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("{"):
-            return json.loads(line)
+            result: dict[str, Any] = json.loads(line)
+            return result
     tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
     return {"name": name, "crashed": f"exit {proc.returncode}: {tail[:200]}", "results": {}}
 

@@ -45,4 +45,5 @@ def make(name: str) -> Engine:
         if root in packages:
             raise NotInstalled(f"not installed ({root})") from exc
         raise
-    return module.make(**options)
+    engine: Engine = module.make(**options)
+    return engine
