@@ -38,7 +38,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from engines import REFERENCE, REGISTRY, NotInstalled, make  # noqa: E402
-from engines.base import Engine, Unsupported  # noqa: E402
+from engines.base import SLEEP, Engine, Unsupported  # noqa: E402
 
 RESULTS = HERE / "RESULTS.md"
 WORKER_TIMEOUT = 300.0
@@ -95,16 +94,21 @@ class Target:
 
 
 ASYNC, SYNC, INLINE, RAW = "ours (async steps)", "ours (sync steps)", "ours (inline sync steps)", "raw sqlite3"
+SYNC_FULL = Target("sync steps at FULL: µs/step at most 1.5x the raw floor", "chain_full", SYNC, RAW, 1.5)
+RUNS_FULL = Target("async 5-step runs/s at FULL: at least 0.8x the raw floor's", "rps_full", ASYNC, RAW, 0.8,
+                   at_least=True)
+NORMAL = Target("async steps at NORMAL: µs/step at most 1.5x the raw floor", "chain_normal", ASYNC, RAW, 1.5)
+FANOUT = Target("fan-out at default concurrency: within 1.1x of one 50 ms sleep", "fanout", ASYNC, SLEEP, 1.1)
 TARGETS = [
     Target("async steps at FULL: µs/step at most 1.2x the raw INSERT+COMMIT floor", "chain_full", ASYNC, RAW, 1.2),
-    Target("sync steps at FULL: µs/step at most 1.5x the raw floor", "chain_full", SYNC, RAW, 1.5),
+    SYNC_FULL,
     Target("sync steps with inline: true at FULL: at most 1.5x the raw floor", "chain_full", INLINE, RAW, 1.5),
-    Target("async 5-step runs/s at FULL: at least 0.8x the raw floor's", "rps_full", ASYNC, RAW, 0.8, at_least=True),
+    RUNS_FULL,
     Target("sync 5-step runs/s at FULL: at least 0.8x the raw floor's", "rps_full", SYNC, RAW, 0.8, at_least=True),
-    Target("async steps at NORMAL: µs/step at most 1.5x the raw floor", "chain_normal", ASYNC, RAW, 1.5),
+    NORMAL,
     Target("sync steps at NORMAL: µs/step at most 1.5x the raw floor", "chain_normal", SYNC, RAW, 1.5),
-    Target("fan-out at default concurrency: within 1.1x of one 50 ms sleep", "fanout", ASYNC, 0.05, 1.1),
-    Target("same, at the store's default synchronous=NORMAL", "fanout_normal", ASYNC, 0.05, 1.1),
+    FANOUT,
+    Target("same, at the store's default synchronous=NORMAL", "fanout_normal", ASYNC, SLEEP, 1.1),
     Target("no persistence (memory:// store): at most 2x Hamilton's µs/step", "chain_none", ASYNC, "Hamilton", 2.0),
     Target("bytes per small step: at most 200 (ratio column: bytes / 200)", "bytes_full", ASYNC, 1.0, 200.0),
 ]
@@ -332,13 +336,23 @@ def render_targets(table: dict[str, Collected]) -> list[str]:
 
 @dataclass(frozen=True)
 class Allowance:
-    """What a target leaves for everything but the floor's own work, per ``unit``, and the engines
-    whose no-persistence cost (``spent``, same unit) is set beside it."""
+    """A target read as a budget, beside what ``engines`` spend on ``spent_metric`` with no persistence."""
 
-    goal: str
-    unit: str
-    left: float | None
-    spent: dict[str, float | None]
+    name: str
+    target: Target
+    spent_metric: str
+    engines: tuple[str, ...]
+
+    def label(self) -> str:
+        return f"{self.name}, {'at least' if self.target.at_least else 'at most'} {self.target.limit:g}x"
+
+
+ALLOWANCES = [
+    Allowance("steps at NORMAL", NORMAL, "chain_none", (ASYNC, SYNC, INLINE, "Hamilton", "Burr")),
+    Allowance("sync steps at FULL", SYNC_FULL, "chain_none", (SYNC, INLINE)),
+    Allowance("5-step runs/s at FULL", RUNS_FULL, "rps_none", (ASYNC, SYNC, INLINE, "Hamilton", "Burr", "LangGraph")),
+    Allowance("fan-out beyond the sleep", FANOUT, "fanout_none", (ASYNC, RAW, "Hamilton", "Burr", "LangGraph")),
+]
 
 
 def median_of(table: dict[str, Collected], engine: str, metric: str) -> float | None:
@@ -346,43 +360,41 @@ def median_of(table: dict[str, Collected], engine: str, metric: str) -> float | 
     return statistics.median(got) if got else None
 
 
-def _per_run_us(runs_per_second: float) -> float:
-    return 1e6 / runs_per_second
+def budget_unit(target: Target) -> str:
+    """What a budget is counted in: µs per run for a rate, ms beyond a constant baseline (the fan-out's
+    sleep), else the metric's own unit."""
+    if target.at_least:
+        return "µs/run"
+    if not isinstance(target.baseline, str):
+        return "ms"
+    return next(m.unit for m in METRICS if m.key == target.metric)
 
 
-def _ms_beyond_sleep(seconds: float) -> float:
-    return (seconds - 0.05) * 1e3
+def in_budget_unit(target: Target, value: float) -> float:
+    """A measured value of ``target``'s metric as a cost in :func:`budget_unit`."""
+    if target.at_least:
+        return 1e6 / value
+    if not isinstance(target.baseline, str):
+        return (value - target.baseline) * 1e3
+    return value
 
 
-def allowances(table: dict[str, Collected]) -> list[Allowance]:
-    """Each target read as a budget: the floor's cost times the target's ratio, less the floor's cost,
-    is what is left for scheduling, bookkeeping and hand-offs; an engine spends at least its cost with
-    no persistence on those (its in-memory bookkeeping included), whatever its store does."""
-    def each(metric: str, engines: tuple[str, ...],
-             convert: Callable[[float], float] | None = None) -> dict[str, float | None]:
-        out: dict[str, float | None] = {}
-        for e in engines:
-            v = median_of(table, e, metric)
-            out[e] = None if v is None else convert(v) if convert is not None else v
-        return out
-
-    normal, full = median_of(table, RAW, "chain_normal"), median_of(table, RAW, "chain_full")
-    raw_rps = median_of(table, RAW, "rps_full")
-    return [
-        Allowance("at NORMAL, 1.5x the floor: per step", "µs/step", None if normal is None else 0.5 * normal,
-                  each("chain_none", (ASYNC, SYNC, INLINE, "Hamilton", "Burr"))),
-        Allowance("sync steps at FULL, 1.5x the floor: per step", "µs/step", None if full is None else 0.5 * full,
-                  each("chain_none", (SYNC, INLINE))),
-        Allowance("5-step runs/s at FULL, 0.8x the floor's: per run", "µs/run",
-                  None if raw_rps is None else 0.25 * _per_run_us(raw_rps),
-                  each("rps_none", (ASYNC, SYNC, INLINE, "Hamilton", "Burr", "LangGraph"), _per_run_us)),
-        Allowance("fan-out within 1.1x of one 50 ms sleep: beyond the sleep", "ms", 5.0,
-                  each("fanout_none", (ASYNC, RAW, "Hamilton", "Burr", "LangGraph"), _ms_beyond_sleep)),
-    ]
+def left_by(target: Target, table: dict[str, Collected]) -> float | None:
+    """What ``target`` leaves beyond its baseline's own cost, in :func:`budget_unit`: the baseline's
+    cost times the ratio, less the baseline's cost (for a rate, times one over the ratio)."""
+    if isinstance(target.baseline, str):
+        base = median_of(table, target.baseline, target.metric)
+        if base is None:
+            return None
+        cost = in_budget_unit(target, base)
+    else:
+        cost = target.baseline * 1e3  # the sleep itself, in ms
+    return (1 / target.limit - 1 if target.at_least else target.limit - 1) * cost
 
 
 def render_allowances(table: dict[str, Collected]) -> list[str]:
-    """The allowance table: whether an engine's no-persistence cost alone already exceeds what a target leaves."""
+    """Each target read as a budget: whether an engine's no-persistence cost (its in-memory bookkeeping
+    included) alone already exceeds what the target leaves, whatever its store does."""
     lines = [
         "",
         "## What each target leaves beyond the floor's own work",
@@ -396,14 +408,18 @@ def render_allowances(table: dict[str, Collected]) -> list[str]:
         "| target | left | engine | spent with no persistence | fits |",
         "|---|---|---|---|---|",
     ]
-    for a in allowances(table):
-        left = "n/a" if a.left is None else fmt(a.left, a.unit)
-        for engine, spent in a.spent.items():
-            if spent is None:
-                lines.append(f"| {a.goal} | {left} | {engine} | n/a | |")
+    for a in ALLOWANCES:
+        target, unit = a.target, budget_unit(a.target)
+        left = left_by(target, table)
+        shown_left = "n/a" if left is None else fmt(left, unit)
+        for engine in a.engines:
+            value = median_of(table, engine, a.spent_metric)
+            if value is None:
+                lines.append(f"| {a.label()} | {shown_left} | {engine} | n/a | |")
                 continue
-            fits = "" if a.left is None else ("yes" if spent <= a.left else "no")
-            lines.append(f"| {a.goal} | {left} | {engine} | {fmt(spent, a.unit)} | {fits} |")
+            spent = in_budget_unit(target, value)
+            fits = "" if left is None else ("yes" if spent <= left else "no")
+            lines.append(f"| {a.label()} | {shown_left} | {engine} | {fmt(spent, unit)} | {fits} |")
     return lines
 
 
