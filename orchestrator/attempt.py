@@ -424,6 +424,8 @@ def resolve_inputs(step: BoundStep, inputs: dict[str, Any], done: Mapping[str, D
             else:
                 stored[param] = {"$record": source.record_id}
             kwargs[param] = value
+    for param, literal in step.spec.params.items():
+        kwargs[param] = stored[param] = literal
     consumed = [[done[dep].record_id, dep, round(max(0.0, started - done[dep].ended_at), 6)]
                 for dep in step.dependencies]
     return kwargs, jsonio.dumps(stored) if stored else None, jsonio.dumps(consumed) if consumed else None

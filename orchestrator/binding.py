@@ -284,7 +284,7 @@ def _bind_llm_function(workflow: WorkflowSpec, step: StepSpec, resolver: _Resolv
         problems.add(f"steps.{step.id}.prompt", f"step {step.id!r} has a prompt but type {step.type!r}; "
                                                 "a prompt belongs to a step of type 'llm' (or a critic)")
         return None
-    for key, line, message in template_problems(step, list(step.inputs)):
+    for key, line, message in template_problems(step, [*step.inputs, *step.params]):
         where = f" (template line {line})" if line is not None else ""
         # a block scalar (``prompt: |``) starts on the line after its key; a one-line template on it
         offset = None if line is None else (line if "\n" in (getattr(step, key) or "") else line - 1)
@@ -365,13 +365,15 @@ def signature_mismatch(step: StepSpec, fn: Any, *, extra: tuple[str, ...] = ()) 
     has_var_kw = any(p.kind == p.VAR_KEYWORD for p in params.values())
     names = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     shown = f"{step.run or getattr(fn, '__qualname__', fn)}({', '.join(names)})"
-    unknown = [k for k in step.inputs if k not in names and not has_var_kw]
+    given = [*step.inputs, *step.params]
+    unknown = [k for k in given if k not in names and not has_var_kw]
     if unknown:
         return (f"step {step.id!r}: input {unknown[0]!r} does not match any parameter of {shown}; "
                 f"rename the input or the parameter")
     missing = [n for n, p in params.items()
                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty
-               and n != "ctx" and n not in step.inputs and n not in extra]
+               and n != "ctx" and n not in given and n not in extra]
     if missing:
-        return f"step {step.id!r}: parameter {missing[0]!r} of {shown} is not given by any input; add it under 'inputs'"
+        return (f"step {step.id!r}: parameter {missing[0]!r} of {shown} is not given by any input; add it under "
+                "'inputs' (or 'params' for a literal value)")
     return None

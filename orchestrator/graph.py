@@ -56,9 +56,15 @@ def check_references(spec: WorkflowSpec) -> list[Problem]:
             elif kind == "step" and name not in ids:
                 problems.append((f"steps.{step.id}.inputs.{param}",
                                  f"step {step.id!r} depends on {name!r}, which is not defined. "
-                                 f"Defined steps: {ids}"))
+                                 f"Defined steps: {ids}; to pass a literal string, use params: "
+                                 f"{{{param}: {ref}}}"))
             elif kind == "step" and name == step.id:
                 problems.append((f"steps.{step.id}.inputs.{param}", f"step {step.id!r} consumes its own output"))
+        for param in step.params:
+            if param in step.inputs:
+                problems.append((f"steps.{step.id}.params.{param}",
+                                 f"step {step.id!r} parameter {param!r} is under both inputs: and params:; "
+                                 "a parameter gets its value from one"))
         for key in ("after", "verifies"):
             for dep in getattr(step, key):
                 if dep not in ids:

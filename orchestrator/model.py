@@ -140,6 +140,8 @@ class StepSpec(_Strict):
     """``module:function`` resolved next to the workflow file first, then on the import path."""
     inputs: dict[str, Any] = Field(default_factory=_empty_dict)
     """Parameter name -> ``$inputs.KEY`` | ``STEP_ID`` | ``STEP_ID.field``; non-strings are constants."""
+    params: dict[str, Any] = Field(default_factory=_empty_dict)
+    """Parameter name -> a literal value passed as is, never read as a reference (``{path: /tmp/x.txt}``)."""
     after: list[str] = Field(default_factory=_empty_list)
     """Steps that must finish first without passing their output in."""
     needs: str | None = None

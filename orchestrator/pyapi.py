@@ -91,7 +91,7 @@ class Workflow:
 
         Keyword options are the YAML step keys (``id``, ``type``, ``agent``, ``inputs``, ``after``,
         ``needs``, ``description``, ``gates``, ``on_gate_fail``, ``retry``, ``timeout``, ``baseline``,
-        ``verifies``, ``side_effects``, ``simulate``,
+        ``verifies``, ``side_effects``, ``simulate``, ``params`` (literal keyword arguments),
         ``isolation``, ``inline``, ``review_timeout``, ``on_review_timeout``); an
         unknown one is a SpecError naming it and the valid keys, as in YAML.
         """
@@ -199,7 +199,8 @@ class Workflow:
                 opts[key] = value
             inputs = opts.pop("inputs", None)
             if inputs is None:
-                inputs = (self._infer_inputs(fn, known, calls_model=opts.get("prompt") is not None)
+                inputs = (self._infer_inputs(fn, known, calls_model=opts.get("prompt") is not None,
+                                             literal=opts.get("params") or {})
                           if fn is not None else self._template_inputs(opts, known))
             try:
                 step = StepSpec(id=step_id, run=_ref(fn), inputs=inputs, baseline=_ref(baseline),
@@ -227,11 +228,13 @@ class Workflow:
                                          f"{e['msg']} (got {e.get('input')!r})") for e in exc.errors()]) from None
         return workflow, objects
 
-    def _infer_inputs(self, fn: Callable[..., Any], known: set[str], *, calls_model: bool = False) -> dict[str, Any]:
-        """Inputs from parameter names; an LLM step's ``reply`` (the model's answer) is not one."""
+    def _infer_inputs(self, fn: Callable[..., Any], known: set[str], *, calls_model: bool = False,
+                      literal: Mapping[str, Any]) -> dict[str, Any]:
+        """Inputs from parameter names; an LLM step's ``reply`` (the model's answer) and the parameters
+        given under ``params`` (literal values) are not ones."""
         inputs: dict[str, Any] = {}
         for name, param in inspect.signature(fn).parameters.items():
-            if name == "ctx" or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
+            if name == "ctx" or name in literal or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
                 continue
             if calls_model and name == REPLY_PARAMETER:
                 continue

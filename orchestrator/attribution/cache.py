@@ -119,6 +119,7 @@ class InputKeys:
                     rows.append((param, "input", self.input_digests.get(parsed[1], digest(None)), None))
                 else:
                     rows.append((param, "step", parsed[1], parsed[2]))
+            rows.extend((param, "const", digest(value), None) for param, value in step.params.items())
             self.plan[sid] = rows
 
     def from_values(self, step_id: str, outputs: dict[str, Value]) -> str | None:
