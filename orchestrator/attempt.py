@@ -46,7 +46,7 @@ class AttemptFailed(Exception):
     """An attempt raised; carries the original so tenacity can decide whether to retry."""
 
     def __init__(self, original: BaseException) -> None:
-        super().__init__(str(original))
+        super().__init__(exception_text(original))
         self.original = original
 
 
@@ -150,6 +150,8 @@ class StepRunner:
         self.run = run
         self.step = step
         function = step.function
+        self.started_attempt = 1
+        """The number of the attempt under way (or last begun)."""
         self.needs_context = function.takes_ctx or function.isolated_ref is not None or bool(step.gates)
         """Whether anything reads the attempt's :class:`StepContext` (the function, a child process,
         a gate); a plain function without gates gets none built (about 1.5 µs a step)."""
@@ -165,6 +167,18 @@ class StepRunner:
                            idempotency_key=self.idempotency_key, next_needs=list(step.next_needs),
                            gate_feedback=list(state.feedback), inputs=kwargs, upstream=UpstreamView(run.done),
                            workflow_inputs=run.inputs, llm_defaults=run.llm_defaults)
+
+    async def unforeseen_failure(self, exc: Exception) -> StepOutcome:
+        """Record an attempt that broke outside the step's own code (its failure could not be recorded
+        the usual way): its type, message and traceback are kept for ``show``, ``trace`` and ``stats``."""
+        message = exception_text(exc)
+        try:
+            rid = await self.run.record(self.step, self.started_attempt, time.time(), status="failed",
+                                        ended_at=time.time(), error_type=type(exc).__name__, error_message=message,
+                                        traceback=failure_traceback(exc))
+        except Exception:  # the store itself refuses: nothing more can be kept than the run's error
+            raise exc from None
+        return StepOutcome(self.step.id, "failed", rid, error=f"{type(exc).__name__}: {message}")
 
     async def run_step(self, first_attempt: int, feedback: list[GateResult]) -> StepOutcome:
         policy = self.step.spec.retry
@@ -199,6 +213,7 @@ class StepRunner:
 
     async def attempt(self, attempt: int, state: AttemptState, *, is_last: bool) -> StepOutcome:
         run, step = self.run, self.step
+        self.started_attempt = attempt
         started = time.time()
         try:
             kwargs, stored_inputs, consumed = resolve_inputs(step, run.inputs, run.done, started)
@@ -273,7 +288,7 @@ class StepRunner:
         elif isinstance(exc, TimeoutError) and timeout is not None and ended - started >= timeout * 0.99:
             error_type, message = "TimeoutError", f"step {self.step.id!r} timed out after {timeout:g} s"
         else:
-            error_type, message = getattr(exc, "type_name", None) or type(exc).__name__, str(exc)
+            error_type, message = getattr(exc, "type_name", None) or type(exc).__name__, exception_text(exc)
             if isinstance(exc, SystemExit):
                 message = f"step {self.step.id!r} called exit({exc.code!r})"
             elif not isinstance(exc, Exception) and not message:
@@ -306,7 +321,7 @@ class StepRunner:
             output_json = jsonio.dumps_strict(output)
         except jsonio.NotSerializableError as exc:
             ended = time.time()
-            if isinstance(exc, jsonio.NonFiniteError):
+            if isinstance(exc, (jsonio.NonFiniteError, jsonio.NotJsonError)):
                 problem = f"step {step.id!r} {exc}"  # "step 's' output field 'scores.2' is NaN; ..."
             else:
                 problem = f"step {step.id!r} returned a value that cannot be stored as JSON: {exc}"
@@ -338,6 +353,15 @@ class StepRunner:
         if status == "failed":
             return StepOutcome(step.id, "failed", rid, error=f"gate failed: {message}")
         return StepOutcome(step.id, status, rid, output=plain_output, ended_at=ended, error=message)
+
+
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, or what is known of it when the exception's own ``__str__`` raises: the step's
+    failure is still recorded with its type and traceback, whatever its message does."""
+    try:
+        return str(exc)
+    except Exception as broken:  # noqa: BLE001 (user code: any error at all)
+        return f"(its message could not be read: __str__ raised {type(broken).__name__})"
 
 
 def failure_traceback(exc: BaseException) -> str | None:

@@ -354,8 +354,11 @@ class _Schedule:
             except LeaseLostError:
                 self.stop()
                 return
-            except Exception as exc:  # a bug in the executor itself; still report a value
-                outcome = StepOutcome(next_job.step_id, "failed", -1, error=f"{type(exc).__name__}: {exc}")
+            except Exception as exc:  # a bug in the executor itself: still record the attempt, report a value
+                try:
+                    outcome = await self.runners[next_job.step_id].unforeseen_failure(exc)
+                except Exception:
+                    outcome = StepOutcome(next_job.step_id, "failed", -1, error=f"{type(exc).__name__}: {exc}")
             next_job = self.report(outcome)
         await self.finish_when_idle()
 

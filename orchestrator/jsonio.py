@@ -1,16 +1,25 @@
 """JSON in and out of the store. Step outputs must be JSON: pydantic models and dataclasses
-are converted, anything else (a socket, a generator) is refused with the type named, and so
-is a NaN or an infinity anywhere inside (JSON has neither; see :func:`dumps_strict`).
+are converted, anything else (a socket, a generator, a set, a datetime, bytes) is refused with
+the field and the type named, and so is a NaN or an infinity anywhere inside (JSON has neither;
+see :func:`dumps_strict`). Nothing is converted silently: a set would be stored in hash order
+(another order in every process), a generator consumed, a datetime written without its time zone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
+import sys
 from typing import Any
 
 import pydantic_core
+from pydantic import BaseModel
+
+MAX_DEPTH = 200
+"""How deeply JSON values may nest (objects and arrays inside each other), in files read and in step
+outputs: past it Python's parser and the serializer run out of stack, so the value is refused instead."""
 
 
 class NotSerializableError(TypeError):
@@ -27,6 +36,123 @@ class NonFiniteError(NotSerializableError):
         super().__init__(f"{where} is {kind}; JSON has no {kind.lstrip('-')}")
 
 
+class NotJsonError(NotSerializableError):
+    """A value holds something that is not JSON data (a set, bytes, a datetime, a tuple key...)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        where = f"output field {path!r}" if path else "output"
+        super().__init__(f"{where} {problem}")
+
+
+_ADVICE = {
+    "set": "JSON has no sets (return a list, e.g. sorted(...))",
+    "bytes": "JSON has no bytes (decode it to text, or base64-encode it)",
+    "datetime": "return an ISO 8601 string with its time zone (value.isoformat())",
+    "iterator": "it would be consumed once (return a list)",
+}
+
+
+def _problem(value: Any) -> str:
+    """Why a value that is neither JSON data, a pydantic model nor a dataclass is refused."""
+    import datetime
+    from collections.abc import Iterator
+
+    kind = type(value).__name__
+    article = "an" if kind[:1].lower() in "aeiou" else "a"
+    if isinstance(value, (set, frozenset)):
+        return f"is {article} {kind}; {_ADVICE['set']}"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return f"is {kind}; {_ADVICE['bytes']}"
+    if isinstance(value, (datetime.date, datetime.time)):
+        return f"is {article} {kind}; {_ADVICE['datetime']}"
+    if isinstance(value, Iterator):
+        return f"is {article} {kind}; {_ADVICE['iterator']}"
+    return f"is {article} {kind}; return JSON data, a pydantic model or a dataclass"
+
+
+class _Found(Exception):
+    """Raised inside :func:`_check` with the problem; each container on the way out adds its key."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        self.keys: list[Any] = []
+
+
+_PLAIN = frozenset({str, float, bool, type(None)})
+_QUICK_INT_BITS = 4096
+"""Integers up to this many bits (about 1233 digits) are within every digit limit, unchecked."""
+
+
+def refuse_non_json(value: Any) -> None:
+    """Raise :class:`NotJsonError` naming the first field that is not JSON data.
+
+    JSON data is dicts with string keys (int keys are written as their digits, as ``json.dumps``
+    does), lists, tuples, strings, numbers, booleans and None, nested at most :data:`MAX_DEPTH`
+    deep; a pydantic model serializes as it declares, a dataclass's fields are checked like a dict's.
+    """
+    if type(value) in _PLAIN or _small_int(value):
+        return
+    try:
+        _check(value, 0)
+    except _Found as found:
+        keys = found.keys[::-1]
+        if found.problem.startswith("is nested deeper"):
+            keys = keys[:1]  # the field it starts under; the full path is hundreds of keys long
+        raise NotJsonError(".".join(map(str, keys)), found.problem) from None
+
+
+def _small_int(item: Any) -> bool:
+    return type(item) is int and item.bit_length() <= _QUICK_INT_BITS
+
+
+def _check(item: Any, depth: int) -> None:
+    """Walk ``item`` (not a plain scalar); exact types first, as step outputs are mostly dicts and lists."""
+    kind = type(item)
+    if kind is dict or kind is list or kind is tuple:
+        _check_container(item, depth, kind is dict)
+    elif isinstance(item, int):
+        if item.bit_length() > _QUICK_INT_BITS:
+            limit = sys.get_int_max_str_digits()
+            if limit and item.bit_length() > limit * math.log2(10):
+                raise _Found(f"is an integer of more than {limit} digits, which JSON readers refuse "
+                             "(return it as a string)")
+    elif isinstance(item, (str, float, BaseModel)):
+        return
+    elif isinstance(item, (dict, list, tuple)):
+        _check_container(item, depth, isinstance(item, dict))
+    elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+        _check_container({f.name: getattr(item, f.name) for f in dataclasses.fields(item)}, depth, True)
+    else:
+        raise _Found(_problem(item))
+
+
+def _check_container(item: Any, depth: int, is_dict: bool) -> None:
+    if depth >= MAX_DEPTH:
+        raise _Found(f"is nested deeper than {MAX_DEPTH} levels; flatten it")
+    key: Any = None
+    try:
+        if is_dict:
+            for key, sub in item.items():
+                if type(key) is not str and (not isinstance(key, (str, int)) or isinstance(key, bool)):
+                    problem = f"has a key of type {type(key).__name__} ({key!r}); JSON object keys are strings"
+                    key = None
+                    raise _Found(problem)
+                if type(sub) not in _PLAIN and not _small_int(sub):
+                    _check(sub, depth + 1)
+        else:
+            kinds = set(map(type, item))  # a long list of numbers or strings is checked at C speed
+            if kinds <= _PLAIN or (kinds == {int} and max(map(int.bit_length, item)) <= _QUICK_INT_BITS):
+                return
+            for key, sub in enumerate(item):  # noqa: B007 (the except clause below reads it)
+                if type(sub) not in _PLAIN and not _small_int(sub):
+                    _check(sub, depth + 1)
+    except _Found as found:
+        if key is not None:
+            found.keys.append(key)
+        raise
+
+
 def dumps(value: Any) -> str:
     try:
         return pydantic_core.to_json(value).decode()
@@ -38,7 +164,10 @@ def dumps(value: Any) -> str:
 
 
 def dumps_strict(value: Any) -> str:
-    """:func:`dumps`, refusing NaN and infinities anywhere inside with :class:`NonFiniteError` (naming the path)."""
+    """:func:`dumps` of a value from user code: anything but JSON data, a pydantic model or a dataclass
+    is refused (:func:`refuse_non_json`), and so are NaN and infinities anywhere inside
+    (:class:`NonFiniteError`), each naming the field."""
+    refuse_non_json(value)
     text = dumps(value)
     if "NaN" in text or "Infinity" in text:  # cheap test first; a string holding the word is walked and passes
         found = non_finite(json.loads(text))
@@ -89,6 +218,12 @@ def reject_constant(name: str) -> Any:
 def to_plain(value: Any) -> Any:
     """The JSON form of a value (pydantic models and dataclasses become dicts)."""
     return json.loads(dumps(value))
+
+
+def output_to_plain(value: Any) -> Any:
+    """The JSON form of an output from user code (an edit, a replacement, a replayed step); refuses
+    what :func:`dumps_strict` refuses, naming the field."""
+    return json.loads(dumps_strict(value))
 
 
 def loads(text: str | None) -> Any:

@@ -140,7 +140,7 @@ def approve(store: Store, run_id: str, *, step: str | None = None, reviewer: str
 def check_edit(workflow: BoundWorkflow, store: Store, run_id: str, rec: StepRecordView, output: Any) -> list[GateRow]:
     """Evaluate the step's gates on a proposed output; the shared check of CLI and TUI edits."""
     try:
-        plain = jsonio.to_plain(output)
+        plain = jsonio.output_to_plain(output)
     except jsonio.NotSerializableError as exc:
         raise ReviewError(f"the edited output cannot be stored as JSON: {exc}") from None
     step = workflow.step(rec.step_id)
@@ -177,7 +177,7 @@ def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, rev
         reasons = "; ".join(f"{r.gate}: {r.reason}" for r in failing)
         raise ReviewError(f"the edited output of step {rec.step_id!r} fails its gates ({reasons}); "
                           "nothing was changed (use --force to accept it anyway)")
-    plain = jsonio.to_plain(output)
+    plain = jsonio.output_to_plain(output)
     new = _accepted_record(rec, workflow_id, "edited", jsonio.dumps(plain), rows)
     review = NewReview(run_id, rec.id, rec.step_id, decision="edit", reviewer=reviewer or default_reviewer(),
                        comment=comment, output_before=rec.output, output_after=plain, forced=bool(failing) and force)

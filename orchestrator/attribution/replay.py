@@ -414,7 +414,7 @@ class ReplayEngine:
         return replay_step
 
     def _remember(self, step: BoundStep, policy: str, key: str | None, result: Any, run_id: str, origin: str) -> Any:
-        plain = jsonio.to_plain(result)
+        plain = jsonio.output_to_plain(result)
         if step.spec.type == "critic":  # store what the executor will store, so digests agree
             plain = critic_verdict(result, step.spec.verifies).to_json()
         if key is not None and policy != "fresh":
@@ -434,7 +434,7 @@ class ReplayEngine:
             plan = Plan(fresh=downstream | {from_step})
         else:
             try:
-                output = jsonio.to_plain(output)
+                output = jsonio.output_to_plain(output)
             except jsonio.NotSerializableError as exc:
                 raise InputError(f"the replacement output cannot be stored as JSON: {exc}") from None
             plan = Plan(fixed={from_step: output}, fresh=downstream)
