@@ -215,6 +215,37 @@ def reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (JSON has no NaN or Infinity)")
 
 
+class TooDeepError(ValueError):
+    """A JSON document nests deeper than :data:`MAX_DEPTH`."""
+
+    def __init__(self) -> None:
+        super().__init__(f"JSON nested deeper than {MAX_DEPTH} levels")
+
+
+def loads_document(text: str) -> Any:
+    """Parse a JSON document a user gave (a file, a line of one): ValueError for what is not JSON,
+    NaN and Infinity included (Python's json accepts them), :class:`TooDeepError` past :data:`MAX_DEPTH`."""
+    try:
+        value = json.loads(text, parse_constant=reject_constant)
+    except RecursionError:
+        raise TooDeepError() from None
+    if isinstance(value, (dict, list)) and _deeper_than(value, MAX_DEPTH):
+        raise TooDeepError()
+    return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether containers nest more than ``limit`` levels in parsed JSON (iteratively: no stack to run out of)."""
+    level: list[Any] = [value]
+    for _ in range(limit):
+        level = [child for item in level
+                 for child in (item.values() if isinstance(item, dict) else item)
+                 if isinstance(child, (dict, list))]
+        if not level:
+            return False
+    return True
+
+
 def to_plain(value: Any) -> Any:
     """The JSON form of a value (pydantic models and dataclasses become dicts)."""
     return json.loads(dumps(value))

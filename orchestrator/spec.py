@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator.binding import BoundWorkflow, bind
 from orchestrator.errors import SpecError, SpecProblem
+from orchestrator.files import MAX_WORKFLOW_BYTES, UnreadableFileError, read_capped
 from orchestrator.model import GateSpec, InputSpec, RetryPolicy, StepSpec, WorkflowSpec
 from orchestrator.resolve import import_module
 
@@ -50,12 +51,20 @@ class _Loader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
-def read_text(p: Path, path: str) -> str:
-    """A workflow file's text; SpecError when it cannot be read or is not UTF-8 text."""
+def read_workflow_bytes(p: Path, path: str) -> bytes:
+    """A workflow file's bytes; SpecError when it cannot be read, is no regular file (a FIFO, a
+    device) or is larger than :data:`~orchestrator.files.MAX_WORKFLOW_BYTES`."""
     try:
-        data = p.read_bytes()
+        return read_capped(p, MAX_WORKFLOW_BYTES)
     except OSError as exc:
         raise SpecError([SpecProblem(path, "", f"cannot read workflow file: {exc.strerror}")]) from None
+    except UnreadableFileError as exc:
+        raise SpecError([SpecProblem(path, "", f"cannot read workflow file: {exc}")]) from None
+
+
+def read_text(p: Path, path: str) -> str:
+    """A workflow file's text; SpecError when it cannot be read or is not UTF-8 text."""
+    data = read_workflow_bytes(p, path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -245,10 +254,7 @@ def load_workflow(path: str | Path) -> BoundWorkflow:
     if not p.exists():
         raise SpecError([SpecProblem(str(path), "", "no such file")])
     source = str(p.resolve())
-    try:
-        key = (source, str(path), p.read_bytes())
-    except OSError:
-        return _load_workflow(p, path, source)  # says why it cannot be read
+    key = (source, str(path), read_workflow_bytes(p, str(path)))
     bound = _LOADED.get(key)
     if bound is None:
         bound = _LOADED[key] = _load_workflow(p, path, source)

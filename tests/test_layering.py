@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
      "orchestrator.overrides"),
     # 1: binding a spec to code; gates; clients of models and tracing backends
     ("orchestrator.resolve", "orchestrator.invoke", "orchestrator.threads", "orchestrator.isolation",
-     "orchestrator.binding", "orchestrator.spec", "orchestrator.evaluation",
+     "orchestrator.binding", "orchestrator.spec", "orchestrator.files", "orchestrator.evaluation",
      "orchestrator.pyapi", "gates", "orchestrator.llm", "orchestrator.telemetry"),
     # 2: the store
     ("orchestrator.store", "orchestrator.stored_workflow"),

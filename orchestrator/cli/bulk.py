@@ -27,17 +27,21 @@ if TYPE_CHECKING:
 def is_bulk(path: Path) -> bool:
     """``.jsonl``, or a file with more than one non-empty line that each parse as JSON (a
     pretty-printed single object spans lines too, so it stays one run's inputs)."""
+    from orchestrator.cli.common import read_json_text
+    from orchestrator.errors import InputError
+    from orchestrator.jsonio import loads_document
+
     if path.suffix == ".jsonl":
         return True
     try:
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError):
+        lines = [line for line in read_json_text(path, "--input-file").splitlines() if line.strip()]
+    except InputError:
         return False  # the single-object reader reports it
     if len(lines) < 2:
         return False
     try:
-        json.loads(lines[0])
-        json.loads(lines[1])
+        loads_document(lines[0])
+        loads_document(lines[1])
     except ValueError:
         return False
     return True
@@ -46,20 +50,16 @@ def is_bulk(path: Path) -> bool:
 def read_lines(path: Path, option: str = "--input-file") -> list[tuple[int, dict[str, Any]]]:
     """(line number, inputs) of every non-empty line; InputError naming the file and line of the first bad one."""
     from orchestrator import jsonio
+    from orchestrator.cli.common import read_json_text
     from orchestrator.errors import InputError
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{option} {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{option} {path}: not a text file (UTF-8): byte at offset {exc.start} is not UTF-8") from None
+    text = read_json_text(path, option)
     rows: list[tuple[int, dict[str, Any]]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            value = json.loads(line, parse_constant=jsonio.reject_constant)
+            value = jsonio.loads_document(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{option} {path}:{number}:{exc.colno}: invalid JSON: {exc.msg}") from None
         except ValueError as exc:

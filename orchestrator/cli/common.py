@@ -94,15 +94,31 @@ def quiet_stdout() -> None:
         pass
 
 
+def read_json_text(path: Path, option: str) -> str:
+    """The text of a file named by an option: a regular UTF-8 file of at most
+    :data:`~orchestrator.files.MAX_JSON_BYTES`, else InputError (exit 2) naming the option and file."""
+    from orchestrator.errors import InputError
+    from orchestrator.files import MAX_JSON_BYTES, UnreadableFileError, read_capped
+
+    try:
+        return read_capped(path, MAX_JSON_BYTES).decode("utf-8")
+    except OSError as exc:
+        raise InputError(f"{option} {path}: {exc.strerror}") from None
+    except UnreadableFileError as exc:
+        raise InputError(f"{option} {path}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{option} {path}: not a text file (UTF-8): byte at offset {exc.start} "
+                         "is not UTF-8") from None
+
+
 def read_json_file(path: Path, option: str) -> Any:
     """A JSON file named by an option; InputError (exit 2) naming the option, line and column."""
     from orchestrator import jsonio
     from orchestrator.errors import InputError
 
+    text = read_json_text(path, option)
     try:
-        return json.loads(path.read_text(encoding="utf-8"), parse_constant=jsonio.reject_constant)
-    except OSError as exc:
-        raise InputError(f"{option} {path}: {exc.strerror}") from None
+        return jsonio.loads_document(text)
     except UnicodeDecodeError as exc:
         raise InputError(f"{option} {path}: not a text file (UTF-8): byte at offset {exc.start} "
                          "is not UTF-8") from None
