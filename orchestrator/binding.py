@@ -183,6 +183,7 @@ def bind(spec: WorkflowSpec, *, source: str | None = None, objects: Mapping[str,
     consumers = graph.consumers(spec)
     by_id = {s.id: s for s in spec.steps}
     steps = {s.id: _bind_step(s, spec, by_id, consumers, resolver, problems) for s in spec.steps}
+    _check_price_file(spec, problems)
     outcome = None
     if spec.outcome:
         try:
@@ -195,6 +196,18 @@ def bind(spec: WorkflowSpec, *, source: str | None = None, objects: Mapping[str,
     return BoundWorkflow(spec=spec, source=source, steps=MappingProxyType(steps),  # type: ignore[arg-type]
                          order=tuple(graph.topological_order(spec)), outcome=outcome, definition=definition,
                          content_hash=workflow_hash(definition))
+
+
+def _check_price_file(spec: WorkflowSpec, problems: _Problems) -> None:
+    """A model call's cost comes from the price table: a broken ``$ORCHESTRATOR_LLM_PRICES`` file is said
+    now, not after a paid answer came back."""
+    if not any(s.calls_model or any(g.gate == "llm_judge" for g in s.gates) for s in spec.steps):
+        return  # the common case imports nothing of the model clients
+    from orchestrator.llm.preflight import price_file_problem
+
+    problem = price_file_problem()
+    if problem is not None:
+        problems.add("", problem)
 
 
 class _Resolver:
@@ -304,6 +317,12 @@ def _bind_llm_function(workflow: WorkflowSpec, step: StepSpec, resolver: _Resolv
     except ResolveError as exc:
         problems.add(f"steps.{step.id}", f"step {step.id!r}: {exc}")
         return None
+    if step.output_schema is not None:
+        from orchestrator.llm.preflight import schema_problem
+
+        problem = schema_problem(function.output_schema)
+        if problem is not None:
+            problems.add(f"steps.{step.id}.output_schema", f"step {step.id!r} output_schema {problem}")
     return StepFunction(function, takes_ctx=True, is_async=True)
 
 

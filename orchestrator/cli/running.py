@@ -30,6 +30,7 @@ from orchestrator.threads import DEFAULT_CONCURRENCY
 
 if TYPE_CHECKING:
     from orchestrator.events import Event
+    from orchestrator.model import WorkflowSpec
     from orchestrator.runstate import RunResult
     from orchestrator.store import Store
 
@@ -41,9 +42,20 @@ def validate(file: Annotated[Path, typer.Argument(help="Workflow file (.yaml or 
 
     workflow = load_workflow(file)
     spec = workflow.spec
+    warn_about_model_keys(spec)
     out.print(f"[green]ok[/] {escape(str(file))}: workflow {spec.name!r} version {spec.version}, "
               f"{len(spec.steps)} steps, output {spec.output_step!r}", highlight=False, soft_wrap=True)
     out.print("order: " + " -> ".join(workflow.order), highlight=False, soft_wrap=True)
+
+
+def warn_about_model_keys(spec: "WorkflowSpec") -> None:
+    """A line on stderr per LLM step whose ``api_key_env`` variable is unset (see :func:`key_warnings`)."""
+    if not any(step.calls_model for step in spec.steps):
+        return
+    from orchestrator.llm.preflight import key_warnings
+
+    for warning in key_warnings(spec):
+        err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
 
 
 @guarded
@@ -199,6 +211,7 @@ def run(
     from orchestrator.spec import load_workflow
 
     workflow = load_workflow(file)
+    warn_about_model_keys(workflow.spec)
     given: dict[str, Any] = {}
     if input_file is not None:
         from orchestrator.cli.bulk import bulk_run, is_bulk

@@ -12,7 +12,6 @@ or pass ``prices=`` to :func:`cost`. Models run locally cost 0. An unknown model
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -46,19 +45,28 @@ PRICES: dict[str, dict[str, float]] = {
 
 
 def _load_file(path: str) -> dict[str, dict[str, float]]:
+    from orchestrator.files import MAX_JSON_BYTES, UnreadableFileError, read_capped
+    from orchestrator.jsonio import loads_document
+
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        data = loads_document(read_capped(Path(path), MAX_JSON_BYTES).decode("utf-8"))
+    except OSError as exc:
+        raise LLMError(f"${PRICES_ENV}={path}: cannot read the price file: {exc.strerror}") from None
+    except (UnreadableFileError, ValueError) as exc:  # not a file, not UTF-8, not JSON
         raise LLMError(f"${PRICES_ENV}={path}: cannot read the price file: {exc}") from None
     if not isinstance(data, dict):
-        raise LLMError(f"${PRICES_ENV}={path}: expected {{\"model\": {{\"input\": X, \"output\": Y}}}}")
+        raise LLMError(f"${PRICES_ENV}={path}: expected {{\"model\": {{\"input\": X, \"output\": Y}}}}, "
+                       f"not a JSON {type(data).__name__}")
     table: dict[str, dict[str, float]] = {}
     for model, entry in data.items():
         try:
-            table[str(model)] = {"input": float(entry["input"]), "output": float(entry["output"])}
+            prices = {"input": float(entry["input"]), "output": float(entry["output"])}
         except (TypeError, KeyError, ValueError):
-            raise LLMError(f"${PRICES_ENV}={path}: model {model!r} needs numeric \"input\" and \"output\" "
-                           "(USD per 1M tokens)") from None
+            prices = {}
+        if set(prices) != {"input", "output"} or not all(0 <= p < float("inf") for p in prices.values()):
+            raise LLMError(f"${PRICES_ENV}={path}: model {model!r} needs \"input\" and \"output\" prices that are "
+                           "numbers of 0 or more (USD per 1M tokens)")
+        table[str(model)] = prices
     return table
 
 
