@@ -69,22 +69,17 @@ def test_an_output_schema_that_is_not_a_json_schema_fails_validate(cli, db_url, 
     assert not Path(db_url.split("///", 1)[1]).exists()
 
 
-def test_an_unset_api_key_variable_is_said_in_one_line(cli):
-    result = cli("validate", str(FIXTURES / "llm_key_unset.yaml"), db=False)
+@pytest.mark.parametrize(("url", "then"), [
+    ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1 is on this machine, so it is called without a key"),
+    ("https://llm.example.invalid/v1", "its calls to https://llm.example.invalid/v1 will fail until it is set"),
+], ids=["local", "remote"])
+def test_an_unset_api_key_variable_is_said_in_one_line(cli, tmp_path, url, then):
+    (tmp_path / "key.yaml").write_text((FIXTURES / "llm_key_unset.yaml").read_text().replace(
+        "http://127.0.0.1:9/v1", url))
+    result = cli("validate", str(tmp_path / "key.yaml"), db=False)
     assert result.exit_code == 0
     assert result.stderr.strip().splitlines() == [
-        "warning: step 'classify': api_key_env names $MY_UNSET_LLM_KEY, which is not set; http://127.0.0.1:9/v1 is on "
-        "this machine, so it is called without a key"]
-
-
-def test_an_unset_key_of_a_remote_endpoint_is_said_before_the_run(cli, tmp_path):
-    (tmp_path / "remote.yaml").write_text((FIXTURES / "llm_key_unset.yaml").read_text().replace(
-        "http://127.0.0.1:9/v1", "https://llm.example.invalid/v1"))
-    result = cli("validate", str(tmp_path / "remote.yaml"), db=False)
-    assert result.exit_code == 0
-    assert result.stderr.strip().splitlines() == [
-        "warning: step 'classify': api_key_env names $MY_UNSET_LLM_KEY, which is not set; its calls to "
-        "https://llm.example.invalid/v1 will fail until it is set"]
+        f"warning: step 'classify': api_key_env names $MY_UNSET_LLM_KEY, which is not set; {then}"]
 
 
 def test_a_set_key_or_the_default_variable_says_nothing(cli, monkeypatch):
