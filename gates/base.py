@@ -15,7 +15,8 @@ from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 from orchestrator.context import StepContext
 from orchestrator.model import GateResult
 
-__all__ = ["Gate", "GateConfigError", "GateEvaluation", "GateResult", "register", "BUILTIN_GATES", "evaluate"]
+__all__ = ["Gate", "GateConfigError", "VerdictError", "GateEvaluation", "GateResult", "register", "BUILTIN_GATES",
+           "evaluate"]
 
 
 class GateConfigError(ValueError):
@@ -53,8 +54,23 @@ class GateEvaluation:
     duration: float
 
 
+class VerdictError(TypeError):
+    """A gate returned something that is not a verdict, or a score outside [0, 1]; its message is the
+    failed verdict's reason as is."""
+
+
 def normalize(value: Any, gate_name: str) -> GateResult:
-    """Accept what user gates return: a GateResult, a bool, or a (passed, reason) tuple."""
+    """Accept what user gates return: a GateResult, a bool, or a (passed, reason) tuple; a score, when
+    given, is a number in [0, 1] (as an outcome evaluator's), else :class:`VerdictError`."""
+    result = _as_verdict(value, gate_name)
+    score = result.score
+    if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))
+                              or not 0 <= score <= 1):
+        raise VerdictError(f"gate {gate_name!r} returned score {score!r}; a score is a number in [0, 1]")
+    return result
+
+
+def _as_verdict(value: Any, gate_name: str) -> GateResult:
     if isinstance(value, GateResult):
         return value
     if isinstance(value, bool):
@@ -65,7 +81,7 @@ def normalize(value: Any, gate_name: str) -> GateResult:
     if isinstance(value, dict) and "passed" in value:
         return GateResult(passed=bool(value["passed"]), score=value.get("score"),
                           reason=str(value.get("reason", "")), details=dict(value.get("details") or {}))
-    raise TypeError(f"gate {gate_name!r} returned {type(value).__name__}; expected GateResult or bool")
+    raise VerdictError(f"gate {gate_name!r} returned {type(value).__name__}; expected GateResult or bool")
 
 
 _WANTS_CTX: dict[Any, bool] = {}
@@ -102,6 +118,6 @@ def evaluate(gate: Any, label: str, output: Any, ctx: StepContext) -> GateEvalua
         check = gate.check if hasattr(gate, "check") else gate
         result = normalize(call_check(check, output, ctx), label)
     except Exception as exc:  # the gate itself broke: a failed verdict a reviewer can read
-        reason = f"gate {label!r} raised {type(exc).__name__}: {exc}"
+        reason = str(exc) if isinstance(exc, VerdictError) else f"gate {label!r} raised {type(exc).__name__}: {exc}"
         result = GateResult(passed=False, score=0.0, reason=reason, details={"error": type(exc).__name__})
     return GateEvaluation(gate=label, result=result, duration=time.perf_counter() - started)

@@ -167,8 +167,7 @@ class FunctionGate:
             ctx_name = "ctx"
             ctx_mode = "positional" if sig.parameters["ctx"].kind == inspect.Parameter.POSITIONAL_ONLY \
                 else "keyword"
-        elif len(positional) >= 2 and positional[1].name not in params and positional[1].default is \
-                inspect.Parameter.empty:
+        elif len(positional) >= 2 and positional[1].name not in params and _is_context(positional[1]):
             ctx_name = positional[1].name
             ctx_mode = "positional"
         accepts = [p.name for p in all_params
@@ -176,7 +175,13 @@ class FunctionGate:
         required = [p.name for p in all_params
                     if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY, p.POSITIONAL_ONLY)
                     and p.default is p.empty and p.name not in (first, ctx_name)]
-        _check_names(params, accepts, required, open_ended=has_var_kw)
+        try:
+            _check_names(params, accepts, required, open_ended=has_var_kw)
+        except GateConfigError as exc:
+            if "missing required" not in str(exc):
+                raise
+            raise GateConfigError(f"{exc} of {ref}; give it as a key of the gate (the step context goes only to a "
+                                  "parameter named ctx)") from None
         return cls(fn=fn, params=params, ref=ref, ctx_mode=ctx_mode)
 
     def check(self, output: Any, ctx: StepContext) -> GateResult:
@@ -187,6 +192,13 @@ class FunctionGate:
         else:
             value = self.fn(output, **self.params)
         return normalize(value, self.ref)
+
+
+def _is_context(parameter: inspect.Parameter) -> bool:
+    """Whether a gate function's second parameter is declared to receive the step context (annotated
+    ``StepContext``); any other name is a gate parameter that YAML must give (or that has a default)."""
+    annotation = parameter.annotation
+    return annotation is StepContext or (isinstance(annotation, str) and annotation.split(".")[-1] == "StepContext")
 
 
 def _where(spec: GateSpec, step_id: str) -> str:

@@ -33,6 +33,23 @@ InputType = Literal["string", "integer", "number", "boolean", "object", "array"]
 
 STEP_ID_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line_name(value: str | None, what: str) -> str | None:
+    """``value`` when it is a name that prints on one line; ValueError when empty or holding a newline,
+    a tab or another control character (names go into tables, logs and one-line messages)."""
+    if value is None:
+        return value
+    if not value.strip():
+        raise ValueError(f"{what} is empty")
+    control = _CONTROL_CHARACTER.search(value)
+    if control:
+        raise ValueError(f"{what} {value!r} holds the control character {control.group()!r}; a name is one line "
+                         "of printable text")
+    return value
+
+
 TERMINAL_RUN_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "rejected"})
 
 
@@ -124,6 +141,11 @@ class GateSpec(_Strict):
             return out
         return data
 
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, value: str | None) -> str | None:
+        return one_line_name(value, "gate name")
+
     @property
     def label(self) -> str:
         return self.name or self.gate
@@ -196,6 +218,11 @@ class StepSpec(_Strict):
         if not STEP_ID_PATTERN.match(value):
             raise ValueError(f"step id {value!r} must start with a letter or _ and hold only letters, digits, _ and -")
         return value
+
+    @field_validator("agent")
+    @classmethod
+    def _printable_agent(cls, value: str | None) -> str | None:
+        return one_line_name(value, "agent")
 
     @field_validator("retry", mode="before")
     @classmethod
@@ -270,6 +297,20 @@ class WorkflowSpec(_Strict):
     def _input_shorthand(cls, value: Any) -> Any:
         if isinstance(value, dict):
             return {k: ({"type": v} if isinstance(v, str) else v) for k, v in value.items()}
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, value: str) -> str:
+        return one_line_name(value, "workflow name") or value
+
+    @field_validator("inputs")
+    @classmethod
+    def _referable_inputs(cls, value: dict[str, InputSpec]) -> dict[str, InputSpec]:
+        for name in value:
+            if not STEP_ID_PATTERN.match(name):
+                raise ValueError(f"input name {name!r} cannot be referenced as $inputs.NAME: it must start with a "
+                                 "letter or _ and hold only letters, digits, _ and -")
         return value
 
     @property

@@ -204,6 +204,8 @@ def _validation_problems(exc: ValidationError, data: Any, lines: LineMap, path: 
             msg = f"unknown key {loc[-1]!r} in {owner}" + (f"; valid keys: {', '.join(valid)}" if valid else "")
         elif err["type"] == "missing":
             msg = f"missing required key {loc[-1]!r}"
+        elif err["type"] == "value_error":  # the spec's own checks: their message names the value already
+            msg = str(err["msg"]).removeprefix("Value error, ")
         else:
             msg = f"{err['msg']} (got {err.get('input')!r})"
         problems.append(SpecProblem(path, key, msg, _line_for(lines, loc)))

@@ -1,0 +1,83 @@
+"""Names print on one line and inputs can be referenced, and a custom gate is held to its own
+signature and to scores in [0, 1]: each is a ``validate`` error (exit 2, one line per problem,
+nothing stored) or a failed verdict, never a surprise at run time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import SpecError
+from orchestrator.pyapi import Workflow
+from tests.conftest import FIXTURES
+
+
+def test_empty_and_multi_line_names_and_unreferable_inputs_are_validate_errors(cli, db_url):
+    path = FIXTURES / "names_bad.yaml"
+    expected = [
+        f"error: {path}:1: name: workflow name is empty",
+        f"error: {path}:2: inputs: input name 'bad key!' cannot be referenced as $inputs.NAME: it must start with a "
+        "letter or _ and hold only letters, digits, _ and -",
+        f"error: {path}:6: steps.s.agent: agent 'retriever\\nsecond line' holds the control character '\\n'; a name "
+        "is one line of printable text",
+        f"error: {path}:9: steps.s.gates[0].name: gate name 'tab\\there' holds the control character '\\t'; a name "
+        "is one line of printable text",
+    ]
+    for command in ("validate", "run"):
+        result = cli(command, str(path), db=command == "run")
+        assert result.exit_code == 2
+        assert "Traceback" not in result.stderr
+        assert result.stderr.strip().splitlines() == expected
+    assert not Path(db_url.split("///", 1)[1]).exists()
+
+
+@pytest.mark.parametrize("name", ["", "   ", "daily\nreport", "etl\x1b[31m"])
+def test_a_python_workflow_name_is_held_to_the_same_rule(name):
+    wf = Workflow(name)
+
+    @wf.step
+    def s() -> int:
+        return 1
+
+    with pytest.raises(SpecError, match=r"workflow name .*(is empty|holds the control character)"):
+        wf.bind()
+
+
+def test_a_custom_gate_missing_a_required_parameter_fails_validate(cli, db_url):
+    path = FIXTURES / "gate_missing_param.yaml"
+    for command in ("validate", "run"):
+        result = cli(command, str(path), db=command == "run")
+        assert result.exit_code == 2
+        assert result.stderr.strip().splitlines() == [
+            f"error: {path}:6: steps.s.gates[0]: step 's' gate 'steps:under_limit': missing required parameter "
+            "'limit' of steps:under_limit; give it as a key of the gate (the step context goes only to a parameter "
+            "named ctx)"]
+    assert not Path(db_url.split("///", 1)[1]).exists()
+
+
+def test_a_custom_gate_score_outside_0_1_is_a_failed_verdict(cli):
+    result = cli("run", str(FIXTURES / "gate_score_out_of_range.yaml"), "--json")
+    assert result.exit_code == 3  # the step pauses on the failed verdict, as for a gate that raised
+    [step] = result.json()["steps"]
+    [gate] = step["gates"]
+    assert (gate["passed"], gate["reason"]) == (
+        False, "gate 'steps:overconfident' returned score 7.0; a score is a number in [0, 1]")
+
+
+def test_a_context_parameter_is_recognised_by_name_or_annotation():
+    from gates.factory import FunctionGate
+    from orchestrator.context import StepContext
+
+    def named(output, ctx):
+        return True
+
+    def annotated(output, context: StepContext):
+        return True
+
+    def defaulted(output, limit=3):
+        return output <= limit
+
+    assert FunctionGate.wrap(named, {}).ctx_mode == "keyword"
+    assert FunctionGate.wrap(annotated, {}).ctx_mode == "positional"
+    assert FunctionGate.wrap(defaulted, {}).ctx_mode is None
