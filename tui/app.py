@@ -135,7 +135,7 @@ class ReviewApp(App[None]):
         d = message.decision
         self._deciding.discard(d.run_id)
         news = f"{d.run_id}: step {d.step_id} {actions.DECISION_VERBS.get(d.decision, d.decision)}"
-        self.notify(news, title="decision stored")
+        self.notify(news, title="decision stored", markup=False)
         if d.continue_run:
             self.continue_in_background(d.run_id, d.lease)
         self._show_activity(news)
@@ -143,7 +143,7 @@ class ReviewApp(App[None]):
 
     def on_action_failed(self, message: ActionFailed) -> None:
         self._deciding.discard(message.run_id)
-        self.notify(message.error, title="nothing was changed", severity="error", timeout=10)
+        self.notify(message.error, title="nothing was changed", severity="error", timeout=10, markup=False)
         self._changed(message.run_id)
 
     def open_editor(self, run_id: str, step: str | None) -> None:
@@ -178,7 +178,7 @@ class ReviewApp(App[None]):
         if r.blamed_step is not None:
             self.blamed[r.run_id] = r.blamed_step
             news += f"; backward trace blames step {r.blamed_step}"
-        self.notify(news, title="label stored")
+        self.notify(news, title="label stored", markup=False)
         self._show_activity(news)
         self._changed(r.run_id)
 
@@ -227,13 +227,14 @@ class ReviewApp(App[None]):
         self.running_steps.pop(message.run_id, None)
         if message.error:
             news = f"{message.run_id} could not continue: {message.error}"
-            self.notify(news + f"; try `orchestrator resume {message.run_id}`", severity="error", timeout=15)
+            self.notify(news + f"; try `orchestrator resume {message.run_id}`", severity="error", timeout=15,
+                        markup=False)
         elif message.status == "paused":
             news = f"{message.run_id} paused again at {', '.join(message.paused_steps)}"
-            self.notify(news, severity="warning")
+            self.notify(news, severity="warning", markup=False)
         else:
             news = f"{message.run_id} {message.status}"
-            self.notify(news, severity="error" if message.status == "failed" else "information")
+            self.notify(news, severity="error" if message.status == "failed" else "information", markup=False)
         self._show_activity(news)
         self._changed(message.run_id)
 

@@ -26,6 +26,7 @@ STATUS_STYLE = {
     "queued": "dim",
     "pending": "dim",
     "skipped": "dim",
+    "interrupted": "magenta",
 }
 
 STEP_STATUS_WORDS = {

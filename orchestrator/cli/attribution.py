@@ -290,8 +290,8 @@ def report(workflow: WorkflowOption = None, as_json: JsonOption = False, db: DbO
         print_json(doc)
         return
     o = doc["outcomes"]
+    header = f"[bold]reporting checklist[/] ({escape(workflow or 'all workflows')}, {doc['runs']} runs)"
     lines = [
-        f"[bold]reporting checklist[/] ({escape(workflow or 'all workflows')}, {doc['runs']} runs)",
         f"1. trajectory length (steps run): {_dist(doc['trajectory_steps'])}",
         f"   attempts per run: {_dist(doc['trajectory_attempts'])}",
         f"2. outcomes: {o['scored_runs']} scored, {o['unscored_runs']} unscored; value {_dist(o['value'])}",
@@ -302,7 +302,7 @@ def report(workflow: WorkflowOption = None, as_json: JsonOption = False, db: DbO
     for s in doc["nondeterminism"]:
         rate = f"{s['rate']:.0%}" if s["rate"] is not None else "no repeated inputs"
         uncovered = f"; {s['not_covered']} runs stored without digests, not covered" if s.get("not_covered") else ""
-        lines.append(f"   {escape(s['step_id'])}: {rate} ({s['varied']} of {s['repeated_inputs']} repeated inputs"
+        lines.append(f"   {s['step_id']}: {rate} ({s['varied']} of {s['repeated_inputs']} repeated inputs"
                      f"{uncovered})")
     c, g, b = doc["composition"], doc["granularity"], doc["baseline"]
     lines += [
@@ -311,5 +311,6 @@ def report(workflow: WorkflowOption = None, as_json: JsonOption = False, db: DbO
         f"6. baseline: steps with a baseline {b['steps_with_baseline'] or 'none'}; mean outcome first "
         f"{b['window_runs']} runs {b['early_mean_outcome']}, last {b['window_runs']} runs {b['recent_mean_outcome']}",
     ]
+    out.print(header, highlight=False, soft_wrap=True)
     for line in lines:
-        out.print(line, highlight=False, soft_wrap=True)
+        out.print(escape(line), highlight=False, soft_wrap=True)

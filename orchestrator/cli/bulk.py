@@ -179,7 +179,7 @@ def bulk_run(workflow: BoundWorkflow, input_file: Path, pairs: dict[str, Any], *
     from rich.markup import escape
     from rich.table import Table
 
-    from orchestrator.cli.common import STATUS_STYLE, err, exit_code, open_store, out, print_json
+    from orchestrator.cli.common import err, exit_code, open_store, out, print_json, status_markup
     from orchestrator.errors import InputError
     from orchestrator.inputs import resolve_inputs
     from orchestrator.runner import start_run, wait_for_review_timeouts
@@ -216,13 +216,12 @@ def bulk_run(workflow: BoundWorkflow, input_file: Path, pairs: dict[str, Any], *
     if as_json:
         print_json([item.to_json(workflow.name) for item in items])
     else:
-        table = Table(title=f"{len(items)} runs of {workflow.name}", expand=False)
+        table = Table(title=escape(f"{len(items)} runs of {workflow.name}"), expand=False)
         for column in ("line", "run", "status", "waiting step / error"):
             table.add_column(column)
         for item in items:
-            style = STATUS_STYLE.get(item.status, "")
             table.add_row(str(item.line), item.result.run_id if item.result else "-",
-                          f"[{style}]{item.status}[/]", escape(item.note())[:100])
+                          status_markup(item.status), escape(item.note()[:100]))
         out.print(table)
         counts: dict[str, int] = {}
         for item in items:

@@ -40,7 +40,24 @@ OtelOption = Annotated[str | None, typer.Option("--otel", help="Export OpenTelem
 ConcurrencyOption = Annotated[int, typer.Option("--max-concurrency", min=1, help="Steps run at once.")]
 
 STATUS_STYLE = {"succeeded": "green", "failed": "red", "gate_failed": "yellow", "paused": "yellow",
-                "running": "cyan", "skipped": "dim", "rejected": "red", "queued": "dim", "pending": "dim"}
+                "running": "cyan", "skipped": "dim", "rejected": "red", "queued": "dim", "pending": "dim",
+                "interrupted": "magenta"}
+
+
+def styled(text: object, style: str | None = None) -> str:
+    """``text`` as Rich markup that prints exactly as itself, in ``style`` when there is one.
+
+    Every name, reason or value a user or a step wrote goes through here (or :func:`escape`) before it
+    reaches a console: ``etl [daily]`` would otherwise lose its ``[daily]`` as an unknown style, and
+    ``report[/]v2`` would end the command with a markup error.
+    """
+    plain = escape(str(text))
+    return f"[{style}]{plain}[/]" if style else plain
+
+
+def status_markup(status: str) -> str:
+    """A run or step status in its colour (a status without one prints plain)."""
+    return styled(status, STATUS_STYLE.get(status))
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -35,13 +35,14 @@ def print_critic_fixes(store: Store, run_id: str) -> None:
 
     for pause in critic_pauses(store, run_id):
         names = [sid for sid, _ in pause.verified]
-        out.print(f"  critic [yellow]{pause.step_id}[/] verified {', '.join(names)}: {escape(pause.reason)}",
+        out.print(f"  critic [yellow]{escape(pause.step_id)}[/] verified {escape(', '.join(names))}: "
+                  f"{escape(pause.reason)}",
                   highlight=False, soft_wrap=True)
         if not pause.verified:
             continue
         table = Table(title=None, expand=False)
         for sid, rec in pause.verified:
-            table.add_column(f"{sid} ({rec.status if rec else 'no record'})", overflow="fold")
+            table.add_column(escape(f"{sid} ({rec.status if rec else 'no record'})"), overflow="fold")
         table.add_row(*(escape(_cell(rec.output)) if rec else "" for _, rec in pause.verified))
         out.print(table)
         fixable = [sid for sid, rec in pause.verified if rec is not None and rec.status == "succeeded"]
@@ -49,8 +50,8 @@ def print_critic_fixes(store: Store, run_id: str) -> None:
             out.print("  fix the wrong step at its cause (its descendants are superseded and run again):",
                       highlight=False)
         for sid in fixable:
-            out.print(f"    orchestrator edit {run_id} --step {sid} --output FILE.json   "
-                      f"or   orchestrator retry {run_id} --step {sid}", highlight=False, soft_wrap=True)
+            out.print(escape(f"    orchestrator edit {run_id} --step {sid} --output FILE.json   "
+                             f"or   orchestrator retry {run_id} --step {sid}"), highlight=False, soft_wrap=True)
 
 
 def print_superseded(doc: dict[str, Any]) -> None:
@@ -61,4 +62,4 @@ def print_superseded(doc: dict[str, Any]) -> None:
             by_review.setdefault(attempt["superseded_by"], []).append(
                 f"{attempt['step_id']} (attempt {attempt['attempt']}, record {attempt['record_id']})")
     for review_id, records in by_review.items():
-        out.print(f"superseded by review {review_id}: {', '.join(records)}", highlight=False, soft_wrap=True)
+        out.print(escape(f"superseded by review {review_id}: {', '.join(records)}"), highlight=False, soft_wrap=True)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from orchestrator.cli.common import STATUS_STYLE, DbOption, JsonOption, err, guarded, open_store, out, print_json
+from orchestrator.cli.common import DbOption, JsonOption, err, guarded, open_store, out, print_json, status_markup
 from orchestrator.cli.fixes import print_critic_fixes, print_superseded
 
 if TYPE_CHECKING:
@@ -84,10 +84,9 @@ def runs_table(docs: list[dict[str, Any]]) -> "Table":
         table.add_column("tokens", justify="right")
         table.add_column("cost", justify="right")
     for d in docs:
-        style = STATUS_STYLE.get(d["status"], "")
         correct = {True: "green", False: "red"}.get(d.get("correct"), "")  # type: ignore[arg-type]
         result = outcome_text(d)
-        cells = [d["run_id"], escape(d["workflow"]), f"[{style}]{d['status']}[/]",
+        cells = [escape(d["run_id"]), escape(d["workflow"]), status_markup(d["status"]),
                  _age(datetime.fromisoformat(d["created_at"]).timestamp()),
                  f"[{correct}]{result}[/]" if correct and result else result,
                  escape(", ".join(d.get("waiting_steps") or [])), escape(d.get("gate_reason") or ""),
@@ -153,8 +152,7 @@ def steps_table(doc: dict[str, Any]) -> "Table":
                     ("duration", {"justify": "right"}), ("gates", {}), ("error / output", {"ratio": 1})):
         table.add_column(col, **kw)
     for s in doc["steps"]:
-        st = STATUS_STYLE.get(s["status"], "")
-        table.add_row(s["step_id"], s["agent"], f"[{st}]{s['status']}[/]", str(s["attempt"]),
+        table.add_row(escape(s["step_id"]), escape(s["agent"]), status_markup(s["status"]), str(s["attempt"]),
                       f"{s['duration']:.3f}s", gate_marks(s), escape(step_note(s)))
     return table
 
@@ -163,8 +161,7 @@ def print_step_blocks(doc: dict[str, Any], console: "Console", *, cut: bool) -> 
     """Each step as a few lines: id, status, agent, attempt and duration; its gates; its error or output
     (with ``cut``, one line of the console's width)."""
     for s in doc["steps"]:
-        st = STATUS_STYLE.get(s["status"], "")
-        console.print(f"[bold]{escape(s['step_id'])}[/]  [{st}]{s['status']}[/]  agent {escape(s['agent'])}  "
+        console.print(f"[bold]{escape(s['step_id'])}[/]  {status_markup(s['status'])}  agent {escape(s['agent'])}  "
                       f"try {s['attempt']}  {s['duration']:.3f}s", highlight=False)
         if s["gates"]:
             console.print(f"  gates: {gate_marks(s)}", highlight=False)
@@ -188,29 +185,30 @@ def show(run_id: str, as_json: JsonOption = False, db: DbOption = None,
     if as_json:
         print_json(doc)
         return
-    style = STATUS_STYLE.get(doc["status"], "")
-    out.print(f"run [bold]{doc['run_id']}[/]  workflow {doc['workflow']}  [{style}]{doc['status']}[/]",
+    out.print(f"run [bold]{escape(doc['run_id'])}[/]  workflow {escape(doc['workflow'])}  "
+              f"{status_markup(doc['status'])}",
               highlight=False)
     if doc.get("parent_run_id"):
-        out.print(f"forked from {doc['parent_run_id']} at step {doc.get('parent_step')}", highlight=False)
+        out.print(f"forked from {escape(doc['parent_run_id'])} at step {escape(str(doc.get('parent_step')))}",
+                  highlight=False)
     print_steps(doc, out)
     for s in doc["steps"]:
         for g in s["gates"]:
             if not g["passed"]:
                 extra = ""
                 if g["gate"] == "critic" and g["details"].get("verifies"):
-                    extra = f" (verifies {', '.join(g['details']['verifies'])})"
-                out.print(f"[red]✗[/] {s['step_id']} / {escape(g['gate'])}{extra}: {escape(g['reason'])}",
+                    extra = f" (verifies {', '.join(map(str, g['details']['verifies']))})"
+                out.print(f"[red]✗[/] {escape(s['step_id'])} / {escape(g['gate'] + extra)}: {escape(g['reason'])}",
                           highlight=False, soft_wrap=True)
     print_critic_fixes(store, run_id)
     print_superseded(doc)
     for r in doc["reviews"]:
-        out.print(f"review: {r['decision']} {r['step_id']} by {r['reviewer']} at {r['created_at']}"
+        out.print(escape(f"review: {r['decision']} {r['step_id']} by {r['reviewer']} at {r['created_at']}")
                   + (" (forced)" if r["forced"] else "") + (f": {escape(r['comment'])}" if r["comment"] else ""),
                   highlight=False, soft_wrap=True)
     for o in doc["outcomes"]:
         verdict = "correct" if o["correct"] else ("incorrect" if o["correct"] is False else "")
-        out.print(f"outcome: {o['value']:.3f} {verdict} ({o['source']}, {o['termination']})", highlight=False)
+        out.print(escape(f"outcome: {o['value']:.3f} {verdict} ({o['source']}, {o['termination']})"), highlight=False)
         if o.get("evaluator_reason"):
             out.print(f"  why: {escape(o['evaluator_reason'])}", highlight=False, soft_wrap=True)
     if doc["status"] == "succeeded":

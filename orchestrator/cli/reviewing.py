@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from orchestrator.cli.common import (
     CommentOption,
@@ -42,10 +43,10 @@ def _continue_after(store: "Store", decision: Any, as_json: bool, max_concurrenc
     from orchestrator.runner import continue_run
     from orchestrator.runstate import RunResult
 
-    out.print(f"{decision.decision} recorded for step {decision.step_id!r} of run {decision.run_id}",
+    out.print(escape(f"{decision.decision} recorded for step {decision.step_id!r} of run {decision.run_id}"),
               highlight=False)
     if decision.superseded:
-        out.print(f"superseded (kept, and run again now): {', '.join(decision.superseded)}", highlight=False)
+        out.print(escape(f"superseded (kept, and run again now): {', '.join(decision.superseded)}"), highlight=False)
     if not decision.continue_run:
         report_result(store, RunResult(decision.run_id, store.get_run(decision.run_id).status), as_json)
     progress = Progress(enabled=not as_json)

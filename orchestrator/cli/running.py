@@ -11,7 +11,6 @@ import typer
 from rich.markup import escape
 
 from orchestrator.cli.common import (
-    STATUS_STYLE,
     ConcurrencyOption,
     DbOption,
     JsonOption,
@@ -24,6 +23,7 @@ from orchestrator.cli.common import (
     out,
     print_json,
     read_json_file,
+    status_markup,
 )
 from orchestrator.cli.fixes import print_critic_fixes
 from orchestrator.threads import DEFAULT_CONCURRENCY
@@ -43,9 +43,9 @@ def validate(file: Annotated[Path, typer.Argument(help="Workflow file (.yaml or 
     workflow = load_workflow(file)
     spec = workflow.spec
     warn_about_model_keys(spec)
-    out.print(f"[green]ok[/] {escape(str(file))}: workflow {spec.name!r} version {spec.version}, "
-              f"{len(spec.steps)} steps, output {spec.output_step!r}", highlight=False, soft_wrap=True)
-    out.print("order: " + " -> ".join(workflow.order), highlight=False, soft_wrap=True)
+    out.print("[green]ok[/] " + escape(f"{file}: workflow {spec.name!r} version {spec.version}, {len(spec.steps)} "
+                                       f"steps, output {spec.output_step!r}"), highlight=False, soft_wrap=True)
+    out.print("order: " + escape(" -> ".join(workflow.order)), highlight=False, soft_wrap=True)
 
 
 def warn_about_model_keys(spec: "WorkflowSpec") -> None:
@@ -110,9 +110,8 @@ class Progress:
             duration = row.get("duration")
             if duration is None and row["status"] == "running":
                 duration = now - row["started"]
-            style = STATUS_STYLE.get(row["status"], "")
-            table.add_row(sid, f"[{style}]{row['status']}[/]", str(row.get("attempt", "")),
-                          f"{duration:.2f}s" if duration is not None else "", escape(row.get("note") or "")[:70])
+            table.add_row(escape(sid), status_markup(row["status"]), str(row.get("attempt", "")),
+                          f"{duration:.2f}s" if duration is not None else "", escape((row.get("note") or "")[:70]))
         return table
 
     def __call__(self, event: "Event") -> None:
@@ -123,7 +122,7 @@ class Progress:
             for sid in event.steps:
                 self.rows.setdefault(sid, {"status": "pending"})
             if self.enabled and self.live is None:
-                err.print(f"run {self.run_id} ({event.workflow})", highlight=False)
+                err.print(escape(f"run {self.run_id} ({event.workflow})"), highlight=False)
         elif isinstance(event, StepStarted):
             self.rows[event.step_id] = {"status": "running", "attempt": event.attempt, "started": event.started_at}
         elif isinstance(event, StepFinished):
@@ -131,8 +130,8 @@ class Progress:
             row.update(status=event.status, attempt=event.attempt, duration=event.duration, note=event.error)
             if self.enabled and self.live is None:
                 note = f"  {event.error}" if event.error else ""
-                err.print(f"  {event.step_id:<24} {event.status:<12} attempt {event.attempt} "
-                          f"{event.duration:.3f}s{escape(note)}", highlight=False, soft_wrap=True)
+                err.print(escape(f"  {event.step_id:<24} {event.status:<12} attempt {event.attempt} "
+                                 f"{event.duration:.3f}s{note}"), highlight=False, soft_wrap=True)
         if self.live is not None:
             self.live.update(self._table())
 
@@ -158,13 +157,12 @@ def report_result(store: "Store", result: "RunResult", as_json: bool) -> None:
 
         print_json(run_document(store, result.run_id))
     else:
-        style = STATUS_STYLE.get(result.status, "")
-        out.print(f"run [bold]{result.run_id}[/] [{style}]{result.status}[/]", highlight=False)
+        out.print(f"run [bold]{escape(result.run_id)}[/] {status_markup(result.status)}", highlight=False)
         if result.status == "paused":
             for rec in store.step_records(result.run_id, latest_only=True):
                 if rec.step_id in result.paused_steps:
                     reasons = "; ".join(g.reason for g in rec.failed_gates) or rec.error_message or ""
-                    out.print(f"  paused at [yellow]{rec.step_id}[/]: {escape(reasons)}", highlight=False,
+                    out.print(f"  paused at [yellow]{escape(rec.step_id)}[/]: {escape(reasons)}", highlight=False,
                               soft_wrap=True)
             out.print(f"  review with `orchestrator review` or `orchestrator approve|edit|retry|reject "
                       f"{result.run_id}`", highlight=False)
@@ -178,7 +176,7 @@ def report_result(store: "Store", result: "RunResult", as_json: bool) -> None:
             out.print(f"  output: {escape(text[:400])}{'...' if len(text) > 400 else ''}", highlight=False,
                       soft_wrap=True)
             for o in store.outcomes(result.run_id):
-                out.print(f"  outcome ({o.source}): {o.value:.3f} {'correct' if o.correct else 'incorrect'}",
+                out.print(escape(f"  outcome ({o.source}): {o.value:.3f} {'correct' if o.correct else 'incorrect'}"),
                           highlight=False)
             error = store.get_run(result.run_id).error  # an evaluator error leaves the run succeeded
             if error:
@@ -297,8 +295,7 @@ def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queu
     store = open_store(db)
 
     def report(result: "RunResult") -> None:
-        style = STATUS_STYLE.get(result.status, "")
-        out.print(f"run {result.run_id} [{style}]{result.status}[/]", highlight=False)
+        out.print(f"run {escape(result.run_id)} {status_markup(result.status)}", highlight=False)
 
     def stopping(signal_name: str, runs: int) -> None:
         err.print(f"{signal_name}: draining {runs} run(s): the steps in flight finish, then their runs are handed "

@@ -66,7 +66,7 @@ class DashboardScreen(Screen[None]):
         with Horizontal(id="dash-bar"):
             yield Label("workflow", classes="filter-label")
             yield Select([], prompt="…", allow_blank=True, compact=True, id="dash-workflow")
-        yield Static("loading…", id="dash-summary")
+        yield Static("loading…", id="dash-summary", markup=False)
         with VerticalScroll(id="dash-body"):
             yield Static(id="dash-message")
             yield Vertical(id="dash-alerts")
@@ -115,7 +115,7 @@ class DashboardScreen(Screen[None]):
             self.post_message(DashboardLoaded(sorted(workflows), workflow, report))
 
     def on_load_failed(self, message: LoadFailed) -> None:
-        self.notify(message.error, severity="error", timeout=10)
+        self.notify(message.error, severity="error", timeout=10, markup=False)
 
     async def on_dashboard_loaded(self, message: DashboardLoaded) -> None:
         select = self.query_one("#dash-workflow", Select)
@@ -147,7 +147,8 @@ class DashboardScreen(Screen[None]):
             return
         self.query_one("#dash-summary", Static).update(self._summary(report))
         message.update("")
-        await alerts.mount_all([Static(f"▲ alert  {a.message}", classes="dash-alert") for a in report.alerts])
+        await alerts.mount_all([Static(f"▲ alert  {a.message}", classes="dash-alert", markup=False)
+                                for a in report.alerts])
         total = report.incorrect_outcomes
         if total:
             counts = {s.step_id: s.blamed for s in report.steps} | {UNATTRIBUTED: report.unattributed}

@@ -109,7 +109,7 @@ class RunDetailScreen(Screen[None]):
             self.post_message(RunLoaded(detail))
 
     def on_load_failed(self, message: LoadFailed) -> None:
-        self.notify(message.error, severity="error", timeout=10)
+        self.notify(message.error, severity="error", timeout=10, markup=False)
 
     async def on_run_loaded(self, message: RunLoaded) -> None:
         detail = self.detail = message.detail

@@ -46,7 +46,7 @@ class RunsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="")
         yield FilterBar(cursor_blink=self.app.cursor_blink, id="filter-bar")
-        yield Static(id="runs-summary")
+        yield Static(id="runs-summary", markup=False)  # names and reasons print as written
         yield RunTable(id="runs")
         yield LiveStatus("paused runs first · refreshes on its own · a e r x act on the paused step",
                          id="live-status")
@@ -90,7 +90,7 @@ class RunsScreen(Screen[None]):
     def on_load_failed(self, message: LoadFailed) -> None:
         if message.error != self._last_error:  # the refresh timer would repeat it every interval
             self._last_error = message.error
-            self.notify(message.error, severity="error", timeout=10)
+            self.notify(message.error, severity="error", timeout=10, markup=False)
 
     def _show(self) -> None:
         bar = self.query_one(FilterBar)

@@ -49,7 +49,7 @@ class RunTable(DataTable[str | Text]):
         self.clear()
         for run_id, workflow, status, waiting, outcome, age in cells:
             verdict = "red" if outcome.endswith("incorrect") else ("green" if outcome else "")
-            self.add_row(run_id, truncate(workflow, 24), Text(status, style=STATUS_STYLE.get(status, "")),
+            self.add_row(run_id, Text(truncate(workflow, 24)), Text(status, style=STATUS_STYLE.get(status, "")),
                          Text(truncate(waiting, 24), style="yellow"), Text(outcome, style=verdict),
                          Text(age, justify="right"), key=run_id)
         ids = [c[0] for c in cells]

@@ -77,7 +77,7 @@ class StepList(DataTable[str | Text]):
                     name.append(" ◀", style="bold red")
                 row: list[str | Text] = [Text(icon, style=style), name]
                 if self._with_agent:
-                    row.append(truncate(agent, AGENT_WIDTH))
+                    row.append(Text(truncate(agent, AGENT_WIDTH)))
                 row += [Text(str(attempt) if attempt else "", justify="right"), Text(duration, justify="right")]
                 self.add_row(*row, key=step_id)
         ids = [c[0] for c in cells]
