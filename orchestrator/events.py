@@ -6,6 +6,7 @@ match on its type; adding a field to an event never breaks a listener that ignor
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -95,3 +96,43 @@ Event = RunStarted | StepStarted | StepFinished | RunFinished | OutcomeScored | 
 
 EventHook = Callable[[Event], None]
 """A listener: called synchronously on the executor's event loop, so keep it quick."""
+
+
+class ShieldedListener:
+    """A listener whose errors never change what happened.
+
+    Events report what is already decided (a step's record is committed before its
+    ``StepFinished``), so a listener that raises, a user's callback or the OpenTelemetry
+    exporter, must not turn a committed step into a failed run. Its first error is logged, with
+    the event it broke on; later ones are counted and not repeated. Only ``Exception`` is caught:
+    ``KeyboardInterrupt`` from a listener still stops the execution, as Ctrl-C does.
+    """
+
+    __slots__ = ("listener", "errors")
+
+    def __init__(self, listener: EventHook) -> None:
+        self.listener = listener
+        self.errors = 0
+        """How many events the listener raised on."""
+
+    def __call__(self, event: Event) -> None:
+        try:
+            self.listener(event)
+        except Exception as exc:
+            self.errors += 1
+            if self.errors == 1:
+                logging.getLogger("orchestrator.events").warning(
+                    "event listener %s raised %s: %s (on %s of run %s); the run goes on unchanged, and later "
+                    "errors of this listener are not reported", _name(self.listener), type(exc).__name__, exc,
+                    type(event).__name__, event.run_id)
+
+
+def shielded(listener: EventHook | None) -> EventHook | None:
+    """``listener`` as a :class:`ShieldedListener` (None stays None; shielding twice changes nothing)."""
+    if listener is None or isinstance(listener, ShieldedListener):
+        return listener
+    return ShieldedListener(listener)
+
+
+def _name(listener: object) -> str:
+    return getattr(listener, "__qualname__", None) or type(listener).__qualname__

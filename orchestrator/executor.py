@@ -28,7 +28,7 @@ from orchestrator import jsonio
 from orchestrator.attempt import RunContext, StepRunner
 from orchestrator.binding import BoundWorkflow
 from orchestrator.errors import InputError, LeaseLostError, OrchestratorError, StoreMismatchError
-from orchestrator.events import EventHook, RunFinished, RunStarted
+from orchestrator.events import EventHook, RunFinished, RunStarted, shielded
 from orchestrator.group_commit import GroupCommit
 from orchestrator.lease_keeper import LeaseKeeper, keep_lease
 from orchestrator.outcomes import Scoring, score_run, scoring_event
@@ -118,7 +118,7 @@ class Executor:
         self.store = store
         self.workflow = workflow
         self.max_concurrency = max(1, max_concurrency)
-        self.on_event = on_event
+        self.on_event = shielded(on_event)  # a listener's error never changes what happened
         self.workflow_id = workflow_id if workflow_id is not None else store.register_workflow(
             workflow.name, str(workflow.spec.version), dict(workflow.definition), workflow.source,
             workflow.content_hash)

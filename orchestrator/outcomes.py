@@ -16,7 +16,7 @@ from typing import Any
 
 from orchestrator.binding import BoundWorkflow
 from orchestrator.evaluation import EvaluatorScoreError, Score, as_score, call_evaluator
-from orchestrator.events import AttributionFailed, EventHook, OutcomeFailed, OutcomeScored
+from orchestrator.events import AttributionFailed, EventHook, OutcomeFailed, OutcomeScored, shielded
 from orchestrator.runstate import RunResult
 from orchestrator.store import NewOutcome, Store
 
@@ -78,8 +78,9 @@ def trace_incorrect_outcome(store: Store, workflow: BoundWorkflow, result: RunRe
     try:
         trace_outcome(store, result.run_id, evaluator_ids[-1], spec=workflow.spec)
     except Exception as exc:  # attribution must never lose the finished run
-        if on_event is not None:
-            on_event(AttributionFailed(run_id=result.run_id, error=f"{type(exc).__name__}: {exc}"))
+        listener = shielded(on_event)  # a listener's error must not lose the finished run either
+        if listener is not None:
+            listener(AttributionFailed(run_id=result.run_id, error=f"{type(exc).__name__}: {exc}"))
 
 
 def evaluator_score(returned: object) -> float:

@@ -18,7 +18,7 @@ import anyio.to_thread
 from orchestrator.binding import BoundWorkflow
 from orchestrator.blocking import run_blocking
 from orchestrator.errors import LeaseHeldError
-from orchestrator.events import EventHook
+from orchestrator.events import EventHook, shielded
 from orchestrator.executor import Drain, Executor, new_lease
 from orchestrator.inputs import resolve_inputs
 from orchestrator.outcomes import trace_incorrect_outcome
@@ -93,6 +93,7 @@ class Tracing:
                  trace_id: str | None = None) -> None:
         self.store = store
         self.tracer = get_tracer(endpoint)
+        on_event = shielded(on_event)  # the spans are kept when the caller's own listener raises
         self.listener = TracingListener(self.tracer, trace_id=trace_id, inner=on_event) if self.tracer.enabled \
             else None
         self.hook: EventHook | None = self.listener if self.listener is not None else on_event
