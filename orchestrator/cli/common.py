@@ -7,14 +7,16 @@ Heavy imports (the store, Textual) happen inside commands so ``--help`` and ``va
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from rich.console import Console
@@ -73,7 +75,8 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         from orchestrator.errors import OrchestratorError, SpecError
 
         try:
-            return fn(*args, **kwargs)
+            with json_owns_stdout(bool(kwargs.get("as_json"))):
+                return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
         except BrokenPipeError:  # `orchestrator show RUN --json | head -1`: the reader left; exit quietly
@@ -187,11 +190,52 @@ def open_store(db: str | None, *, create: bool = True) -> Store:
     return store
 
 
+_json_stdout: TextIO | None = None
+"""Where :func:`print_json` writes while :func:`json_owns_stdout` has moved everything else to stderr."""
+
+
+@contextmanager
+def json_owns_stdout(active: bool) -> Iterator[None]:
+    """With ``--json``, stdout carries the JSON document and nothing else: whatever else is printed
+    meanwhile (a step's ``print`` on the event loop, on a worker thread or in an ``isolation: process``
+    child, an evaluator, a status line) goes to stderr.
+
+    In a real process file descriptor 1 itself is pointed at stderr (so child processes and C code
+    follow) and the document is written to a copy of the original; ``sys.stdout`` follows too.
+    """
+    global _json_stdout
+    if not active or _json_stdout is not None:
+        yield
+        return
+    sys.stdout.flush()
+    original = sys.stdout
+    try:
+        descriptor_level = original is sys.__stdout__ and original.fileno() == 1 and sys.stderr.fileno() == 2
+    except (AttributeError, OSError, ValueError):  # a test runner's buffer: no descriptor to move
+        descriptor_level = False
+    saved = os.fdopen(os.dup(1), "w", encoding=original.encoding or "utf-8") if descriptor_level else original
+    if descriptor_level:
+        os.dup2(2, 1)
+    _json_stdout, sys.stdout = saved, sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout, _json_stdout = original, None
+        sys.stderr.flush()
+        if descriptor_level:
+            try:
+                saved.flush()
+            finally:
+                os.dup2(saved.fileno(), 1)
+                with contextlib.suppress(OSError):
+                    saved.close()
+
+
 def print_json(doc: Any) -> None:
     """A JSON document on stdout, strict: a NaN or infinity (JSON has none) is written as null."""
     from orchestrator.jsonio import strict
 
-    print(json.dumps(strict(doc), indent=2, default=str, allow_nan=False))
+    print(json.dumps(strict(doc), indent=2, default=str, allow_nan=False), file=_json_stdout or sys.stdout)
 
 
 
