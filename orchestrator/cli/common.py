@@ -210,7 +210,7 @@ def json_owns_stdout(active: bool) -> Iterator[None]:
     sys.stdout.flush()
     original = sys.stdout
     try:
-        descriptor_level = original is sys.__stdout__ and original.fileno() == 1 and sys.stderr.fileno() == 2
+        descriptor_level = original is sys.__stdout__ and sys.stdout.fileno() == 1 and sys.stderr.fileno() == 2
     except (AttributeError, OSError, ValueError):  # a test runner's buffer: no descriptor to move
         descriptor_level = False
     saved = os.fdopen(os.dup(1), "w", encoding=original.encoding or "utf-8") if descriptor_level else original
