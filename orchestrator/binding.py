@@ -41,6 +41,21 @@ def gate_object_key(step_id: str, index: int) -> str:
     return f"gate:{step_id}:{index}"
 
 
+def step_object_key(step_id: str, role: str) -> str:
+    """The ``objects`` key of a callable given from Python as one step's ``run``, ``baseline`` or ``simulate``.
+
+    Keyed by step, not by the ``module:qualname`` the spec holds: two lambdas, or two closures made by
+    one factory, share a qualified name, and each step must keep its own function.
+    """
+    return f"step:{step_id}:{role}"
+
+
+def findable_by_name(ref: str) -> bool:
+    """Whether ``module:qualname`` can be imported again by name (in a child process, say): not a lambda,
+    not a function made inside another function."""
+    return "<" not in ref.partition(":")[2]
+
+
 @dataclass(frozen=True, slots=True)
 class BoundGate:
     """One gate of a step, ready to check outputs."""
@@ -220,6 +235,11 @@ class _Resolver:
             return self.objects[ref]
         return resolve_callable(ref, self.base_dir)
 
+    def step_callable(self, step_id: str, role: str, ref: str) -> Any:
+        """The function a step was given from Python for ``role``, else ``ref`` resolved."""
+        given = self.objects.get(step_object_key(step_id, role))
+        return given if given is not None else self.callable(ref)
+
 
 def _bind_helper(step: StepSpec, key: str, ref: str | None, resolver: _Resolver,
                  problems: _Problems) -> StepFunction | None:
@@ -228,7 +248,7 @@ def _bind_helper(step: StepSpec, key: str, ref: str | None, resolver: _Resolver,
     if not ref:
         return None
     try:
-        return StepFunction.of(resolver.callable(ref))
+        return StepFunction.of(resolver.step_callable(step.id, key, ref))
     except ResolveError as exc:
         problems.add(f"steps.{step.id}.{key}", f"step {step.id!r} {key}: {exc}")
         return None
@@ -269,7 +289,7 @@ def _bind_function(step: StepSpec, resolver: _Resolver, problems: _Problems) -> 
         problems.add(f"steps.{step.id}.run", f"step {step.id!r} has no 'run: module:function'")
         return None
     try:
-        fn = resolver.callable(step.run)
+        fn = resolver.step_callable(step.id, "run", step.run)
     except ResolveError as exc:
         problems.add(f"steps.{step.id}.run", f"step {step.id!r}: {exc}")
         return None
@@ -278,6 +298,12 @@ def _bind_function(step: StepSpec, resolver: _Resolver, problems: _Problems) -> 
         problems.add(f"steps.{step.id}.inputs", message)
     function = StepFunction.of(fn)
     if step.isolation == "process":
+        if not findable_by_name(step.run):
+            problems.add(f"steps.{step.id}.isolation",
+                         f"step {step.id!r}: isolation: process calls {step.run} in a child process, which finds it "
+                         "by name; a lambda or a function made inside another function has none: define it at "
+                         "module level")
+            return None
         return replace(function, isolated_ref=step.run, base_dir=resolver.base_dir)
     if step.inline:
         if function.is_async:
@@ -305,7 +331,7 @@ def _bind_llm_function(workflow: WorkflowSpec, step: StepSpec, resolver: _Resolv
     post_process = None
     if step.run:
         try:
-            post_process = resolver.callable(step.run)
+            post_process = resolver.step_callable(step.id, "run", step.run)
         except ResolveError as exc:
             problems.add(f"steps.{step.id}.run", f"step {step.id!r}: {exc}")
             return None

@@ -3,7 +3,8 @@
 The decorator records the same keys a YAML step has, and ``Workflow.spec`` produces the same
 :class:`~orchestrator.model.WorkflowSpec` a YAML file would, with ``run`` set to the
 function's ``module:qualname``, so a Python definition and its YAML twin compare equal. The
-functions themselves travel beside the spec (``Workflow.objects``), keyed by those references,
+functions themselves travel beside the spec (``Workflow.objects``), keyed by step (two lambdas, or
+two closures made by one factory, share a qualified name, and each step keeps its own function),
 and :meth:`Workflow.bind` hands both to the binder. Inputs left out are inferred from parameter
 names, as Hamilton does: a parameter named like a workflow input reads ``$inputs.NAME``, one
 named like an earlier step reads that step.
@@ -23,7 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrator.binding import BoundWorkflow, bind, gate_object_key
+from orchestrator.binding import BoundWorkflow, bind, gate_object_key, step_object_key
 from orchestrator.errors import SpecError, SpecProblem
 from orchestrator.llm.config import LLMConfig
 from orchestrator.llm.step import REPLY_PARAMETER
@@ -159,8 +160,9 @@ class Workflow:
 
     @property
     def objects(self) -> dict[str, Any]:
-        """The Python objects the spec refers to: functions, output models and tools by ``module:qualname``,
-        gate objects by position."""
+        """The Python objects the spec refers to: step functions (``run``, ``baseline``, ``simulate``) by step
+        (:func:`~orchestrator.binding.step_object_key`), output models, tools and the outcome evaluator by
+        ``module:qualname``, gate objects by position."""
         return self._build()[1]
 
     def bind(self, source: str | None = None) -> BoundWorkflow:
@@ -195,7 +197,7 @@ class Workflow:
                     objects[gate_object_key(step_id, index)] = obj
             baseline = opts.pop("baseline", None)
             simulate = opts.pop("simulate", None)
-            for key, value in _object_refs(opts, objects).items():
+            for key, value in _object_refs(opts, objects, registered.where).items():
                 opts[key] = value
             inputs = opts.pop("inputs", None)
             if inputs is None:
@@ -209,15 +211,15 @@ class Workflow:
                 raise SpecError([SpecProblem(registered.where, f"steps.{step_id}.{'.'.join(map(str, e['loc']))}",
                                              f"{e['msg']} (got {e.get('input')!r})") for e in exc.errors()]) from None
             if fn is not None:
-                objects[str(step.run)] = fn
+                objects[step_object_key(step_id, "run")] = fn
             if baseline is not None and not isinstance(baseline, str):
-                objects[str(step.baseline)] = baseline
+                objects[step_object_key(step_id, "baseline")] = baseline
             if simulate is not None and not isinstance(simulate, str):
-                objects[str(step.simulate)] = simulate
+                objects[step_object_key(step_id, "simulate")] = simulate
             steps.append(step)
             known.add(step_id)
         if self.outcome is not None and not isinstance(self.outcome, str):
-            objects[str(_ref(self.outcome))] = self.outcome
+            _keep(objects, str(_ref(self.outcome)), self.outcome, f"<workflow {self.name}>")
         try:
             fields: dict[str, Any] = {"llm": self.llm_config}  # a mapping is validated like YAML's llm: block
             workflow = WorkflowSpec(name=self.name, version=self.version, description=self.description,
@@ -271,13 +273,23 @@ class _Registered:
         self.where = where
 
 
-def _object_refs(options: Mapping[str, Any], objects: dict[str, Any]) -> dict[str, Any]:
+def _keep(objects: dict[str, Any], ref: str, obj: Any, where: str) -> None:
+    """Put ``obj`` into ``objects`` under its reference; SpecError when another object already holds that
+    reference (two lambdas, two closures of one factory): the spec could not tell them apart."""
+    held = objects.setdefault(ref, obj)
+    if held is not obj:
+        raise SpecError([SpecProblem(where, "", f"two different objects share the reference {ref!r} (lambdas, or "
+                                                "functions made inside another function); give each a "
+                                                "module-level name")])
+
+
+def _object_refs(options: Mapping[str, Any], objects: dict[str, Any], where: str) -> dict[str, Any]:
     """``output_schema`` and ``tools`` given as objects, as references (the objects go into ``objects``)."""
     out: dict[str, Any] = {}
     schema = options.get("output_schema")
     if schema is not None and not isinstance(schema, (str, dict)):
         ref = str(_ref(schema))
-        objects[ref] = schema
+        _keep(objects, ref, schema, where)
         out["output_schema"] = ref
     tools = options.get("tools")
     if tools is not None and not isinstance(tools, str):
@@ -287,7 +299,7 @@ def _object_refs(options: Mapping[str, Any], objects: dict[str, Any]) -> dict[st
                 refs.append(tool)
                 continue
             ref = str(_ref(tool))
-            objects[ref] = tool
+            _keep(objects, ref, tool, where)
             refs.append(ref)
         out["tools"] = refs
     return out

@@ -15,6 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from orchestrator import Workflow
+from orchestrator.binding import step_object_key
 from orchestrator.errors import SpecError
 from orchestrator.llm.config import LLMConfig
 from orchestrator.spec import load_workflow
@@ -55,7 +56,7 @@ def test_objects_become_references_and_travel_beside_the_spec():
     objects = wf.objects
     assert objects["triage_tools:Category"] is triage_tools.Category
     assert objects["triage_tools:lookup_order"] is triage_tools.lookup_order
-    assert objects["triage_tools:sign"] is triage_tools.sign
+    assert objects[step_object_key("reply", "run")] is triage_tools.sign
     json.dumps(spec.definition())  # plain data only
 
 
