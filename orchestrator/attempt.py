@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import time
 import traceback
 from collections.abc import Awaitable, Coroutine, Generator, Mapping
@@ -19,10 +20,11 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from gates.base import GateEvaluation
 from gates.base import evaluate as evaluate_gate
 from gates.base import normalize as normalize_verdict
 from orchestrator import jsonio
-from orchestrator.binding import BoundStep
+from orchestrator.binding import BoundGate, BoundStep
 from orchestrator.context import StepContext
 from orchestrator.events import EventHook, StepFinished, StepStarted, Verdict
 from orchestrator.group_commit import GroupCommit
@@ -32,6 +34,7 @@ from orchestrator.llm.errors import LLMStepError
 from orchestrator.model import GateResult, field_value, parse_reference
 from orchestrator.runstate import Done, StepOutcome, UpstreamView
 from orchestrator.store import GateRow, NewStepRecord, Store
+from orchestrator.threads import POOL
 
 _JSON_SCALARS = frozenset({str, int, bool, type(None)})
 """Types whose JSON round trip gives back an equal value of the same type (not float: NaN)."""
@@ -333,8 +336,7 @@ class StepRunner:
         plain_output = output if type(output) in _JSON_SCALARS else jsonio.loads(output_json)
         for gate in step.gates:
             assert ctx is not None  # a step with gates always has its context built (needs_context)
-            evaluation = await anyio.to_thread.run_sync(evaluate_gate, gate.check, gate.label, plain_output, ctx) \
-                if gate.slow else evaluate_gate(gate.check, gate.label, plain_output, ctx)
+            evaluation = await self.check_gate(gate, plain_output, ctx)
             verdicts.append((gate.label, evaluation.result, evaluation.duration, gate.severity))
         blocking = [v for _, v, _, sev in verdicts if not v.passed and sev == "block"]
         status, message = gate_policy(step.on_gate_fail, blocking, is_last=is_last)
@@ -353,6 +355,38 @@ class StepRunner:
         if status == "failed":
             return StepOutcome(step.id, "failed", rid, error=f"gate failed: {message}")
         return StepOutcome(step.id, status, rid, output=plain_output, ended_at=ended, error=message)
+
+    async def check_gate(self, gate: BoundGate, output: Any, ctx: StepContext) -> GateEvaluation:
+        """One gate's verdict, within its budget (its own ``timeout:``, else the step's ``timeout``).
+
+        A gate that may block (user code, a model call, embeddings) runs on a daemon worker thread, so
+        the loop, the lease's heartbeat and Ctrl-C go on meanwhile; past its budget it is abandoned (its
+        thread runs on until it returns, never keeping the process alive) and the verdict fails, naming
+        the gate and the budget. A quick built-in gate runs on the loop; one that returns past its budget
+        fails the same way.
+        """
+        own = gate.timeout is not None
+        budget = gate.timeout if own else self.step.spec.timeout
+        began = time.perf_counter()
+        if not gate.slow:
+            evaluation = evaluate_gate(gate.check, gate.label, output, ctx)
+        else:
+            call = functools.partial(evaluate_gate, gate.check, gate.label, output, ctx)
+            with anyio.move_on_after(budget if budget is not None else math.inf) as scope:
+                evaluation = await POOL.run(call)
+            if scope.cancelled_caught:
+                return gate_overrun(gate.label, budget, own, time.perf_counter() - began)
+        if budget is not None and evaluation.duration > budget:
+            return gate_overrun(gate.label, budget, own, evaluation.duration)
+        return evaluation
+
+
+def gate_overrun(label: str, budget: float | None, own: bool, elapsed: float) -> GateEvaluation:
+    """The failed verdict of a gate that did not finish within its budget."""
+    whose = "its timeout" if own else "the step's timeout"
+    reason = f"gate {label!r} took longer than its budget of {budget:g} s ({whose})"
+    return GateEvaluation(gate=label, duration=elapsed, result=GateResult(
+        passed=False, score=0.0, reason=reason, details={"error": "GateTimeout", "budget": budget}))
 
 
 def exception_text(exc: BaseException) -> str:

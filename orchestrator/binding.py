@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
-from gates.base import GateConfigError
+from gates.base import BUILTIN_GATES, GateConfigError
 from gates.factory import build_gate
 from orchestrator import graph, jsonio
 from orchestrator.context import NextNeed
@@ -65,7 +65,10 @@ class BoundGate:
     check: Any
     """The gate object (``check(output, ctx)``) or a plain callable."""
     slow: bool
-    """Run in a worker thread (embedding models and the like)."""
+    """Run in a worker thread: any gate but the quick built-in ones (user code may block or never end;
+    embedding models and model calls take long)."""
+    timeout: float | None = None
+    """The gate's own ``timeout:``; without one the step's ``timeout`` is its budget."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,7 +363,8 @@ def _bind_gate(step_id: str, index: int, gate: GateSpec, resolver: _Resolver, pr
         except GateConfigError as exc:
             problems.add(f"steps.{step_id}.gates[{index}]", str(exc))
             return None
-    return BoundGate(label=gate.label, severity=gate.severity, check=obj, slow=bool(getattr(obj, "slow", False)))
+    quick_builtin = type(obj) in BUILTIN_GATES.values() and not getattr(obj, "slow", False)
+    return BoundGate(label=gate.label, severity=gate.severity, check=obj, slow=not quick_builtin, timeout=gate.timeout)
 
 
 def _bind_retry_exceptions(step: StepSpec, resolver: _Resolver,

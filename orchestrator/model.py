@@ -115,8 +115,8 @@ class RetryPolicy(_Strict):
 class GateSpec(_Strict):
     """One gate on a step, as written in YAML: ``- gate: NAME`` plus the gate's parameters.
 
-    Parameters other than ``gate``, ``name`` and ``severity`` are collected into ``params``
-    and checked by the gate's own configuration model when the workflow is validated.
+    Parameters other than ``gate``, ``name``, ``severity`` and ``timeout`` are collected into
+    ``params`` and checked by the gate's own configuration model when the workflow is validated.
     """
 
     gate: str
@@ -125,6 +125,8 @@ class GateSpec(_Strict):
     """How results are labelled; defaults to ``gate``."""
     severity: Literal["block", "warn"] = "block"
     """``warn`` records a failure without applying the step's ``on_gate_fail`` policy."""
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Seconds the check may take (default: the step's ``timeout``); past it, a failed verdict."""
     params: dict[str, Any] = Field(default_factory=_empty_dict)
 
     @model_validator(mode="before")
@@ -133,7 +135,7 @@ class GateSpec(_Strict):
         if isinstance(data, str):
             return {"gate": data}
         if isinstance(data, dict):
-            known = {"gate", "name", "severity", "params"}
+            known = {"gate", "name", "severity", "timeout", "params"}
             params = dict(data.get("params") or {})
             params.update({k: v for k, v in data.items() if k not in known})
             out = {k: v for k, v in data.items() if k in known}

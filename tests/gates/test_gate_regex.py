@@ -41,3 +41,17 @@ def test_regex_rejects_bad_configuration(build, params, message):
     with pytest.raises(GateConfigError) as err:
         build({"gate": "regex", **params})
     assert message in str(err.value)
+
+
+def test_regex_refuses_what_a_linear_time_engine_cannot_match(build):
+    with pytest.raises(GateConfigError) as err:
+        build({"gate": "regex", "pattern": "a(?=b)"})
+    assert ("parameter 'pattern' 'a(?=b)' is not a valid regular expression for RE2 (linear-time; no lookarounds or "
+            "backreferences): invalid perl operator: (?=") in str(err.value)
+
+
+def test_a_backtracking_pattern_gives_its_verdict(build, ctx):
+    """``^(a+)+$`` on 41 characters: minutes under a backtracking engine, a plain verdict here."""
+    gate = build({"gate": "regex", "pattern": "^(a+)+$", "mode": "fullmatch"})
+    assert not gate.check("a" * 40 + "!", ctx).passed
+    assert gate.check("a" * 41, ctx).passed
