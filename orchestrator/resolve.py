@@ -79,6 +79,8 @@ def resolve_callable(ref: str, base_dir: str | Path | None = None) -> Any:
         raise ResolveError(f"cannot import module {module_name!r}{where} on the import path: {exc}") from None
     except ResolveError:
         raise
+    except SystemExit as exc:  # sys.exit() at import
+        raise ResolveError(f"importing module {module_name!r} failed: it called exit({exc.code!r})") from None
     except Exception as exc:
         raise ResolveError(f"importing module {module_name!r} failed: {type(exc).__name__}: {exc}") from None
     obj: Any = module

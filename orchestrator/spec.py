@@ -295,6 +295,9 @@ def load_python(path: Path) -> tuple[WorkflowSpec, Mapping[str, Any]]:
         module = import_module(name, path.resolve().parent)
     except SpecError:
         raise
+    except SystemExit as exc:  # sys.exit() at import: the file is at fault, not the command
+        raise SpecError([SpecProblem(str(path), "", f"importing the file failed: it called exit({exc.code!r})")]) \
+            from None
     except Exception as exc:
         message = f"importing the file failed: {type(exc).__name__}: {exc}"
         raise SpecError([SpecProblem(str(path), "", message)]) from None
