@@ -98,10 +98,19 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             if db_error and ("database disk image is malformed" in text or "file is not a database" in text):
                 fail(f"the database {_opened or 'in use'} is corrupt (or not a SQLite database): "
                      f"{text.splitlines()[0]}")
+            if db_error and is_read_only(text):
+                fail(f"the database {_opened or 'in use'} is read-only ({text.splitlines()[0]}): this command "
+                     "writes to it; check the file's permissions, or --db")
             what = "database error" if db_error else "internal error"
             fail(f"{what}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
                  "(set ORCHESTRATOR_DEBUG=1 for the traceback)", 1)
     return wrapper
+
+
+def is_read_only(message: str) -> bool:
+    """Whether a database error says the database may not be written: a read-only SQLite file (or one
+    opened with ``mode=ro``), a read-only PostgreSQL transaction or standby."""
+    return "readonly database" in message or "read-only transaction" in message
 
 
 def quiet_stdout() -> None:

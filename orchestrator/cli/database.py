@@ -83,7 +83,7 @@ def revision(as_json: JsonOption = False, db: DbOption = None,
     """The schema revision stored in the database beside the one this orchestrator writes (head)."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from orchestrator.store.migrate import HEAD_REVISION, stored_revision
+    from orchestrator.store.migrate import HEAD_REVISION, alembic_config, known_revisions, stored_revision
 
     url, display = schema_url(db)
     try:
@@ -91,12 +91,18 @@ def revision(as_json: JsonOption = False, db: DbOption = None,
     except SQLAlchemyError as exc:
         raise cannot_open(display, exc) from None
     current = stored == HEAD_REVISION
+    newer = stored is not None and not current and stored not in known_revisions(alembic_config())
     if as_json:
-        print_json({"database": display, "stored": stored, "head": HEAD_REVISION, "current": current})
+        print_json({"database": display, "stored": stored, "head": HEAD_REVISION, "current": current,
+                    "newer": newer})
     else:
         out.print(f"stored: {stored or 'none'}\nhead:   {HEAD_REVISION}", highlight=False)
-        if not current:
+        if newer:
+            out.print(f"a newer orchestrator wrote this database (schema {stored}; this one knows revisions up to "
+                      f"{HEAD_REVISION}): upgrade the package; `orchestrator db upgrade` cannot downgrade it",
+                      highlight=False, soft_wrap=True)
+        elif not current:
             out.print("an upgrade is pending: it applies when a command opens the database, or now with "
                       "`orchestrator db upgrade`", highlight=False, soft_wrap=True)
     if check and not current:
-        raise typer.Exit(1)
+        raise typer.Exit(2 if newer else 1)  # newer: this orchestrator cannot use it at all

@@ -114,9 +114,9 @@ def edit(run_id: str,
 @guarded
 def review(reviewer: ReviewerOption = None, db: DbOption = None) -> None:
     """Open the terminal UI over paused runs."""
+    store = open_store(db, create=False)  # a mistyped --db is said, not answered with an empty new database
     from tui.app import make_app
 
-    store = open_store(db)
     make_app(store, reviewer=reviewer).run()
 
 

@@ -222,7 +222,7 @@ def check_release_content_upgrades(db: str) -> None:
 
     assert same_as_release(show(paused, db), MANIFEST["documents"][paused])
     assert revision_of(db) == {"database": revision_of(db)["database"], "stored": HEAD_REVISION,
-                               "head": HEAD_REVISION, "current": True}
+                               "head": HEAD_REVISION, "current": True, "newer": False}
 
     approved = cli("approve", paused, "--comment", "upgraded", db=db)
     assert approved.returncode == 0, approved.stdout + approved.stderr

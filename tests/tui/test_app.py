@@ -90,6 +90,9 @@ class TestStartUp:
             opened.append(self.store.url)
 
         monkeypatch.setattr(tui.app.ReviewApp, "run", fake_run)
+        from orchestrator.store import open_store
+
+        open_store(db_url).close()  # review reads an existing database; it creates none
         result = CliRunner().invoke(cli, ["review", "--db", db_url])
         assert result.exit_code == 0, result.output
         assert opened == [db_url]
