@@ -62,7 +62,7 @@ class LLMJudge:
             return GateResult(passed=False, score=0.0, reason=str(exc))
         config = merge(ctx.llm_defaults if ctx is not None else None, self.llm)
         verdict = asyncio.run(judge(config=config, rubric=self.rubric, output=value, reference=self.reference,
-                                    threshold=self.threshold))
+                                    threshold=self.threshold, log=ctx.calls if ctx is not None else None))
         reason = f"judge {config.model}: {verdict.reason} (score {verdict.score:.2f}, threshold {self.threshold:g})"
         return GateResult(passed=verdict.passed, score=verdict.score, reason=reason,
                           details={"judge": verdict.record.model_dump(mode="json")})

@@ -25,10 +25,11 @@ from gates.base import evaluate as evaluate_gate
 from gates.base import normalize as normalize_verdict
 from orchestrator import jsonio
 from orchestrator.binding import BoundGate, BoundStep
-from orchestrator.context import StepContext
+from orchestrator.context import CallLog, ModelCall, StepContext
 from orchestrator.events import EventHook, StepFinished, StepStarted, Verdict
 from orchestrator.group_commit import GroupCommit
 from orchestrator.invoke import call_step
+from orchestrator.llm.client import LLMClient
 from orchestrator.llm.config import LLMConfig
 from orchestrator.llm.errors import LLMStepError
 from orchestrator.model import GateResult, field_value, parse_reference
@@ -165,11 +166,13 @@ class StepRunner:
 
     def context(self, attempt: int, kwargs: dict[str, Any], state: AttemptState) -> StepContext:
         run, step = self.run, self.step
+        calls = CallLog("critic" if step.spec.type == "critic" else "step")
         return StepContext(run_id=run.run_id, step_id=step.id, workflow=run.workflow, agent=step.spec.agent_name,
                            step_type=step.spec.type, attempt=attempt,
                            idempotency_key=self.idempotency_key, next_needs=list(step.next_needs),
                            gate_feedback=list(state.feedback), inputs=kwargs, upstream=UpstreamView(run.done),
-                           workflow_inputs=run.inputs, llm_defaults=run.llm_defaults)
+                           workflow_inputs=run.inputs, llm_defaults=run.llm_defaults, calls=calls,
+                           llm=LLMClient(run.llm_defaults, calls))
 
     async def unforeseen_failure(self, exc: Exception) -> StepOutcome:
         """Record an attempt that broke outside the step's own code (its failure could not be recorded
@@ -238,6 +241,7 @@ class StepRunner:
             state.last = await self.failed(attempt, started, exc, {**common, "llm": llm_json(ctx)}, ctx)
             raise AttemptFailed(exc) from exc
         common["llm"] = llm_json(ctx)
+        common["model_calls"] = logged_calls(ctx)
         return await self.settle(attempt, started, output, ctx, state, common, is_last=is_last)
 
     def call(self, kwargs: dict[str, Any], ctx: StepContext | None) -> Awaitable[Any]:
@@ -297,8 +301,8 @@ class StepRunner:
             elif not isinstance(exc, Exception) and not message:
                 message = f"step {self.step.id!r} raised {error_type}"
         rid = await self.run.record(self.step, attempt, started, status="failed", ended_at=ended,
-                                    error_type=error_type,
-                              error_message=message, traceback=failure_traceback(exc), **common)
+                                    error_type=error_type, error_message=message, traceback=failure_traceback(exc),
+                                    model_calls=logged_calls(ctx), **common)
         self.emit_finished(attempt, "failed", ended - started, f"{error_type}: {message}", ctx=ctx)
         return StepOutcome(self.step.id, "failed", rid, error=f"{error_type}: {message}")
 
@@ -336,8 +340,12 @@ class StepRunner:
         plain_output = output if type(output) in _JSON_SCALARS else jsonio.loads(output_json)
         for gate in step.gates:
             assert ctx is not None  # a step with gates always has its context built (needs_context)
-            evaluation = await self.check_gate(gate, plain_output, ctx)
+            with ctx.calls.owned_by("judge", gate.label):
+                evaluation = await self.check_gate(gate, plain_output, ctx)
             verdicts.append((gate.label, evaluation.result, evaluation.duration, gate.severity))
+        if step.gates:
+            assert ctx is not None
+            common["model_calls"] = logged_calls(ctx)
         blocking = [v for _, v, _, sev in verdicts if not v.passed and sev == "block"]
         status, message = gate_policy(step.on_gate_fail, blocking, is_last=is_last)
         ended = time.time()
@@ -420,6 +428,11 @@ def is_cancellation(exc: BaseException) -> bool:
 def llm_json(ctx: StepContext | None) -> str | None:
     """The attempt's model call record as stored: the last one when a step made several."""
     return jsonio.dumps(ctx.llm_records[-1]) if ctx is not None and ctx.llm_records else None
+
+
+def logged_calls(ctx: StepContext | None) -> list[ModelCall]:
+    """The attempt's model calls, every one in order, as the store writes them."""
+    return list(ctx.calls.calls) if ctx is not None else []
 
 
 def named(gate: str, verdict: GateResult) -> GateResult:

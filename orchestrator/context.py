@@ -5,7 +5,8 @@ Plain data with no I/O, built by the executor. A step declares a ``ctx`` paramet
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,59 @@ class NextNeed:
 
     def to_json(self) -> dict[str, Any]:
         return {"step_id": self.step_id, "agent": self.agent, "needs": self.needs, "description": self.description}
+
+
+PURPOSES = ("step", "critic", "judge", "validation")
+"""What a model call is for: the step's own work (``step``, ``critic`` for a critic step), a gate judging
+its output (``judge``), or a gate checking a reviewer's edit (``validation``)."""
+
+
+@dataclass
+class ModelCall:
+    """One model call as it happened: who made it, for what, what it cost and when."""
+
+    purpose: str
+    gate: str | None
+    provider: str
+    model: str
+    started_at: float
+    ended_at: float
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    response: str = ""
+
+
+class CallLog:
+    """Every model call made during one attempt (or one edit's validation), in order.
+
+    Whoever calls a model through the project's clients (an LLM step, a judge gate, ``ctx.llm``)
+    appends here, so the attempt's record carries all of them. ``purpose`` and ``gate`` say who
+    is calling right now: the executor switches them while it checks each gate.
+    """
+
+    __slots__ = ("calls", "purpose", "gate")
+
+    def __init__(self, purpose: str = "step") -> None:
+        self.calls: list[ModelCall] = []
+        self.purpose = purpose
+        self.gate: str | None = None
+
+    def add(self, call: ModelCall) -> None:
+        self.calls.append(call)
+
+    @contextmanager
+    def owned_by(self, purpose: str, gate: str | None) -> Iterator[None]:
+        """Calls made inside the block are charged to ``purpose`` and ``gate``."""
+        before = self.purpose, self.gate
+        self.purpose, self.gate = purpose, gate
+        try:
+            yield
+        finally:
+            self.purpose, self.gate = before
 
 
 @dataclass
@@ -55,6 +109,11 @@ class StepContext:
     """A response cache LLM steps consult first (replays preload it with the original run's answers)."""
     resample: bool = False
     """Ask the model again even when the cache knows the answer (a replay that re-samples)."""
+    calls: CallLog = field(default_factory=CallLog)
+    """Every model call of this attempt (the step's, its gates', ``ctx.llm``'s), stored with its record."""
+    llm: Any = None
+    """A model client for step and gate code (``orchestrator.llm.client.LLMClient``): its calls are
+    recorded and traced like the step's own. ``await ctx.llm.acomplete(prompt)`` or ``ctx.llm.complete``."""
 
     def upstream_output(self, step_id: str) -> Any:
         """The recorded output of an earlier step; KeyError names the step when it has none."""

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.overrides import overrides, step_json
-from orchestrator.records import StepRecordView, live_records
+from orchestrator.records import ModelCallView, live_records
 from orchestrator.store import Store
 from orchestrator.store.triage import RunPage, RunQuery
 
@@ -28,6 +28,7 @@ def run_document(store: Store, run_id: str) -> dict[str, Any]:
     for rec in records:
         if rec.superseded_by is not None:
             superseded.setdefault(rec.superseded_by, []).append(rec.id)
+    calls = store.model_calls([run_id])
     doc = run.summary_json()
     doc.update({
         "output": run.output,
@@ -42,29 +43,32 @@ def run_document(store: Store, run_id: str) -> dict[str, Any]:
         "reviews": [{**r.to_json(), "superseded": superseded.get(r.id, [])} for r in reviews],
         "outcomes": [o.to_json() for o in store.outcomes(run_id)],
         "paused_steps": [r.step_id for r in latest.values() if r.status == "gate_failed" and r.id not in decided],
-        "llm": llm_totals(records),
+        "llm": call_totals(calls),
+        "model_calls": [c.to_json() for c in calls],
     })
     return doc
 
 
-def llm_totals(records: Sequence[StepRecordView]) -> dict[str, Any] | None:
-    """Tokens and cost of every model call of the run (every attempt, retries included); None without any."""
-    return usage_totals([r.llm for r in records if r.llm and r.origin == "executed"])
+def _sums(calls: Sequence[ModelCallView]) -> dict[str, Any]:
+    costs = [c.cost for c in calls if c.error is None]
+    return {"input_tokens": sum(c.input_tokens for c in calls), "output_tokens": sum(c.output_tokens for c in calls),
+            "cost": None if any(c is None for c in costs) else round(sum(float(c or 0) for c in costs), 8),
+            "calls": len(calls), "latency": round(sum(c.latency for c in calls), 6)}
 
 
-def usage_totals(calls: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """Summed tokens, cost and model calls of LLM attempt records; None without any.
+def call_totals(calls: Sequence[ModelCallView]) -> dict[str, Any] | None:
+    """Tokens, cost and number of every model call of a run (steps, critics, judges, edit validation,
+    ``ctx.llm``; retries included), with the same sums per purpose; None without any call.
 
-    ``cost`` is None when a model's price is unknown (see ``ORCHESTRATOR_LLM_PRICES``).
+    ``cost`` is None when a model's price is unknown (see ``ORCHESTRATOR_LLM_PRICES``); a call that
+    failed before the model answered costs nothing.
     """
     if not calls:
         return None
-    costs = [c.get("cost") for c in calls]
-    usage = [c.get("usage") or {} for c in calls]
-    return {"input_tokens": sum(int(u.get("input_tokens") or 0) for u in usage),
-            "output_tokens": sum(int(u.get("output_tokens") or 0) for u in usage),
-            "cost": None if any(c is None for c in costs) else round(sum(float(c or 0) for c in costs), 8),
-            "calls": sum(int(c.get("calls") or 0) for c in calls)}
+    by_purpose: dict[str, list[ModelCallView]] = {}
+    for c in calls:
+        by_purpose.setdefault(c.purpose, []).append(c)
+    return {**_sums(calls), "by_purpose": {p: _sums(cs) for p, cs in sorted(by_purpose.items())}}
 
 
 def runs_document(store: Store, *, status: str | None = None, workflow: str | None = None) -> list[dict[str, Any]]:
@@ -77,11 +81,19 @@ def runs_page_document(store: Store, query: RunQuery) -> tuple[RunPage, list[dic
     ``blamed_step``, ``waiting_step``, ``waiting_steps``, ``gate_reason``) and ``llm`` totals for runs
     that called a model (one query for the page). The page says how many runs there are in all."""
     page = store.triage_runs(query)
-    usage = store.llm_records([row.run.run_id for row in page.rows])
+    by_run: dict[str, list[ModelCallView]] = {}
+    for call in store.model_calls([row.run.run_id for row in page.rows]):
+        by_run.setdefault(call.run_id, []).append(call)
     docs = []
     for row in page.rows:
         doc = row.to_json()
-        if row.run.run_id in usage:
-            doc["llm"] = usage_totals(usage[row.run.run_id])
+        if row.run.run_id in by_run:
+            doc["llm"] = call_totals(by_run[row.run.run_id])
         docs.append(doc)
     return page, docs
+
+
+def usage_text(calls: int, input_tokens: int, output_tokens: int, cost: float | None) -> str:
+    """``3 calls, 120/40 tokens, $0.000210`` (``unknown cost`` when a price is missing)."""
+    price = "unknown cost" if cost is None else f"${cost:.6f}"
+    return f"{calls} call{'s' if calls != 1 else ''}, {input_tokens}/{output_tokens} tokens, {price}"

@@ -35,6 +35,41 @@ class GateView:
 
 
 @dataclass
+class ModelCallView:
+    """One stored model call (see :class:`orchestrator.store.base.ModelCallRow`)."""
+
+    id: int
+    run_id: str
+    record_id: int | None
+    step_id: str
+    attempt: int
+    purpose: str
+    gate: str | None
+    provider: str
+    model: str
+    started_at: float
+    ended_at: float
+    input_tokens: int
+    output_tokens: int
+    cost: float | None
+    finish_reason: str | None = None
+    error: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    response: str | None = None
+
+    @property
+    def latency(self) -> float:
+        return max(0.0, self.ended_at - self.started_at)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"purpose": self.purpose, "step_id": self.step_id, "attempt": self.attempt, "gate": self.gate,
+                "provider": self.provider, "model": self.model, "started_at": iso(self.started_at),
+                "ended_at": iso(self.ended_at), "latency": round(self.latency, 6),
+                "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
+                "cost": self.cost, "finish_reason": self.finish_reason, "error": self.error}
+
+
+@dataclass
 class StepRecordView:
     id: int
     run_id: str

@@ -22,10 +22,11 @@ from typing import Any
 
 from gates.base import evaluate as evaluate_gate
 from orchestrator import jsonio
-from orchestrator.attempt import gate_row, idempotency_key
+from orchestrator.attempt import gate_row, idempotency_key, logged_calls
 from orchestrator.binding import BoundWorkflow
-from orchestrator.context import StepContext
+from orchestrator.context import CallLog, StepContext
 from orchestrator.errors import ReviewError, SpecError, StoreMismatchError
+from orchestrator.llm.client import LLMClient
 from orchestrator.model import WorkflowSpec
 from orchestrator.records import StepRecordView, live_records
 from orchestrator.store import GateRow, Lease, NewReview, NewStepRecord, Store
@@ -145,14 +146,17 @@ def check_edit(workflow: BoundWorkflow, store: Store, run_id: str, rec: StepReco
         raise ReviewError(f"the edited output cannot be stored as JSON: {exc}") from None
     step = workflow.step(rec.step_id)
     upstream = {sid: r.output for sid, r in live_records(store.step_records(run_id)).items() if r.status == "succeeded"}
+    calls = CallLog("validation")
     ctx = StepContext(run_id=run_id, step_id=step.id, workflow=workflow.name, agent=step.spec.agent_name,
                       step_type=step.spec.type, attempt=rec.attempt, idempotency_key=idempotency_key(run_id, step.id),
                       upstream=upstream, workflow_inputs=store.get_run(run_id).inputs,
-                      llm_defaults=workflow.spec.llm)
+                      llm_defaults=workflow.spec.llm, calls=calls, llm=LLMClient(workflow.spec.llm, calls))
     rows = []
     for gate in step.gates:
-        ev = evaluate_gate(gate.check, gate.label, plain, ctx)
+        with calls.owned_by("validation", gate.label):
+            ev = evaluate_gate(gate.check, gate.label, plain, ctx)
         rows.append(gate_row(gate.label, ev.result, ev.duration, gate.severity))
+    store.add_model_calls(run_id, rec.id, logged_calls(ctx))  # paid for whether the edit is accepted or not
     return rows
 
 

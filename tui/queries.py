@@ -139,6 +139,8 @@ class RunDetail:
     """The step ``attribution`` blames, if the run has been attributed."""
     attribution: AttributionView | None = None
     """The run's most informative stored attribution record (``orchestrator.attribution.choice``)."""
+    model_usage: dict[str, Any] | None = None
+    """Every model call of the run, summed and split by purpose (``orchestrator.documents.call_totals``)."""
 
     @property
     def waiting(self) -> list[str]:
@@ -153,6 +155,7 @@ class RunDetail:
 
 def load_run_detail(store: Store, run_id: str) -> RunDetail:
     from orchestrator.attribution.choice import explaining_record
+    from orchestrator.documents import call_totals
     from orchestrator.review import waiting_records
 
     run = store.get_run(run_id)
@@ -190,7 +193,8 @@ def load_run_detail(store: Store, run_id: str) -> RunDetail:
         ))
     chosen = explaining_record(store.attributions(run_id))
     return RunDetail(run=run, steps=steps, outcomes=store.outcomes(run_id),
-                     blamed_step=chosen.blamed_step if chosen else None, attribution=chosen)
+                     blamed_step=chosen.blamed_step if chosen else None, attribution=chosen,
+                     model_usage=call_totals(store.model_calls([run_id])))
 
 
 def _plan(definition: dict[str, Any]) -> tuple[list[str], dict[str, dict[str, Any]]]:

@@ -40,7 +40,7 @@ from orchestrator.attribution.cache import InputKeys, StepCache, Value
 from orchestrator.binding import BoundStep, BoundWorkflow
 from orchestrator.blocking import run_blocking
 from orchestrator.context import StepContext
-from orchestrator.documents import usage_totals
+from orchestrator.documents import call_totals
 from orchestrator.errors import InputError, NotFoundError
 from orchestrator.evaluation import call_evaluator
 from orchestrator.executor import Executor
@@ -150,8 +150,7 @@ def response_cache(records: Sequence[StepRecordView]) -> Any:
 
 def model_calls(store: Store, run_ids: Sequence[str]) -> dict[str, Any]:
     """What replays paid the model: real calls and their cost (cached answers cost nothing)."""
-    totals = usage_totals([rec.llm for run_id in run_ids for rec in store.step_records(run_id)
-                           if rec.llm and rec.origin != "reused"])
+    totals = call_totals(store.model_calls(run_ids))
     return {"model_calls": totals["calls"] if totals else 0, "model_cost": totals["cost"] if totals else 0.0}
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from orchestrator.errors import InputError
-from orchestrator.records import iso
+from orchestrator.records import ModelCallView, iso
 from orchestrator.store import Store
 from orchestrator.store.analytics import OutcomeCounts, StepPeriodCounts
 
@@ -49,6 +49,16 @@ class TrendPoint(BaseModel):
     blamed_share: float | None = None
 
 
+class ModelUsage(BaseModel):
+    """Model calls, tokens and cost of a set of calls."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None
+    """USD; None when a model's price is unknown."""
+
+
 class StepStats(BaseModel):
     step_id: str
     agent: str | None = None
@@ -69,11 +79,34 @@ class StepStats(BaseModel):
     retries: int = 0
     """Attempts after the first."""
     model_calls: int = 0
-    """Model calls of the step's LLM attempts in the runs counted (retries included)."""
+    """Every model call made for the step in the runs counted: its own, its critics', its gates' (judges),
+    edit validation's and ``ctx.llm``'s, retries included."""
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float | None = None
     """USD; None when the step made no model call or a model's price is unknown."""
+    model_usage: dict[str, ModelUsage] = Field(default_factory=dict)
+    """The same sums per purpose (``step``, ``critic``, ``judge``, ``validation``)."""
+
+
+class GateSpend(BaseModel):
+    """What one gate of one step spent on its judge model (``purpose`` judge or validation)."""
+
+    step_id: str
+    gate: str
+    purpose: str
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None
+
+
+class UsagePoint(ModelUsage):
+    """The workflow's model usage over one period, with its split by purpose."""
+
+    period: str
+    start: str
+    by_purpose: dict[str, ModelUsage] = Field(default_factory=dict)
 
 
 class Alert(BaseModel):
@@ -103,6 +136,12 @@ class StatsReport(BaseModel):
     trace, the newest within a method), the record the review screen shows."""
     steps: list[StepStats] = Field(default_factory=list)
     alerts: list[Alert] = Field(default_factory=list)
+    model_usage: dict[str, ModelUsage] = Field(default_factory=dict)
+    """Every model call of the workflow's runs counted, per purpose."""
+    model_trend: list[UsagePoint] = Field(default_factory=list)
+    """The workflow's model usage per period (by when each call started)."""
+    judge_spend: list[GateSpend] = Field(default_factory=list)
+    """Per step and gate: what its judge calls cost, most expensive (by tokens) first."""
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -160,7 +199,8 @@ def compute_stats(store: Store, workflow: str | None = None, *, since: float | N
     name = choose_workflow(store, workflow)
     return build_stats(name, store.step_period_counts(name, period=period, since=since),
                        store.outcome_counts(name, period=period, since=since), step_order=_step_order(store, name),
-                       period=period, since=since, alert_drop=alert_drop, min_runs=min_runs, now=now)
+                       period=period, since=since, alert_drop=alert_drop, min_runs=min_runs, now=now,
+                       calls=store.workflow_model_calls(name, since=since))
 
 
 def _step_order(store: Store, workflow: str) -> list[tuple[str, str | None]]:
@@ -187,15 +227,46 @@ def _ordered_steps(rows: Sequence[StepPeriodCounts],
     return [(sid, agents[sid]) for sid in order]
 
 
-def _model_usage(rows: Sequence[StepPeriodCounts]) -> dict[str, Any]:
-    """Model calls, tokens and cost of a step's executed LLM attempts; cost None when any price is unknown."""
-    attempts = sum(r.model_records for r in rows)
-    if not attempts:
+def usage_of(calls: Sequence[ModelCallView]) -> ModelUsage:
+    """Summed calls, tokens and cost; cost None when any answered call's price is unknown."""
+    costs = [c.cost for c in calls if c.error is None]
+    return ModelUsage(calls=len(calls), input_tokens=sum(c.input_tokens for c in calls),
+                      output_tokens=sum(c.output_tokens for c in calls),
+                      cost=None if any(c is None for c in costs) else round(sum(float(c or 0) for c in costs), 8))
+
+
+def by_purpose(calls: Sequence[ModelCallView]) -> dict[str, ModelUsage]:
+    groups: dict[str, list[ModelCallView]] = {}
+    for c in calls:
+        groups.setdefault(c.purpose, []).append(c)
+    return {purpose: usage_of(group) for purpose, group in sorted(groups.items())}
+
+
+def _model_usage(calls: Sequence[ModelCallView]) -> dict[str, Any]:
+    """A step's model fields of :class:`StepStats` from its calls (none without any)."""
+    if not calls:
         return {}
-    priced = sum(r.priced_records for r in rows)
-    return {"model_calls": sum(r.model_calls for r in rows), "input_tokens": sum(r.input_tokens for r in rows),
-            "output_tokens": sum(r.output_tokens for r in rows),
-            "cost": round(sum(r.cost for r in rows), 8) if priced == attempts else None}
+    total = usage_of(calls)
+    return {"model_calls": total.calls, "input_tokens": total.input_tokens, "output_tokens": total.output_tokens,
+            "cost": total.cost, "model_usage": by_purpose(calls)}
+
+
+def _model_trend(calls: Sequence[ModelCallView], period: str) -> list[UsagePoint]:
+    groups: dict[tuple[str, str], list[ModelCallView]] = {}
+    for c in calls:
+        groups.setdefault(period_of(c.started_at, period), []).append(c)
+    return [UsagePoint(period=label, start=start, **usage_of(group).model_dump(), by_purpose=by_purpose(group))
+            for (label, start), group in sorted(groups.items(), key=lambda item: item[0][1])]
+
+
+def _judge_spend(calls: Sequence[ModelCallView]) -> list[GateSpend]:
+    groups: dict[tuple[str, str, str], list[ModelCallView]] = {}
+    for c in calls:
+        if c.gate is not None:
+            groups.setdefault((c.step_id, c.gate, c.purpose), []).append(c)
+    spend = [GateSpend(step_id=step_id, gate=gate, purpose=purpose, **usage_of(group).model_dump())
+             for (step_id, gate, purpose), group in groups.items()]
+    return sorted(spend, key=lambda g: (-(g.input_tokens + g.output_tokens), g.step_id, g.gate))
 
 
 def _rate(part: int, whole: int) -> float | None:
@@ -203,7 +274,8 @@ def _rate(part: int, whole: int) -> float | None:
 
 
 def _step_stats(step_id: str, agent: str | None, rows: Sequence[StepPeriodCounts], labels: dict[float, tuple[str, str]],
-                incorrect_in: Counter[float], blamed_in: Counter[tuple[float, str | None]]) -> StepStats:
+                incorrect_in: Counter[float], blamed_in: Counter[tuple[float, str | None]],
+                calls: Sequence[ModelCallView]) -> StepStats:
     """One step's totals and trend from its rows per period, with the incorrect outcomes it was blamed for."""
     by_start = {r.period_start: r for r in rows}
     trend = []
@@ -225,13 +297,15 @@ def _step_stats(step_id: str, agent: str | None, rows: Sequence[StepPeriodCounts
                      blamed_share=_rate(blamed, incorrect_total) or 0.0, trend=trend,
                      attempts=sum(r.attempts for r in rows), failures=sum(r.failures for r in rows),
                      gate_failures=sum(r.gate_failures for r in rows), retries=sum(r.retries for r in rows),
-                     **_model_usage(rows))
+                     **_model_usage(calls))
 
 
 def build_stats(workflow: str, step_rows: Sequence[StepPeriodCounts], outcome_rows: Sequence[OutcomeCounts], *,
                 step_order: Sequence[tuple[str, str | None]] = (), period: str = "week", since: float | None = None,
-                alert_drop: float = 5.0, min_runs: int = 1, now: float | None = None) -> StatsReport:
-    """Pure: the dashboard from the store's aggregated rows (per step and period, per outcome state)."""
+                alert_drop: float = 5.0, min_runs: int = 1, now: float | None = None,
+                calls: Sequence[ModelCallView] = ()) -> StatsReport:
+    """Pure: the dashboard from the store's aggregated rows (per step and period, per outcome state)
+    and the workflow's model calls."""
     starts = {r.period_start for r in step_rows} | {o.period_start for o in outcome_rows}
     labels = {start: period_of(start, period) for start in starts}
     incorrect_in: Counter[float] = Counter()
@@ -243,7 +317,10 @@ def build_stats(workflow: str, step_rows: Sequence[StepPeriodCounts], outcome_ro
     by_step: dict[str, list[StepPeriodCounts]] = {}
     for row in step_rows:
         by_step.setdefault(row.step_id, []).append(row)
-    steps = [_step_stats(sid, agent, by_step.get(sid, []), labels, incorrect_in, blamed_in)
+    calls_of: dict[str, list[ModelCallView]] = {}
+    for call in calls:
+        calls_of.setdefault(call.step_id, []).append(call)
+    steps = [_step_stats(sid, agent, by_step.get(sid, []), labels, incorrect_in, blamed_in, calls_of.get(sid, []))
              for sid, agent in _ordered_steps(step_rows, step_order)]
     incorrect = sum(incorrect_in.values())
     unattributed = sum(n for (_, who), n in blamed_in.items() if who is None)
@@ -258,7 +335,9 @@ def build_stats(workflow: str, step_rows: Sequence[StepPeriodCounts], outcome_ro
                        runs=sum(o.runs for o in outcome_rows), incorrect_outcomes=incorrect,
                        unattributed=unattributed, blamed_distribution=distribution,
                        blame_methods=dict(methods.most_common()), steps=steps,
-                       alerts=[a for s in steps if (a := _alert(s, alert_drop, min_runs)) is not None])
+                       alerts=[a for s in steps if (a := _alert(s, alert_drop, min_runs)) is not None],
+                       model_usage=by_purpose(calls), model_trend=_model_trend(calls, period),
+                       judge_spend=_judge_spend(calls))
 
 
 def _alert(step: StepStats, drop: float, min_runs: int) -> Alert | None:

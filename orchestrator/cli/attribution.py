@@ -237,6 +237,7 @@ def stats(workflow: WorkflowOption = None,
     from rich.table import Table
 
     from orchestrator.attribution.stats import blame_source, compute_stats, parse_since
+    from orchestrator.documents import usage_text
 
     start = parse_since(since) if since else None
     store = open_store(db, create=False)
@@ -269,6 +270,13 @@ def stats(workflow: WorkflowOption = None,
         parts = sorted(report_.blamed_distribution.items(), key=lambda kv: -kv[1])
         out.print("failure attribution: " + ", ".join(f"{escape(k)} {v:.0%}" for k, v in parts), highlight=False)
         out.print(escape(blame_source(report_)), highlight=False)
+    if report_.model_usage:
+        purposes = [f"{p} {usage_text(u.calls, u.input_tokens, u.output_tokens, u.cost)}"
+                 for p, u in report_.model_usage.items()]
+        out.print("model calls by purpose: " + "; ".join(purposes), highlight=False)
+    for spend in report_.judge_spend:
+        out.print(f"judge spend: {escape(spend.step_id)} / {escape(spend.gate)} ({spend.purpose}): "
+                  f"{usage_text(spend.calls, spend.input_tokens, spend.output_tokens, spend.cost)}", highlight=False)
     for alert in report_.alerts:
         out.print(f"[bold yellow]alert[/] {escape(alert.message)}", highlight=False, soft_wrap=True)
 

@@ -178,7 +178,7 @@ def show(run_id: str, as_json: JsonOption = False, db: DbOption = None,
          traceback: Annotated[bool, typer.Option("--traceback", help="Also print the full traceback of every "
                                                                     "failed attempt.")] = False) -> None:
     """One run, step by step, with gate results, reviews and outcomes."""
-    from orchestrator.documents import run_document
+    from orchestrator.documents import run_document, usage_text
 
     store = open_store(db, create=False)
     doc = run_document(store, run_id)
@@ -218,6 +218,9 @@ def show(run_id: str, as_json: JsonOption = False, db: DbOption = None,
         cost = "unknown cost" if t["cost"] is None else f"${t['cost']:.6f}"
         out.print(f"model calls: {t['calls']}, {t['input_tokens']} tokens in, {t['output_tokens']} out, {cost}",
                   highlight=False)
+        for purpose, u in t["by_purpose"].items():
+            out.print(f"  {purpose}: {usage_text(u['calls'], u['input_tokens'], u['output_tokens'], u['cost'])}",
+                      highlight=False)
     if doc.get("error"):
         out.print(f"error: {escape(doc['error'])}", highlight=False, soft_wrap=True)
     if traceback:

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.context import CallLog, ModelCall
 from orchestrator.llm.cache import ResponseCache, cache_key
 from orchestrator.llm.config import LLMConfig
 from orchestrator.llm.errors import LLMStepError
@@ -43,6 +44,14 @@ def reask_message(errors: Sequence[str]) -> str:
             "Answer again with only the corrected JSON.")
 
 
+def call_cost(model: str, response: ChatResponse, prices: Mapping[str, Mapping[str, float]] | None) -> float | None:
+    """USD for one answer: by the configured model's price, else by the model the backend reported."""
+    price = cost(model, response.input_tokens, response.output_tokens, prices)
+    if price is None and response.model:
+        price = cost(response.model, response.input_tokens, response.output_tokens, prices)
+    return price
+
+
 def _check(output_schema: Any | None, text: str) -> tuple[Any, list[str]]:
     return (text, []) if output_schema is None else validate(output_schema, text)
 
@@ -50,7 +59,9 @@ def _check(output_schema: Any | None, text: str) -> tuple[Any, list[str]]:
 class _Attempt:
     """Mutable bookkeeping of one attempt, turned into the record at the end."""
 
-    def __init__(self, messages: list[dict[str, Any]]):
+    def __init__(self, messages: list[dict[str, Any]], config: LLMConfig, log: CallLog | None,
+                 prices: Mapping[str, Mapping[str, float]] | None):
+        self.config, self.log, self.prices = config, log, prices
         self.conversation = list(messages)
         self.sent: list[dict[str, Any]] = list(messages)
         self.turns: list[Turn] = []
@@ -63,9 +74,15 @@ class _Attempt:
     async def ask(self, provider: ChatProvider, request: ChatRequest,
                   tools: list[dict[str, Any]] | None) -> ChatResponse:
         call = request.model_copy(update={"messages": list(self.conversation), "tools": tools})
+        wall = time.time()
         started = time.perf_counter()
-        response = await provider.complete(call)
+        try:
+            response = await provider.complete(call)
+        except Exception as exc:
+            self.note(call, wall, time.perf_counter() - started, ChatResponse(), error=str(exc))
+            raise
         elapsed = time.perf_counter() - started
+        self.note(call, wall, elapsed, response)
         self.sent, self.last = call.messages, response
         self.calls += 1
         self.latency += elapsed
@@ -75,6 +92,18 @@ class _Attempt:
                                     input_tokens=response.input_tokens, output_tokens=response.output_tokens,
                                     latency=elapsed, tool_calls=list(response.tool_calls)))
         return response
+
+    def note(self, call: ChatRequest, wall: float, elapsed: float, response: ChatResponse, *,
+             error: str | None = None) -> None:
+        """Log one model call (a failed one too: it may have been paid for) with its real start and end."""
+        if self.log is None:
+            return
+        price = call_cost(self.config.model, response, self.prices)
+        self.log.add(ModelCall(purpose=self.log.purpose, gate=self.log.gate, provider=self.config.provider,
+                               model=self.config.model, started_at=wall, ended_at=wall + elapsed,
+                               input_tokens=response.input_tokens, output_tokens=response.output_tokens, cost=price,
+                               finish_reason=response.finish_reason, error=error, messages=list(call.messages),
+                               response=response.text))
 
     async def run_tools(self, response: ChatResponse, specs: dict[str, ToolSpec]) -> None:
         self.conversation.append({"role": "assistant", "content": response.text or None, "tool_calls": [
@@ -91,7 +120,7 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
                   tools: Sequence[Callable[..., Any]] | None = None, max_turns: int = 4, validation_retries: int = 2,
                   needs: Sequence[NeedLike] = (), inject_needs: bool = True, gate_feedback: Sequence[FeedbackLike] = (),
                   cache: ResponseCache | None = None, resample: bool = False, provider: ChatProvider | None = None,
-                  prices: Mapping[str, Mapping[str, float]] | None = None) -> LLMOutcome:
+                  prices: Mapping[str, Mapping[str, float]] | None = None, log: CallLog | None = None) -> LLMOutcome:
     """Run one attempt of an LLM step.
 
     ``prompt`` and ``system`` are Jinja templates rendered with ``variables`` (plus
@@ -101,6 +130,7 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
     ``max_turns`` model turns per answer; the last turn is sent without tools so the model has
     to answer. With a ``cache``, an unchanged request is answered from it (zero model calls)
     unless ``resample``. ``provider`` overrides the shared one for ``config`` (tests, wrappers).
+    ``log`` gets one entry per model call, charged to its current purpose and gate.
 
     Raises :class:`~orchestrator.llm.errors.LLMError` when the model cannot be called,
     :class:`~orchestrator.llm.errors.LLMStepError` (with the record) when no answer validated.
@@ -126,7 +156,7 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
             return LLMOutcome(output=cached_output, record=record)
 
     model = provider or get_provider(config)
-    attempt = _Attempt(rendered.messages)
+    attempt = _Attempt(rendered.messages, config, log, prices)
     output: Any = None
     errors: list[str] = []
     for round_no in range(validation_retries + 1):

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from orchestrator.context import CallLog
 from orchestrator.llm.config import LLMConfig
 from orchestrator.llm.records import LLMRecord
 
@@ -64,8 +65,9 @@ def _as_text(value: Any) -> str:
 
 
 async def judge(*, config: LLMConfig, rubric: str, output: Any, reference: Any | None = None, threshold: float = 0.5,
-                validation_retries: int = 2) -> JudgeVerdict:
+                validation_retries: int = 2, log: CallLog | None = None) -> JudgeVerdict:
     """Score ``output`` against ``rubric`` (and ``reference`` if given); ``passed`` is ``score >= threshold``.
+    ``log`` records each of the judge's model calls.
 
     Raises :class:`~orchestrator.llm.errors.LLMStepError` when the judge never returns a valid verdict.
     """
@@ -74,7 +76,7 @@ async def judge(*, config: LLMConfig, rubric: str, output: Any, reference: Any |
     outcome = await run_llm(config=config, system=JUDGE_SYSTEM, prompt=JUDGE_PROMPT, output_schema=JUDGE_VERDICT_SCHEMA,
                             variables={"rubric": rubric, "output": _as_text(output),
                                        "reference": None if reference is None else _as_text(reference)},
-                            inject_needs=False, validation_retries=validation_retries)
+                            inject_needs=False, validation_retries=validation_retries, log=log)
     score = float(outcome.output["score"])
     return JudgeVerdict(passed=score >= threshold, score=score, reason=str(outcome.output["reason"]),
                         threshold=threshold, record=outcome.record)

@@ -51,7 +51,7 @@ class LLMStep:
                                     tools=list(self.tools) or None, max_turns=self.max_turns,
                                     validation_retries=self.validation_retries, needs=needs,
                                     inject_needs=self.inject_needs, gate_feedback=feedback,
-                                    cache=ctx.llm_cache, resample=ctx.resample)
+                                    cache=ctx.llm_cache, resample=ctx.resample, log=ctx.calls)
         except LLMStepError as exc:
             ctx.llm_records.append(exc.record.model_dump(mode="json"))
             raise

@@ -20,6 +20,7 @@ from orchestrator.store.base import (
     UNCHANGED,
     GateRow,
     Lease,
+    ModelCall,
     NewAttribution,
     NewOutcome,
     NewReview,
@@ -29,8 +30,8 @@ from orchestrator.store.base import (
     Store,
 )
 
-__all__ = ["Store", "open_store", "Lease", "default_url", "normalize_url", "GateRow", "NewStepRecord", "NewReview",
-           "NewOutcome", "NewAttribution", "RunEnd", "StepHistoryRow", "UNCHANGED", "DEFAULT_DB_DIR"]
+__all__ = ["Store", "open_store", "Lease", "default_url", "normalize_url", "GateRow", "ModelCall", "NewStepRecord",
+           "NewReview", "NewOutcome", "NewAttribution", "RunEnd", "StepHistoryRow", "UNCHANGED", "DEFAULT_DB_DIR"]
 
 DEFAULT_DB_DIR = ".orchestrator"
 

@@ -19,8 +19,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.context import ModelCall as ModelCall
 from orchestrator.errors import LeaseLostError, ReviewError
-from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView, iso
+from orchestrator.records import (
+    AttributionView,
+    ModelCallView,
+    OutcomeView,
+    ReviewView,
+    RunView,
+    StepRecordView,
+    iso,
+)
 
 if TYPE_CHECKING:  # annotations only: a run never loads the analytics and triage rows
     from orchestrator.store.analytics import (
@@ -87,6 +96,8 @@ class NewStepRecord:
     """Set by the store as it writes the record, like ``inputs_digest``."""
     traceback: str | None = None
     """The full traceback of a failed attempt; ``error_message`` keeps the one-line error."""
+    model_calls: Sequence[ModelCall] = field(default_factory=tuple)
+    """Every model call the attempt made (the step, its gates, ``ctx.llm``), stored in its transaction."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +334,19 @@ class Store(ABC):
     @abstractmethod
     def llm_records(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
         """The model-call records of executed attempts of these runs, by run id (runs without any left out)."""
+
+    @abstractmethod
+    def add_model_calls(self, run_id: str, record_id: int, calls: Sequence[ModelCall]) -> None:
+        """Store model calls made outside a step's attempt for record ``record_id`` (a gate checking a
+        reviewer's edit): paid for whether or not the edit is accepted, so counted either way."""
+
+    @abstractmethod
+    def model_calls(self, run_ids: Sequence[str]) -> list[ModelCallView]:
+        """Every model call of these runs, oldest first."""
+
+    @abstractmethod
+    def workflow_model_calls(self, workflow: str, *, since: float | None = None) -> list[ModelCallView]:
+        """Every model call of a workflow's original runs (no replays) started since ``since``: ``stats`` reads them."""
 
     @abstractmethod
     def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:

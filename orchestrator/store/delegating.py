@@ -13,10 +13,11 @@ from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView
+from orchestrator.records import AttributionView, ModelCallView, OutcomeView, ReviewView, RunView, StepRecordView
 from orchestrator.store.base import (
     UNCHANGED,
     Lease,
+    ModelCall,
     NewAttribution,
     NewOutcome,
     NewReview,
@@ -104,6 +105,15 @@ class DelegatingStore(Store):
 
     def llm_records(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
         return self.target().llm_records(run_ids)
+
+    def add_model_calls(self, run_id: str, record_id: int, calls: Sequence[ModelCall]) -> None:
+        self.target().add_model_calls(run_id, record_id, calls)
+
+    def model_calls(self, run_ids: Sequence[str]) -> list[ModelCallView]:
+        return self.target().model_calls(run_ids)
+
+    def workflow_model_calls(self, workflow: str, *, since: float | None = None) -> list[ModelCallView]:
+        return self.target().workflow_model_calls(workflow, since=since)
 
     def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:
         return self.target().step_history(workflow, since=since)

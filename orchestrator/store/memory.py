@@ -21,7 +21,15 @@ from typing import Any
 import orchestrator.store.aggregate as aggregate
 from orchestrator import jsonio
 from orchestrator.errors import NotFoundError, ReviewError
-from orchestrator.records import AttributionView, GateView, OutcomeView, ReviewView, RunView, StepRecordView
+from orchestrator.records import (
+    AttributionView,
+    GateView,
+    ModelCallView,
+    OutcomeView,
+    ReviewView,
+    RunView,
+    StepRecordView,
+)
 from orchestrator.store.aggregate import AttributionFact, OutcomeFact, RecordFact, RunFact
 from orchestrator.store.analytics import (
     AttributionCounts,
@@ -36,6 +44,7 @@ from orchestrator.store.analytics import (
 from orchestrator.store.base import (
     UNCHANGED,
     Lease,
+    ModelCall,
     NewAttribution,
     NewOutcome,
     NewReview,
@@ -50,7 +59,8 @@ from orchestrator.store.base import (
 from orchestrator.store.digests import inputs_digest, output_digest
 from orchestrator.store.triage import RunPage, RunQuery, TriageRow
 
-TABLE_NAMES = ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions")
+TABLE_NAMES = ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions",
+               "model_calls")
 """The keys of ``orchestrator.store.tables.TABLES``, in the same order (what ``count_rows`` reports)."""
 
 
@@ -202,6 +212,7 @@ class MemoryStore(Store):
         self.run_pks: dict[str, int] = {}
         self.records: dict[int, _Record] = {}
         self.gate_count = 0
+        self.calls: list[ModelCallView] = []
         self.reviews_by_id: dict[int, _Review] = {}
         self.reviewed_records: set[int] = set()
         self.outcomes_by_id: dict[int, _Outcome] = {}
@@ -429,6 +440,7 @@ class MemoryStore(Store):
                                    score=_float(g.score), reason=g.reason, details=g.details, severity=g.severity,
                                    duration=float(g.duration)))
         self.gate_count += len(row.gates)
+        self.write_calls(run, pk, record.step_id, record.attempt, record.model_calls)
         self.records[pk] = row
         self.undigested.append(pk)
         run.records.append(pk)
@@ -455,6 +467,31 @@ class MemoryStore(Store):
                     if rec.llm and rec.origin == "executed":
                         out.setdefault(run_id, []).append(jsonio.loads(rec.llm))
         return out
+
+    def write_calls(self, run: _Run, record_id: int, step_id: str, attempt: int, calls: Sequence[ModelCall]) -> None:
+        """Store model calls (caller holds the lock)."""
+        for c in calls:
+            self.calls.append(ModelCallView(
+                id=self.next_id("model_calls"), run_id=run.run_id, record_id=record_id, step_id=step_id,
+                attempt=attempt, purpose=c.purpose, gate=c.gate, provider=c.provider, model=c.model,
+                started_at=c.started_at, ended_at=c.ended_at, input_tokens=c.input_tokens,
+                output_tokens=c.output_tokens, cost=c.cost, finish_reason=c.finish_reason, error=c.error,
+                messages=list(c.messages), response=c.response))
+
+    def add_model_calls(self, run_id: str, record_id: int, calls: Sequence[ModelCall]) -> None:
+        with self.lock:
+            owner = self.records[record_id]
+            self.write_calls(self.run_row(run_id), record_id, owner.step_id, owner.attempt, calls)
+
+    def model_calls(self, run_ids: Sequence[str]) -> list[ModelCallView]:
+        wanted = set(run_ids)
+        with self.lock:
+            return [c for c in self.calls if c.run_id in wanted]
+
+    def workflow_model_calls(self, workflow: str, *, since: float | None = None) -> list[ModelCallView]:
+        with self.lock:
+            production = {r.run_id for r in self.runs.values() if r.workflow == workflow and r.kind == "run"}
+            return [c for c in self.calls if c.run_id in production and (since is None or c.started_at >= since)]
 
     def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:
         out: list[StepHistoryRow] = []
@@ -640,7 +677,7 @@ class MemoryStore(Store):
     def count_rows(self) -> dict[str, int]:
         with self.lock:
             counts = (len(self.workflows), len(self.runs), len(self.records), self.gate_count,
-                      len(self.reviews_by_id), len(self.outcomes_by_id), len(self.attributions_by_id))
+                      len(self.reviews_by_id), len(self.outcomes_by_id), len(self.attributions_by_id), len(self.calls))
         return dict(zip(TABLE_NAMES, counts, strict=True))
 
     def close(self) -> None:

@@ -13,14 +13,17 @@ import time
 from typing import Any
 
 from orchestrator import jsonio
-from orchestrator.records import GateView, RunView, StepRecordView
-from orchestrator.store.base import UNCHANGED, GateRow, Lease, NewStepRecord, shown_status
+from orchestrator.records import GateView, ModelCallView, RunView, StepRecordView
+from orchestrator.store.base import UNCHANGED, GateRow, Lease, ModelCall, NewStepRecord, shown_status
 
 STEP_COLUMNS = ("run_pk", "workflow_id", "step_id", "step_type", "agent", "attempt", "status", "origin",
                 "started_at", "ended_at", "inputs", "output", "error_type", "error_message", "consumed",
                 "injected", "llm", "inputs_digest", "output_digest", "gate_count", "gates_failed", "traceback")
 GATE_COLUMNS = ("record_id", "run_pk", "step_id", "gate", "passed", "score", "reason", "details", "severity",
                 "duration")
+MODEL_CALL_COLUMNS = ("run_pk", "record_id", "step_id", "attempt", "purpose", "gate", "provider", "model",
+                      "started_at", "ended_at", "input_tokens", "output_tokens", "cost", "finish_reason", "error",
+                      "messages", "response")
 RUN_COLUMNS = ("run_id", "workflow_id", "workflow", "status", "kind", "inputs", "parent_run_id", "parent_step",
                "owner", "heartbeat_at", "lease_token", "lease_expires_at", "created_at", "updated_at", "reference")
 """In the table's column order (the SQLite fast path binds them positionally)."""
@@ -53,6 +56,23 @@ def gate_values(gate: GateRow, record_id: int, run_pk: int, step_id: str) -> tup
     """A verdict's column values in ``GATE_COLUMNS`` order."""
     return (record_id, run_pk, step_id, gate.gate, gate.passed, gate.score, gate.reason, gate.details,
             gate.severity, gate.duration)
+
+
+def model_call_values(call: ModelCall, run_pk: int, record_id: int | None, step_id: str,
+                      attempt: int) -> tuple[Any, ...]:
+    """A model call's column values in ``MODEL_CALL_COLUMNS`` order."""
+    return (run_pk, record_id, step_id, attempt, call.purpose, call.gate, call.provider, call.model, call.started_at,
+            call.ended_at, call.input_tokens, call.output_tokens, call.cost, call.finish_reason, call.error,
+            jsonio.dumps(call.messages), call.response)
+
+
+def model_call_view(row: Any, run_id: str) -> ModelCallView:
+    return ModelCallView(id=row.id, run_id=run_id, record_id=row.record_id, step_id=row.step_id,
+                         attempt=row.attempt, purpose=row.purpose, gate=row.gate, provider=row.provider,
+                         model=row.model, started_at=row.started_at, ended_at=row.ended_at,
+                         input_tokens=int(row.input_tokens or 0), output_tokens=int(row.output_tokens or 0),
+                         cost=row.cost, finish_reason=row.finish_reason, error=row.error,
+                         messages=jsonio.loads(row.messages), response=row.response)
 
 
 def run_update_values(status: str, output: Any, error: str | None, owner: Any) -> dict[str, Any]:

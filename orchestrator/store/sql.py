@@ -21,7 +21,15 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 import orchestrator.store.sql_analytics as sql_analytics
 from orchestrator import jsonio
 from orchestrator.errors import InputError, NotFoundError, ReviewError
-from orchestrator.records import AttributionView, GateView, OutcomeView, ReviewView, RunView, StepRecordView
+from orchestrator.records import (
+    AttributionView,
+    GateView,
+    ModelCallView,
+    OutcomeView,
+    ReviewView,
+    RunView,
+    StepRecordView,
+)
 from orchestrator.store.analytics import (
     AttributionCounts,
     NondeterminismCounts,
@@ -34,6 +42,7 @@ from orchestrator.store.analytics import (
 from orchestrator.store.base import (
     UNCHANGED,
     Lease,
+    ModelCall,
     NewAttribution,
     NewOutcome,
     NewReview,
@@ -47,10 +56,13 @@ from orchestrator.store.base import (
 from orchestrator.store.digests import RecordDigests
 from orchestrator.store.rows import (
     GATE_COLUMNS,
+    MODEL_CALL_COLUMNS,
     RUN_COLUMNS,
     STEP_COLUMNS,
     gate_values,
     gate_view,
+    model_call_values,
+    model_call_view,
     new_run_id,
     record_view,
     run_update_values,
@@ -68,11 +80,13 @@ gates_t = TABLES["gate_results"]
 reviews_t = TABLES["reviews"]
 outcomes_t = TABLES["outcomes"]
 attributions_t = TABLES["attributions"]
+calls_t = TABLES["model_calls"]
 
 RUN_KEYS = tuple(c.key for c in runs_t.columns)
 
 _insert_steps = insert(steps_t)
 _insert_gates = insert(gates_t)
+_insert_calls = insert(calls_t)
 _insert_runs = insert(runs_t)
 update_run_by_pk = update(runs_t).where(runs_t.c.id == bindparam("pk_"))
 _find_workflow = select(workflows_t.c.id, workflows_t.c.source).where(
@@ -339,7 +353,41 @@ class SqlStore(Store):
             self.conn.execute(_insert_gates, [dict(zip(GATE_COLUMNS, gate_values(g, record_id, run_pk,
                                                                                   record.step_id), strict=True))
                                               for g in record.gates])
+        if record.model_calls:
+            self.write_calls(run_pk, record_id, record.step_id, record.attempt, record.model_calls)
         return record_id
+
+    def write_calls(self, run_pk: int, record_id: int | None, step_id: str, attempt: int,
+                    calls: Sequence[ModelCall]) -> None:
+        self.conn.execute(_insert_calls, [dict(zip(MODEL_CALL_COLUMNS, model_call_values(c, run_pk, record_id, step_id,
+                                                                                         attempt), strict=True))
+                                          for c in calls])
+
+    def add_model_calls(self, run_id: str, record_id: int, calls: Sequence[ModelCall]) -> None:
+        if not calls:
+            return
+        run_pk = self.run_pk(run_id)
+        owner = self.read(select(steps_t.c.step_id, steps_t.c.attempt).where(steps_t.c.id == record_id))[0]
+        with self.lock, self.conn.begin():
+            self.write_calls(run_pk, record_id, owner.step_id, owner.attempt, calls)
+
+    def model_calls(self, run_ids: Sequence[str]) -> list[ModelCallView]:
+        out: list[ModelCallView] = []
+        ids = list(run_ids)
+        for start in range(0, len(ids), 500):  # bounded IN lists
+            chunk = ids[start:start + 500]
+            rows = self.read(select(calls_t, runs_t.c.run_id.label("run_id_"))
+                             .join(runs_t, runs_t.c.id == calls_t.c.run_pk).where(runs_t.c.run_id.in_(chunk))
+                             .order_by(calls_t.c.id))
+            out.extend(model_call_view(r, r.run_id_) for r in rows)
+        return out
+
+    def workflow_model_calls(self, workflow: str, *, since: float | None = None) -> list[ModelCallView]:
+        query = (select(calls_t, runs_t.c.run_id.label("run_id_")).join(runs_t, runs_t.c.id == calls_t.c.run_pk)
+                 .where(and_(runs_t.c.workflow == workflow, runs_t.c.kind == "run")).order_by(calls_t.c.id))
+        if since is not None:
+            query = query.where(calls_t.c.started_at >= since)
+        return [model_call_view(r, r.run_id_) for r in self.read(query)]
 
     def stored_output_digests(self, ids: Iterable[int]) -> dict[int, str | None]:
         """Output digests of stored records (for inputs digests); runs inside a caller's transaction if one is open."""

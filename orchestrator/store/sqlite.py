@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator import jsonio
 from orchestrator.errors import InputError, NotFoundError
-from orchestrator.records import OutcomeView, ReviewView, RunView, StepRecordView
+from orchestrator.records import ModelCallView, OutcomeView, ReviewView, RunView, StepRecordView
 from orchestrator.store.base import (
     UNCHANGED,
     Lease,
@@ -40,10 +40,13 @@ from orchestrator.store.delegating import DelegatingStore
 from orchestrator.store.digests import RecordDigests
 from orchestrator.store.rows import (
     GATE_COLUMNS,
+    MODEL_CALL_COLUMNS,
     RUN_COLUMNS,
     STEP_COLUMNS,
     gate_values,
     gate_view,
+    model_call_values,
+    model_call_view,
     new_run_id,
     record_view,
     run_update_values,
@@ -124,6 +127,7 @@ SCHEMA: dict[str, tuple[str, ...]] = {
                  "evaluator_reason"),
     "attributions": ("id", "run_pk", "outcome_id", "method", "params", "step_credits", "agent_credits",
                      "blamed_step", "confidence", "evidence", "cost", "created_at"),
+    "model_calls": ("id", *MODEL_CALL_COLUMNS),
 }
 """The columns this module reads and writes, per table, in dependency order (``tables.py`` declares
 them; a test keeps the two equal). A database missing any of them gets its schema created or upgraded."""
@@ -141,6 +145,8 @@ _INSERT_LEASED_STEP = (f"INSERT INTO step_records ({', '.join(STEP_COLUMNS)}) "
 lease writes nothing, and the check costs one primary-key lookup in the same statement."""
 _INSERT_GATE = (f"INSERT INTO gate_results ({', '.join(GATE_COLUMNS)}) "
                 f"VALUES ({', '.join('?' * len(GATE_COLUMNS))})")
+_INSERT_CALL = (f"INSERT INTO model_calls ({', '.join(MODEL_CALL_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(MODEL_CALL_COLUMNS))})")
 _LEASE_FREE = "(lease_token IS NULL OR lease_expires_at < ? OR lease_token = ?)"
 
 _ROW_TYPES: dict[tuple[str, ...], Callable[..., Any]] = {}
@@ -441,7 +447,7 @@ class SqliteStore(DelegatingStore):
     def insert_step_records(self, records: Sequence[NewStepRecord], *, end: RunEnd | None = None) -> list[int]:
         run_pks = [self.run_pk(record.run_id) for record in records]
         with self.lock:
-            if len(records) == 1 and not records[0].gates and end is None:
+            if len(records) == 1 and not records[0].gates and not records[0].model_calls and end is None:
                 # one statement (the lease check included): its own transaction, without BEGIN and COMMIT
                 ids = [self.write_record(self.connection, records[0], run_pks[0])]
             else:
@@ -468,6 +474,9 @@ class SqliteStore(DelegatingStore):
             record_id = int(cursor.lastrowid or 0)
         if record.gates:
             conn.executemany(_INSERT_GATE, [gate_values(g, record_id, run_pk, record.step_id) for g in record.gates])
+        if record.model_calls:
+            conn.executemany(_INSERT_CALL, [model_call_values(c, run_pk, record_id, record.step_id, record.attempt)
+                                            for c in record.model_calls])
         return record_id
 
     def stored_output_digests(self, ids: Iterable[int]) -> dict[int, str | None]:
@@ -492,6 +501,18 @@ class SqliteStore(DelegatingStore):
         if latest_only:
             return list({v.step_id: v for v in views}.values())
         return views
+
+    def model_calls(self, run_ids: Sequence[str]) -> list[ModelCallView]:
+        """Read here rather than by the SQLAlchemy store: ``run --json`` and ``show`` print the totals."""
+        columns = ", ".join(f"c.{name}" for name in SCHEMA["model_calls"])
+        out: list[ModelCallView] = []
+        ids = list(run_ids)
+        for start in range(0, len(ids), 500):  # bounded IN lists
+            chunk = ids[start:start + 500]
+            rows = self.read(f"SELECT {columns}, r.run_id AS run_id_ FROM model_calls c JOIN runs r ON r.id = c.run_pk "
+                             f"WHERE r.run_id IN ({marks(chunk)}) ORDER BY c.id", chunk)
+            out.extend(model_call_view(row, row.run_id_) for row in rows)
+        return out
 
     # -- reviews ------------------------------------------------------------------------------
 

@@ -128,6 +128,29 @@ CREATE TABLE gate_results (
 	FOREIGN KEY(record_id) REFERENCES step_records (id)
 )
 ;
+CREATE TABLE model_calls (
+	id INTEGER NOT NULL, 
+	run_pk INTEGER NOT NULL, 
+	record_id INTEGER, 
+	step_id VARCHAR NOT NULL, 
+	attempt INTEGER NOT NULL, 
+	purpose VARCHAR NOT NULL, 
+	gate VARCHAR, 
+	provider VARCHAR NOT NULL, 
+	model VARCHAR NOT NULL, 
+	started_at FLOAT NOT NULL, 
+	ended_at FLOAT NOT NULL, 
+	input_tokens INTEGER NOT NULL, 
+	output_tokens INTEGER NOT NULL, 
+	cost FLOAT, 
+	finish_reason VARCHAR, 
+	error TEXT, 
+	messages TEXT, 
+	response TEXT, 
+	PRIMARY KEY (id), 
+	FOREIGN KEY(run_pk) REFERENCES runs (id)
+)
+;
 CREATE TABLE outcomes (
 	id INTEGER NOT NULL, 
 	run_pk INTEGER NOT NULL, 
@@ -235,6 +258,8 @@ CREATE INDEX ix_analytics_runs_workflow_start ON analytics_runs (workflow, start
 CREATE INDEX ix_attributions_run_pk ON attributions (run_pk)
 ;
 CREATE INDEX ix_gate_results_run_record ON gate_results (run_pk, record_id)
+;
+CREATE INDEX ix_model_calls_run ON model_calls (run_pk)
 ;
 CREATE INDEX ix_outcomes_run_pk ON outcomes (run_pk)
 ;

@@ -122,6 +122,35 @@ class GateResultRow(SQLModel, table=True):
     duration: float = 0.0
 
 
+class ModelCallTableRow(SQLModel, table=True):
+    """One call to a model: by a step, a judge gate, a critic, an edit's validation or ``ctx.llm``."""
+
+    __tablename__ = "model_calls"
+    __table_args__ = (
+        Index("ix_model_calls_run", "run_pk"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    run_pk: int = Field(foreign_key="runs.id")
+    record_id: int | None = None
+    """The step record the call was made for (its attempt, or the paused record an edit replaces)."""
+    step_id: str
+    attempt: int
+    purpose: str
+    """step | critic | judge | validation: what the call was for, so totals can be split by it."""
+    gate: str | None = None
+    provider: str
+    model: str
+    started_at: float
+    ended_at: float
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None
+    finish_reason: str | None = None
+    error: str | None = Field(default=None, sa_column=Column(Text))
+    messages: str | None = Field(default=None, sa_column=Column(Text))
+    response: str | None = Field(default=None, sa_column=Column(Text))
+
+
 class ReviewRow(SQLModel, table=True):
     """A human decision on a paused step. One decision per paused record: the database says who won."""
 
@@ -183,7 +212,8 @@ metadata = SQLModel.metadata
 
 TABLES: dict[str, Table] = {
     name: metadata.tables[name]
-    for name in ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions")
+    for name in ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions",
+                 "model_calls")
 }
 """The tables by name, in dependency order (what ``count_rows`` reports)."""
 

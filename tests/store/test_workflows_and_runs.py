@@ -8,7 +8,7 @@ import time
 import pytest
 
 from orchestrator.errors import LeaseLostError, NotFoundError
-from orchestrator.store import Lease, NewAttribution, NewOutcome, RunEnd, Store
+from orchestrator.store import Lease, ModelCall, NewAttribution, NewOutcome, RunEnd, Store
 from tests.store.rows import DEFINITION, add_run, add_workflow, lease, paused_run, review, step
 
 # -- workflows -------------------------------------------------------------------------------
@@ -246,7 +246,7 @@ def test_inputs_given_to_create_run_are_copied(store: Store):
 
 # -- row counts ------------------------------------------------------------------------------
 
-TABLES = ["workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions"]
+TABLES = ["workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions", "model_calls"]
 
 
 def test_a_new_store_counts_zero_rows_in_every_table(store: Store):
@@ -260,8 +260,9 @@ def test_count_rows_counts_what_was_written(store: Store):
     store.decide(review(run_id, paused), new_records=[step(run_id, wf, "b", attempt=2, origin="approved")])
     outcome = store.add_outcome(NewOutcome(run_id, 1.0, True, "test", "final"))
     store.add_attribution(NewAttribution(run_id, "m", {}, [], {}, None, None, {}, outcome_id=outcome))
+    store.add_model_calls(run_id, paused, [ModelCall("validation", "llm_judge", "openai", "m", 1.0, 2.0)])
     assert store.count_rows() == {"workflows": 1, "runs": 1, "step_records": 3, "gate_results": 1, "reviews": 1,
-                                  "outcomes": 1, "attributions": 1}
+                                  "outcomes": 1, "attributions": 1, "model_calls": 1}
 
 
 def test_a_read_the_database_refuses_leaves_the_store_usable(store: Store):

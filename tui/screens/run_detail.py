@@ -155,6 +155,13 @@ class RunDetailScreen(Screen[None]):
                         + (f" {outcome.reviewer}" if outcome.reviewer else "") + ")")
             if outcome.reason:
                 text.append(f": {truncate(outcome.reason, 120)}")
+        if detail.model_usage:
+            from orchestrator.documents import usage_text
+
+            usage = detail.model_usage
+            split = ", ".join(f"{purpose} {u['calls']}" for purpose, u in usage["by_purpose"].items())
+            total = usage_text(usage["calls"], usage["input_tokens"], usage["output_tokens"], usage["cost"])
+            text.append(f"\nmodel calls: {total} ({split})", style="dim")
         if blamed:
             method = detail.attribution.method if detail.attribution is not None else "trace"
             who = "backward trace" if method == "trace" else f"{method} attribution"
