@@ -6,6 +6,7 @@ only on the spec model: they never touch the store or the executor.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from collections.abc import Callable
@@ -13,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from orchestrator.context import StepContext
-from orchestrator.model import GateResult
+from orchestrator.model import GATE_ERROR, GateResult
 
 __all__ = ["Gate", "GateConfigError", "VerdictError", "GateEvaluation", "GateResult", "register", "BUILTIN_GATES",
-           "evaluate"]
+           "evaluate", "evaluate_async", "is_gate_error", "is_async_gate"]
 
 
 class GateConfigError(ValueError):
@@ -111,13 +112,53 @@ def call_check(check: Callable[..., Any], output: Any, ctx: StepContext) -> Any:
     return check(output, ctx) if _wants_ctx(check) else check(output)
 
 
+def is_gate_error(result: GateResult) -> bool:
+    """Whether the verdict says the check itself broke (then the output is not at fault)."""
+    return bool(result.details.get(GATE_ERROR))
+
+
+def _broken(label: str, exc: Exception) -> GateResult:
+    """The verdict of a gate that raised: its own error, unless it only gave an unusable verdict."""
+    if isinstance(exc, VerdictError):
+        return GateResult(passed=False, score=0.0, reason=str(exc), details={"error": type(exc).__name__})
+    reason = f"gate {label!r} raised {type(exc).__name__}: {exc}"
+    return GateResult(passed=False, score=None, reason=reason, details={"error": type(exc).__name__, GATE_ERROR: True})
+
+
+def is_async_gate(gate: Any) -> bool:
+    """Whether the gate's check is ``async def`` (awaited on the event loop, never in a thread)."""
+    return inspect.iscoroutinefunction(gate.check if hasattr(gate, "check") else gate)
+
+
 def evaluate(gate: Any, label: str, output: Any, ctx: StepContext) -> GateEvaluation:
-    """Run one gate. A gate that raises is reported as a failed verdict naming the exception."""
+    """Run one gate. A gate that raises is a gate *error*: a failed verdict naming the exception,
+    marked so it is shown as the check's fault and never fed back to the model as its answer's.
+    An ``async def`` check is run to completion here (this thread must have no running event loop)."""
     started = time.perf_counter()
     try:
         check = gate.check if hasattr(gate, "check") else gate
-        result = normalize(call_check(check, output, ctx), label)
+        value = call_check(check, output, ctx)
+        if inspect.isawaitable(value):
+            value = asyncio.run(_awaited(value))
+        result = normalize(value, label)
     except Exception as exc:  # the gate itself broke: a failed verdict a reviewer can read
-        reason = str(exc) if isinstance(exc, VerdictError) else f"gate {label!r} raised {type(exc).__name__}: {exc}"
-        result = GateResult(passed=False, score=0.0, reason=reason, details={"error": type(exc).__name__})
+        result = _broken(label, exc)
+    return GateEvaluation(gate=label, result=result, duration=time.perf_counter() - started)
+
+
+async def _awaited(value: Any) -> Any:
+    return await value
+
+
+async def evaluate_async(gate: Any, label: str, output: Any, ctx: StepContext) -> GateEvaluation:
+    """:func:`evaluate` for an ``async def`` check, awaited on the caller's event loop."""
+    started = time.perf_counter()
+    try:
+        check = gate.check if hasattr(gate, "check") else gate
+        value = call_check(check, output, ctx)
+        if inspect.isawaitable(value):
+            value = await value
+        result = normalize(value, label)
+    except Exception as exc:
+        result = _broken(label, exc)
     return GateEvaluation(gate=label, result=result, duration=time.perf_counter() - started)

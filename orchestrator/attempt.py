@@ -14,14 +14,15 @@ import math
 import time
 import traceback
 from collections.abc import Awaitable, Coroutine, Generator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
-from gates.base import GateEvaluation
+from gates.base import GateEvaluation, is_gate_error
 from gates.base import evaluate as evaluate_gate
+from gates.base import evaluate_async as evaluate_gate_async
 from gates.base import normalize as normalize_verdict
 from orchestrator import jsonio
 from orchestrator.binding import BoundGate, BoundStep
@@ -113,6 +114,8 @@ class AttemptState:
 
     feedback: list[GateResult]
     last: StepOutcome | None = None
+    previous: Any = None
+    """The output the feedback is about (the model sees it on its next attempt as ``previous``)."""
 
 
 @dataclass
@@ -131,6 +134,8 @@ class RunContext:
     """Records are written only while the run's lease has this token (None: no lease, e.g. replays)."""
     writer: GroupCommit | None = None
     """Commits the records, grouping those of steps that finish together (None: each on its own)."""
+    previous: Mapping[str, Any] = field(default_factory=dict)
+    """Steps a reviewer sent back for another attempt: the output they were sent back with."""
 
     def alone(self) -> bool:
         """Whether the calling step is the only one of the run in flight (unknown without a writer: no)."""
@@ -172,7 +177,7 @@ class StepRunner:
                            idempotency_key=self.idempotency_key, next_needs=list(step.next_needs),
                            gate_feedback=list(state.feedback), inputs=kwargs, upstream=UpstreamView(run.done),
                            workflow_inputs=run.inputs, llm_defaults=run.llm_defaults, calls=calls,
-                           llm=LLMClient(run.llm_defaults, calls))
+                           llm=LLMClient(run.llm_defaults, calls), previous=state.previous)
 
     async def unforeseen_failure(self, exc: Exception) -> StepOutcome:
         """Record an attempt that broke outside the step's own code (its failure could not be recorded
@@ -188,7 +193,7 @@ class StepRunner:
 
     async def run_step(self, first_attempt: int, feedback: list[GateResult]) -> StepOutcome:
         policy = self.step.spec.retry
-        state = AttemptState(list(feedback))
+        state = AttemptState(list(feedback), previous=self.run.previous.get(self.step.id) if feedback else None)
         if policy.attempts == 1:  # what tenacity does with one attempt, without building it per step
             try:
                 return await self.attempt(first_attempt, state, is_last=True)
@@ -238,6 +243,10 @@ class StepRunner:
         except BaseException as exc:  # SystemExit, KeyboardInterrupt from a step are step failures too
             if is_cancellation(exc):
                 raise
+            if isinstance(exc, LLMStepError):  # no answer fit the schema: a failed check a person can fix
+                common.update(llm=llm_json(ctx), model_calls=logged_calls(ctx))
+                return await self.settle(attempt, started, invalid_output(exc), ctx, state, common, is_last=is_last,
+                                         schema_failure=schema_verdict(exc))
             state.last = await self.failed(attempt, started, exc, {**common, "llm": llm_json(ctx)}, ctx)
             raise AttemptFailed(exc) from exc
         common["llm"] = llm_json(ctx)
@@ -316,10 +325,15 @@ class StepRunner:
                                            failed_gates=failed_gates, verdicts=verdicts, llm=llm))
 
     async def settle(self, attempt: int, started: float, output: Any, ctx: StepContext | None, state: AttemptState,
-                     common: dict[str, Any], *, is_last: bool) -> StepOutcome:
-        """Check the output's gates and commit the attempt under the step's gate policy."""
+                     common: dict[str, Any], *, is_last: bool, schema_failure: GateResult | None = None) -> StepOutcome:
+        """Check the output's gates and commit the attempt under the step's gate policy.
+
+        ``schema_failure``: the model's output never fit the schema; that is the attempt's one failed
+        check (the gates are not asked to judge an output of the wrong shape)."""
         step = self.step
         verdicts: list[tuple[str, GateResult, float, str]] = []
+        if schema_failure is not None:
+            verdicts.append(("output_schema", schema_failure, 0.0, "block"))
         if step.spec.type == "critic":
             verdict = critic_verdict(output, step.spec.verifies)
             output = verdict.to_json()
@@ -338,12 +352,12 @@ class StepRunner:
             return StepOutcome(step.id, "failed", rid, error=problem)
         # JSON scalars come back from JSON as themselves; anything else is converted (models -> dicts)
         plain_output = output if type(output) in _JSON_SCALARS else jsonio.loads(output_json)
-        for gate in step.gates:
+        for gate in step.gates if schema_failure is None else ():
             assert ctx is not None  # a step with gates always has its context built (needs_context)
             with ctx.calls.owned_by("judge", gate.label):
                 evaluation = await self.check_gate(gate, plain_output, ctx)
             verdicts.append((gate.label, evaluation.result, evaluation.duration, gate.severity))
-        if step.gates:
+        if step.gates and schema_failure is None:
             assert ctx is not None
             common["model_calls"] = logged_calls(ctx)
         blocking = [v for _, v, _, sev in verdicts if not v.passed and sev == "block"]
@@ -357,7 +371,10 @@ class StepRunner:
                                verdicts=tuple(Verdict(n, v.passed, v.score, v.reason, sev)
                                               for n, v, _, sev in verdicts))
         if status == "failed" and step.on_gate_fail == "retry":
-            state.feedback = [named(name, v) for name, v, _, sev in verdicts if not v.passed and sev == "block"]
+            # a check that broke says nothing about the answer: only real verdicts go back to the model
+            state.feedback = [named(name, v) for name, v, _, sev in verdicts
+                              if not v.passed and sev == "block" and not is_gate_error(v)]
+            state.previous = plain_output
             state.last = StepOutcome(step.id, "failed", rid, error=message)
             raise GateRetry()
         if status == "failed":
@@ -376,7 +393,12 @@ class StepRunner:
         own = gate.timeout is not None
         budget = gate.timeout if own else self.step.spec.timeout
         began = time.perf_counter()
-        if not gate.slow:
+        if gate.is_async:  # awaited here: its model calls and sleeps give the loop back
+            with anyio.move_on_after(budget if budget is not None else math.inf) as scope:
+                evaluation = await evaluate_gate_async(gate.check, gate.label, output, ctx)
+            if scope.cancelled_caught:
+                return gate_overrun(gate.label, budget, own, time.perf_counter() - began)
+        elif not gate.slow:
             evaluation = evaluate_gate(gate.check, gate.label, output, ctx)
         else:
             call = functools.partial(evaluate_gate, gate.check, gate.label, output, ctx)
@@ -441,15 +463,32 @@ def named(gate: str, verdict: GateResult) -> GateResult:
 
 
 def gate_policy(on_gate_fail: str, blocking: list[GateResult], *, is_last: bool) -> tuple[str, str | None]:
-    """The record status and message for an attempt whose blocking gates gave these verdicts."""
+    """The record status and message for an attempt whose blocking gates gave these verdicts.
+
+    Under ``retry``, an attempt whose only failures are gate errors (the check broke) pauses for a
+    person instead: another answer cannot mend a judge that does not answer."""
     if not blocking or on_gate_fail == "warn":
         return "succeeded", None
     reasons = "; ".join(v.reason for v in blocking)
     if on_gate_fail == "fail":
         return "failed", reasons
-    if on_gate_fail == "retry" and not is_last:
+    if on_gate_fail == "retry" and not is_last and not all(is_gate_error(v) for v in blocking):
         return "failed", f"retrying: {reasons}"
     return "gate_failed", reasons
+
+
+def invalid_output(exc: LLMStepError) -> Any:
+    """What the model last answered when it never fit the schema: its JSON if it parses, else the text."""
+    text = exc.record.response
+    try:
+        return jsonio.loads(text)
+    except ValueError:
+        return text
+
+
+def schema_verdict(exc: LLMStepError) -> GateResult:
+    """The failed ``output_schema`` check of an LLM step whose answers never fit its schema."""
+    return GateResult(False, 0.0, str(exc), {"errors": list(exc.record.validation_errors)})
 
 
 def critic_verdict(output: Any, verifies: list[str]) -> GateResult:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
-from gates.base import BUILTIN_GATES, GateConfigError
+from gates.base import BUILTIN_GATES, GateConfigError, is_async_gate
 from gates.factory import build_gate
 from orchestrator import graph, jsonio
 from orchestrator.context import NextNeed
@@ -69,6 +69,9 @@ class BoundGate:
     embedding models and model calls take long)."""
     timeout: float | None = None
     """The gate's own ``timeout:``; without one the step's ``timeout`` is its budget."""
+    is_async: bool = False
+    """``async def check``: awaited on the event loop, not on a thread (a gate that calls a model through
+    ``await ctx.llm.acomplete``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,7 +367,8 @@ def _bind_gate(step_id: str, index: int, gate: GateSpec, resolver: _Resolver, pr
             problems.add(f"steps.{step_id}.gates[{index}]", str(exc))
             return None
     quick_builtin = type(obj) in BUILTIN_GATES.values() and not getattr(obj, "slow", False)
-    return BoundGate(label=gate.label, severity=gate.severity, check=obj, slow=not quick_builtin, timeout=gate.timeout)
+    return BoundGate(label=gate.label, severity=gate.severity, check=obj, slow=not quick_builtin, timeout=gate.timeout,
+                     is_async=is_async_gate(obj))
 
 
 def _bind_retry_exceptions(step: StepSpec, resolver: _Resolver,

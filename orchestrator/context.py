@@ -109,6 +109,8 @@ class StepContext:
     """A response cache LLM steps consult first (replays preload it with the original run's answers)."""
     resample: bool = False
     """Ask the model again even when the cache knows the answer (a replay that re-samples)."""
+    previous: Any = None
+    """On a retry (after failing gates, or a reviewer's ``retry``): the output the feedback is about."""
     calls: CallLog = field(default_factory=CallLog)
     """Every model call of this attempt (the step's, its gates', ``ctx.llm``'s), stored with its record."""
     llm: Any = None

@@ -162,7 +162,7 @@ class Executor:
     async def run_from(self, run_id: str, inputs: dict[str, Any], prior: PriorState) -> RunResult:
         lease = self.lease if self.lease is not None and self.lease.run_id == run_id else None
         run = RunContext(self.store, run_id, self.workflow.name, self.workflow_id, inputs, prior.done, self.on_event,
-                         self.workflow.spec.llm, lease.token if lease else None)
+                         self.workflow.spec.llm, lease.token if lease else None, previous=prior.retry_previous)
         schedule = _Schedule(self, run, prior, lease)
         try:
             await schedule.run()

@@ -53,6 +53,11 @@ def one_line_name(value: str | None, what: str) -> str | None:
 TERMINAL_RUN_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "rejected"})
 
 
+GATE_ERROR = "gate_error"
+"""The key in a verdict's details that marks it as the gate's own failure (it raised: a judge that never
+answered validly, an endpoint down), not a judgement of the output."""
+
+
 @dataclass(frozen=True)
 class GateResult:
     """The verdict of one gate on one step output.

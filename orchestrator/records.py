@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from orchestrator.model import RunStatus
+from orchestrator.model import GATE_ERROR, RunStatus
 
 
 def iso(ts: float | None) -> str | None:
@@ -31,7 +31,12 @@ class GateView:
 
     def to_json(self) -> dict[str, Any]:
         return {"gate": self.gate, "passed": self.passed, "score": self.score, "reason": self.reason,
-                "severity": self.severity, "details": self.details}
+                "severity": self.severity, "details": self.details, **({"error": True} if self.error else {})}
+
+    @property
+    def error(self) -> bool:
+        """The gate itself broke (it raised): no verdict on the output, which is not fed back to a model."""
+        return bool(self.details.get(GATE_ERROR))
 
 
 @dataclass

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.model import GateResult, RunStatus
+from orchestrator.model import GATE_ERROR, GateResult, RunStatus
 from orchestrator.records import ReviewView, StepRecordView
 from orchestrator.store import Lease, NewOutcome, Store
 from orchestrator.store.base import lease_lost
@@ -98,7 +98,10 @@ class PriorState:
     waiting: set[str] = field(default_factory=set)
     """Steps whose gate failed and that no decision has released."""
     retry_feedback: dict[str, list[GateResult]] = field(default_factory=dict)
-    """Steps a reviewer sent back for another attempt, with the verdicts to learn from."""
+    """Steps a reviewer sent back for another attempt, with the verdicts to learn from (and the
+    reviewer's comment, as a verdict of gate ``reviewer``)."""
+    retry_previous: dict[str, Any] = field(default_factory=dict)
+    """The output each of those steps was sent back with."""
     next_attempt: dict[str, int] = field(default_factory=dict)
 
     @classmethod
@@ -121,7 +124,10 @@ class PriorState:
                 review = decided.get(rec.id)
                 if review is not None and review.decision == "retry":
                     state.retry_feedback[sid] = [GateResult(g.passed, g.score, g.reason, {**g.details, "gate": g.gate})
-                                                 for g in rec.failed_gates]
+                                                 for g in rec.failed_gates if not g.details.get(GATE_ERROR)]
+                    if review.comment:
+                        state.retry_feedback[sid].append(GateResult(False, None, review.comment, {"gate": "reviewer"}))
+                    state.retry_previous[sid] = rec.output
                 else:
                     state.waiting.add(sid)  # approve/edit add a newer record; anything else keeps it waiting
         return state

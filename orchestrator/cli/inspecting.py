@@ -128,7 +128,8 @@ def step_note(step: dict[str, Any], width: int | None = 48) -> str:
 
 def gate_marks(step: dict[str, Any]) -> str:
     """``✓range ✗min_items``: each gate's verdict on the step (rich markup)."""
-    return " ".join(("[green]✓[/]" if g["passed"] else "[red]✗[/]") + escape(g["gate"]) for g in step["gates"])
+    return " ".join(("[green]✓[/]" if g["passed"] else "[yellow]![/]" if g.get("error") else "[red]✗[/]")
+                    + escape(g["gate"]) for g in step["gates"])
 
 
 def print_steps(doc: dict[str, Any], console: "Console") -> None:
@@ -198,7 +199,8 @@ def show(run_id: str, as_json: JsonOption = False, db: DbOption = None,
                 extra = ""
                 if g["gate"] == "critic" and g["details"].get("verifies"):
                     extra = f" (verifies {', '.join(map(str, g['details']['verifies']))})"
-                out.print(f"[red]✗[/] {escape(s['step_id'])} / {escape(g['gate'] + extra)}: {escape(g['reason'])}",
+                mark = "[yellow]! gate error[/]" if g.get("error") else "[red]✗[/]"
+                out.print(f"{mark} {escape(s['step_id'])} / {escape(g['gate'] + extra)}: {escape(g['reason'])}",
                           highlight=False, soft_wrap=True)
     print_critic_fixes(store, run_id)
     print_superseded(doc)

@@ -119,6 +119,7 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
                   system: str | None = None, output_schema: Any | None = None,
                   tools: Sequence[Callable[..., Any]] | None = None, max_turns: int = 4, validation_retries: int = 2,
                   needs: Sequence[NeedLike] = (), inject_needs: bool = True, gate_feedback: Sequence[FeedbackLike] = (),
+                  previous: str | None = None,
                   cache: ResponseCache | None = None, resample: bool = False, provider: ChatProvider | None = None,
                   prices: Mapping[str, Mapping[str, float]] | None = None, log: CallLog | None = None) -> LLMOutcome:
     """Run one attempt of an LLM step.
@@ -130,7 +131,9 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
     ``max_turns`` model turns per answer; the last turn is sent without tools so the model has
     to answer. With a ``cache``, an unchanged request is answered from it (zero model calls)
     unless ``resample``. ``provider`` overrides the shared one for ``config`` (tests, wrappers).
-    ``log`` gets one entry per model call, charged to its current purpose and gate.
+    ``previous`` (on a retry: the answer the feedback is about) is ``{{ previous }}`` in the templates
+    and is quoted in the feedback section unless the template placed it. ``log`` gets one entry per
+    model call, charged to its current purpose and gate.
 
     Raises :class:`~orchestrator.llm.errors.LLMError` when the model cannot be called,
     :class:`~orchestrator.llm.errors.LLMStepError` (with the record) when no answer validated.
@@ -138,7 +141,7 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
     from orchestrator.llm.registry import get_provider
 
     rendered = render_prompt(prompt, variables or {}, system=system, needs=needs, inject_needs=inject_needs,
-                             gate_feedback=gate_feedback)
+                             gate_feedback=gate_feedback, previous=previous)
     specs = describe_tools(tools) if tools else {}
     tool_schemas = [spec.schema_for_model() for spec in specs.values()] or None
     request = ChatRequest(messages=rendered.messages, model=config.model, temperature=config.temperature,

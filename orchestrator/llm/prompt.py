@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 
 NEEDS_HEADING = "## What the next steps need"
 FEEDBACK_HEADING = "## Your previous answer failed these checks"
+PREVIOUS_HEADING = "Your previous answer was:"
 
 
 class NeedItem(BaseModel):
@@ -87,22 +88,26 @@ def needs_section(needs: Sequence[NeedLike]) -> str:
     return f"{NEEDS_HEADING}\n" + "\n".join(lines) if lines else ""
 
 
-def feedback_section(gate_feedback: Sequence[FeedbackLike]) -> str:
-    """The "Your previous answer failed these checks" section; empty on a first attempt."""
+def feedback_section(gate_feedback: Sequence[FeedbackLike], previous: str | None = None) -> str:
+    """The "Your previous answer failed these checks" section (a reviewer's comment is one of them),
+    quoting the previous answer when given; empty on a first attempt."""
     lines = [f"- {f.gate}: {f.reason}" for f in map(_feedback, gate_feedback)]
-    return f"{FEEDBACK_HEADING}\n" + "\n".join(lines) if lines else ""
+    if not lines:
+        return ""
+    quoted = f"\n\n{PREVIOUS_HEADING}\n{previous}" if previous is not None else ""
+    return f"{FEEDBACK_HEADING}\n" + "\n".join(lines) + quoted
 
 
 def build_messages(system: str | None, rendered_prompt: str, *, needs: Sequence[NeedLike] = (),
                    inject_needs: bool = True, gate_feedback: Sequence[FeedbackLike] = (), needs_placed: bool = False,
-                   feedback_placed: bool = False) -> RenderedPrompt:
+                   feedback_placed: bool = False, previous: str | None = None) -> RenderedPrompt:
     """System and user messages, with the needs / gate-feedback sections appended where the
     template did not place them (``*_placed`` say it did; their spans are then located in the
     rendered text)."""
     user = rendered_prompt
     spans: list[tuple[int, int]] = []
     for section, placed, wanted in ((needs_section(needs), needs_placed, inject_needs),
-                                    (feedback_section(gate_feedback), feedback_placed, True)):
+                                    (feedback_section(gate_feedback, previous), feedback_placed, True)):
         if not section:
             continue
         if placed:
@@ -124,7 +129,7 @@ def build_messages(system: str | None, rendered_prompt: str, *, needs: Sequence[
 
 def render_prompt(prompt: str, variables: Mapping[str, Any], *, system: str | None = None,
                   needs: Sequence[NeedLike] = (), inject_needs: bool = True,
-                  gate_feedback: Sequence[FeedbackLike] = ()) -> RenderedPrompt:
+                  gate_feedback: Sequence[FeedbackLike] = (), previous: str | None = None) -> RenderedPrompt:
     """Render the prompt (and system) templates and build the messages.
 
     ``next_needs`` and ``gate_feedback`` are available to the template as the section texts;
@@ -132,9 +137,11 @@ def render_prompt(prompt: str, variables: Mapping[str, Any], *, system: str | No
     """
     from orchestrator.llm.template import render, used_names
 
-    names = used_names(prompt)
-    env = {**variables, "next_needs": needs_section(needs), "gate_feedback": feedback_section(gate_feedback)}
+    names = used_names(prompt) | (used_names(system) if system else set())
+    quoted = None if "previous" in names else previous  # a template that shows it is not sent it twice
+    env = {**variables, "next_needs": needs_section(needs), "gate_feedback": feedback_section(gate_feedback, quoted),
+           "previous": "" if previous is None else previous}
     rendered_system = render(system, env) if system else None
     return build_messages(rendered_system, render(prompt, env), needs=needs, inject_needs=inject_needs,
                           gate_feedback=gate_feedback, needs_placed="next_needs" in names,
-                          feedback_placed="gate_feedback" in names)
+                          feedback_placed="gate_feedback" in names, previous=quoted)

@@ -42,15 +42,18 @@ class LLMStep:
     async def __call__(self, ctx: StepContext, **inputs: Any) -> Any:
         from orchestrator.llm.call import run_llm
         from orchestrator.llm.errors import LLMStepError
+        from orchestrator.llm.template import tojson
 
         needs = [n.to_json() for n in ctx.next_needs]
         feedback = [{"gate": str(g.details.get("gate", "check")), "reason": g.reason} for g in ctx.gate_feedback]
+        previous = None if ctx.previous is None else ctx.previous if isinstance(ctx.previous, str) \
+            else tojson(ctx.previous)
         try:
             outcome = await run_llm(config=self.config, prompt=self.prompt, system=self.system,
                                     variables={**inputs, "ctx": ctx}, output_schema=self.output_schema,
                                     tools=list(self.tools) or None, max_turns=self.max_turns,
                                     validation_retries=self.validation_retries, needs=needs,
-                                    inject_needs=self.inject_needs, gate_feedback=feedback,
+                                    inject_needs=self.inject_needs, gate_feedback=feedback, previous=previous,
                                     cache=ctx.llm_cache, resample=ctx.resample, log=ctx.calls)
         except LLMStepError as exc:
             ctx.llm_records.append(exc.record.model_dump(mode="json"))

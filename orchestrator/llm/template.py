@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from jinja2.sandbox import SandboxedEnvironment
 
 #: Names every LLM prompt may use besides the step's inputs.
-BUILTIN_NAMES = frozenset({"ctx", "next_needs", "gate_feedback"})
+BUILTIN_NAMES = frozenset({"ctx", "next_needs", "gate_feedback", "previous"})
 
 
 class TemplateError(LLMError):
