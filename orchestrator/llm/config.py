@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
+StructuredOutputMode = Literal["auto", "json_schema", "json_object", "tools", "prompt"]
+
 
 class LLMConfig(BaseModel):
     """Settings of one LLM call site (a step, a judge gate or a critic)."""
@@ -37,6 +39,16 @@ class LLMConfig(BaseModel):
     """Seconds for one HTTP request."""
     max_retries: int = Field(default=4, ge=0)
     """Retries of transient errors (429, 5xx, timeouts, connection errors)."""
+    structured_output: StructuredOutputMode = "auto"
+    """How an ``output_schema`` is asked of an OpenAI-compatible server: ``json_schema`` (response_format
+    json_schema), ``json_object`` (response_format json_object with the schema, and the schema in the
+    prompt), ``tools`` (a forced call of one function whose parameters are the schema), ``prompt`` (the
+    schema in the prompt only), or ``auto``: json_schema, falling back in that order when the server
+    refuses a format, remembered per endpoint and model."""
+    extra_body: dict[str, Any] | None = None
+    """Extra JSON keys merged into each request body (server-specific options)."""
+    headers: dict[str, str] | None = None
+    """Extra HTTP headers of each request (no secrets: workflow files and records keep them)."""
 
     def resolved_base_url(self) -> str | None:
         """The endpoint actually used: ``None`` for the local provider."""

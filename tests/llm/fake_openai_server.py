@@ -36,6 +36,7 @@ class FakeOpenAI:
     def __init__(self) -> None:
         self.script: list[tuple[int, dict[str, str], dict[str, Any]]] = []
         self.requests: list[dict[str, Any]] = []
+        self.request_headers: list[dict[str, str]] = []
         self.delay = 0.0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -79,6 +80,7 @@ class FakeOpenAI:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                fake.request_headers.append({k.lower(): v for k, v in self.headers.items()})
                 headers: dict[str, str]
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     status, headers, answer = 404, {}, {"error": {"message": f"no route {self.path}"}}

@@ -31,6 +31,10 @@ class ChatRequest(BaseModel):
     """Seconds for one HTTP request (ignored in-process)."""
     max_retries: int = 4
     """Retries of transient errors (ignored in-process)."""
+    structured_output: str = "auto"
+    """How ``response_format`` is asked of an HTTP server (``LLMConfig.structured_output``; ignored in-process)."""
+    extra_body: dict[str, Any] | None = None
+    headers: dict[str, str] | None = None
 
     def cache_fields(self) -> dict[str, Any]:
         """What determines the answer (not how long we wait for it): the cache key's input."""

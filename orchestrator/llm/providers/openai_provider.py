@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 import random
 import re
@@ -79,15 +80,71 @@ def _retry_after(exc: BaseException) -> float | None:
     return None
 
 
+_INVALID_REQUEST = re.compile(r"validation error|Input should be|Field required|Extra inputs are not permitted|"
+                              r"invalid_request|Unrecognized request argument", re.IGNORECASE)
+"""What a server says when it rejects the request itself: retrying the same request cannot help, even
+when it answers with a 5xx (llama-cpp-python's server answers a request it cannot parse with 500)."""
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "tool_choice", "tools")
+"""A rejected request naming one of these refused the structured-output format it was asked for."""
+
+MODE_FALLBACK = {"json_schema": "json_object", "json_object": "tools", "tools": "prompt"}
+"""``structured_output: auto``: the next format to try when a server refuses one."""
+OUTPUT_TOOL = "final_answer"
+"""The function a ``tools``-mode request asks the model to call with its answer as the arguments."""
+
+
+def is_invalid_request(exc: BaseException) -> bool:
+    """The server refused the request as invalid (a 4xx other than a rate limit, or a 5xx saying so)."""
+    import openai
+
+    if not isinstance(exc, openai.APIStatusError):
+        return False
+    if 400 <= exc.status_code < 500:
+        return exc.status_code not in _RETRY_STATUS
+    return bool(_INVALID_REQUEST.search(str(exc.message)))
+
+
+def refused_format(exc: BaseException) -> bool:
+    """An invalid request whose message names the structured-output format it asked for."""
+    return is_invalid_request(exc) and any(word in str(getattr(exc, "message", "")) for word in _FORMAT_WORDS)
+
+
 def is_transient(exc: BaseException) -> bool:
-    """Worth retrying: rate limits, server errors, timeouts, dropped connections."""
+    """Worth retrying: rate limits, server errors, timeouts, dropped connections; never a request the
+    server called invalid."""
     import openai
 
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return True
     if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in _RETRY_STATUS or exc.status_code >= 500
+        return not is_invalid_request(exc) and (exc.status_code in _RETRY_STATUS or exc.status_code >= 500)
     return False
+
+
+def schema_instruction(schema: dict[str, Any]) -> str:
+    """The output schema told in words, with the shape of an answer (small models copy a schema otherwise)."""
+    shape = {name: f"<{spec.get('type', 'value')}>" if isinstance(spec, dict) else "<value>"
+             for name, spec in (schema.get("properties") or {}).items()}
+    return ("Answer with only a JSON object, no other text, shaped like " + json.dumps(shape)
+            + ", that matches this JSON Schema: " + json.dumps(schema, separators=(",", ":")))
+
+
+def with_instruction(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    """The messages with ``text`` appended to the last user message (a new user message if there is none)."""
+    out = list(messages)
+    for index in range(len(out) - 1, -1, -1):
+        if out[index].get("role") == "user" and isinstance(out[index].get("content"), str):
+            out[index] = {**out[index], "content": f"{out[index]['content'].rstrip()}\n\n{text}"}
+            return out
+    return [*out, {"role": "user", "content": text}]
+
+
+class FormatRefused(Exception):
+    """The server refused the structured-output format of the request (``auto`` tries the next one)."""
+
+    def __init__(self, error: LLMError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def retry_wait(state: RetryCallState) -> float:
@@ -117,6 +174,8 @@ class OpenAIProvider:
         # A limiter belongs to one event loop, and a process may run several loops in turn.
         self._limiters: weakref.WeakKeyDictionary[Any, anyio.CapacityLimiter] = weakref.WeakKeyDictionary()
         self._fallback: dict[object, anyio.CapacityLimiter] = {}
+        self.formats: dict[str, str] = {}
+        """``structured_output: auto``: per model, the format this endpoint last accepted."""
 
     def _limiter(self) -> anyio.CapacityLimiter:
         import anyio
@@ -144,28 +203,66 @@ class OpenAIProvider:
         http = DefaultAsyncHttpxClient(verify=_ssl_context())
         return AsyncOpenAI(base_url=self.base_url, api_key=self._api_key, max_retries=0, http_client=http)
 
-    def _arguments(self, request: ChatRequest) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"model": request.model, "messages": request.messages,
-                                  "temperature": request.temperature, "timeout": request.timeout}
+    def _arguments(self, request: ChatRequest, mode: str | None) -> dict[str, Any]:
+        """The SDK call's arguments; ``mode`` says how the output schema is asked for (None: no schema)."""
+        messages = request.messages
+        tools = list(request.tools or [])
+        kwargs: dict[str, Any] = {"model": request.model, "temperature": request.temperature,
+                                  "timeout": request.timeout}
         if request.max_tokens is not None:
             kwargs["max_tokens"] = request.max_tokens
         if request.seed is not None:
             kwargs["seed"] = request.seed
-        if request.response_format is not None:
-            schema = request.response_format
+        schema = request.response_format
+        if schema is not None and mode == "json_schema":
             kwargs["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": _schema_name(schema), "schema": schema, "strict": False}}
-        if request.tools:
-            kwargs["tools"] = request.tools
+        elif schema is not None and mode == "json_object":
+            # servers that constrain JSON by a schema (llama.cpp, vLLM) read it here; the prompt says it for the rest
+            kwargs["response_format"] = {"type": "json_object", "schema": schema}
+            messages = with_instruction(messages, schema_instruction(schema))
+        elif schema is not None and mode == "tools":
+            tools.append({"type": "function", "function": {
+                "name": OUTPUT_TOOL, "description": "Give your final answer as the arguments.", "parameters": schema}})
+            if len(tools) == 1:  # nothing else to call: the answer must come as this call
+                kwargs["tool_choice"] = {"type": "function", "function": {"name": OUTPUT_TOOL}}
+        elif schema is not None and mode == "prompt":
+            messages = with_instruction(messages, schema_instruction(schema))
+        kwargs["messages"] = messages
+        if tools:
+            kwargs["tools"] = tools
+        if request.extra_body:
+            kwargs["extra_body"] = request.extra_body
+        if request.headers:
+            kwargs["extra_headers"] = request.headers
         return kwargs
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
+        """One answer. With an output schema under ``structured_output: auto``, a server that refuses a
+        format is asked again in the next (json_schema, json_object, tools, prompt), and the format it
+        accepted is used first from then on."""
+        if request.response_format is None:
+            return await self._complete(request, None, fallback=False)
+        if request.structured_output != "auto":
+            return await self._complete(request, request.structured_output, fallback=False)
+        mode: str | None = self.formats.get(request.model, "json_schema")
+        while True:
+            assert mode is not None
+            try:
+                response = await self._complete(request, mode, fallback=mode in MODE_FALLBACK)
+            except FormatRefused:
+                mode = MODE_FALLBACK[mode]
+                continue
+            self.formats[request.model] = mode
+            return response
+
+    async def _complete(self, request: ChatRequest, mode: str | None, *, fallback: bool) -> ChatResponse:
         import anyio
         import openai
         from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
         limiter = self._limiter()
-        kwargs = self._arguments(request)
+        kwargs = self._arguments(request, mode)
         retrying = AsyncRetrying(retry=retry_if_exception(is_transient), wait=retry_wait, sleep=anyio.sleep,
                                  stop=stop_after_attempt(request.max_retries + 1), reraise=True)
         try:
@@ -175,8 +272,11 @@ class OpenAIProvider:
                         async with limiter:
                             completion = await client.chat.completions.create(**kwargs)
         except openai.OpenAIError as exc:
-            raise self._error(exc, request) from None
-        return self._response(completion, request)
+            error = self._error(exc, request)
+            if fallback and refused_format(exc):
+                raise FormatRefused(error) from None
+            raise error from None
+        return self._response(completion, request, tools_mode=mode == "tools")
 
     def _error(self, exc: Exception, request: ChatRequest) -> LLMError:
         import openai
@@ -196,15 +296,20 @@ class OpenAIProvider:
             return LLMError(f"{where} failed with HTTP {exc.status_code}: {_one_line(exc.message)}")
         return LLMError(f"{where} failed: {_one_line(exc)}")
 
-    def _response(self, completion: Any, request: ChatRequest) -> ChatResponse:
+    def _response(self, completion: Any, request: ChatRequest, *, tools_mode: bool = False) -> ChatResponse:
         if not getattr(completion, "choices", None):
             raise LLMError(f"the LLM endpoint {self.base_url} (model {request.model!r}) returned no choices")
         choice = completion.choices[0]
         message = choice.message
         calls = [ToolCallInfo(id=call.id, name=call.function.name, arguments=call.function.arguments or "{}")
                  for call in (message.tool_calls or []) if getattr(call, "function", None) is not None]
+        text, finish = message.content or "", choice.finish_reason
+        answer = next((c for c in calls if c.name == OUTPUT_TOOL), None) if tools_mode else None
+        if answer is not None:  # the answer came as the output function's arguments
+            text, finish = answer.arguments, "stop"
+            calls = [c for c in calls if c.name != OUTPUT_TOOL]
         usage = completion.usage
-        return ChatResponse(text=message.content or "", tool_calls=calls, finish_reason=choice.finish_reason,
+        return ChatResponse(text=text, tool_calls=calls, finish_reason=finish,
                             input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
                             output_tokens=getattr(usage, "completion_tokens", 0) or 0,
                             model=getattr(completion, "model", None))
