@@ -322,7 +322,8 @@ class StepRunner:
             llm = ctx.llm_records[-1] if ctx is not None and ctx.llm_records else None
             self.run.on_event(StepFinished(run_id=self.run.run_id, step_id=self.step.id, status=status,
                                            attempt=attempt, duration=duration, error=error, gates=len(verdicts),
-                                           failed_gates=failed_gates, verdicts=verdicts, llm=llm))
+                                           failed_gates=failed_gates, verdicts=verdicts, llm=llm,
+                                           model_calls=tuple(ctx.calls.calls) if ctx is not None else ()))
 
     async def settle(self, attempt: int, started: float, output: Any, ctx: StepContext | None, state: AttemptState,
                      common: dict[str, Any], *, is_last: bool, schema_failure: GateResult | None = None) -> StepOutcome:

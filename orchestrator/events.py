@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.context import ModelCall
 from orchestrator.model import RunStatus, StepStatus
 
 
@@ -57,6 +58,8 @@ class StepFinished:
     verdicts: tuple[Verdict, ...] = ()
     llm: Mapping[str, Any] | None = None
     """The attempt's model call record (LLM steps): provider, model, usage, turns..."""
+    model_calls: tuple[ModelCall, ...] = ()
+    """Every model call of the attempt (the step's, its gates', ``ctx.llm``'s) with its real start and end."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

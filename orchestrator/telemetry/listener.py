@@ -9,11 +9,20 @@ event when the run stops for review. Events are passed on to the next listener u
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from orchestrator.events import Event, EventHook, RunFinished, RunStarted, StepFinished, StepStarted
+from orchestrator.context import ModelCall
+from orchestrator.events import Event, EventHook, RunFinished, RunStarted, StepFinished, StepStarted, Verdict
 from orchestrator.telemetry.spans import RunSpan, RunTracer, StepSpan
+
+CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+"""The GenAI conventions' switch for message content on spans: off unless ``true`` (prompts may be sensitive)."""
+
+
+def capture_content() -> bool:
+    return os.environ.get(CAPTURE_CONTENT, "").strip().lower() == "true"
 
 
 class TracingListener:
@@ -26,6 +35,7 @@ class TracingListener:
         self.inner = inner
         self.run_span: RunSpan | None = None
         self.steps: dict[tuple[str, int], StepSpan] = {}
+        self.content = capture_content()
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunStarted):
@@ -50,19 +60,49 @@ class TracingListener:
         span = self.steps.pop((event.step_id, event.attempt), None)
         if span is None:
             return
+        if event.model_calls:
+            record_calls(span, event.model_calls, event.verdicts, content=self.content)
         if event.llm:
-            record_model_call(span, event.llm)
+            record_tool_calls(span, event.llm)
         for v in event.verdicts:
             span.gate(v.gate, v.passed, v.score, v.reason, v.severity)
         span.set_status(event.status, event.error)
         span.end()
 
 
-def record_model_call(span: StepSpan, record: Mapping[str, Any]) -> None:
-    """A GenAI ``chat`` span for the attempt's model calls, and an ``execute_tool`` span per tool call."""
-    usage = record.get("usage") or {}
-    with span.llm_call(provider=str(record.get("provider", "")), model=str(record.get("model", ""))) as llm:
-        llm.record(usage.get("input_tokens"), usage.get("output_tokens"), record.get("finish_reason"))
+def record_calls(span: StepSpan, calls: Sequence[ModelCall], verdicts: Sequence[Verdict], *,
+                 content: bool) -> None:
+    """A GenAI ``chat`` span per model call with its real start and end: the step's own under the step
+    span, a gate's under a ``gate {name}`` (evaluator) span of their own."""
+    by_gate: dict[str, list[ModelCall]] = {}
+    for call in calls:
+        if call.gate is None:
+            chat_span(span, call, content=content)
+        else:
+            by_gate.setdefault(call.gate, []).append(call)
+    outcome = {v.gate: v for v in verdicts}
+    for gate, gate_calls in by_gate.items():
+        verdict = outcome.get(gate)
+        evaluator = span.gate_span(gate, passed=verdict.passed if verdict else None,
+                                   score=verdict.score if verdict else None,
+                                   start_time=min(c.started_at for c in gate_calls))
+        for call in gate_calls:
+            chat_span(evaluator, call, content=content)
+        evaluator.end_at(max(c.ended_at for c in gate_calls))
+
+
+def chat_span(parent: StepSpan, call: ModelCall, *, content: bool) -> None:
+    llm = parent.llm_call(provider=call.provider, model=call.model, start_time=call.started_at)
+    llm.record(call.input_tokens, call.output_tokens, call.finish_reason)
+    if call.error is not None:
+        llm.set_error(call.error, error_type="ModelCallError")
+    if content:
+        llm.content(call.messages, call.response)
+    llm.end_at(call.ended_at)
+
+
+def record_tool_calls(span: StepSpan, record: Mapping[str, Any]) -> None:
+    """An ``execute_tool`` span per tool call of the attempt's LLM record."""
     for turn in record.get("turns") or ():
         if turn.get("kind") == "tool":
             with span.tool_call(str(turn.get("name", ""))) as tool:

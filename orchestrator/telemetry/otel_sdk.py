@@ -13,11 +13,12 @@ drain it before the process exits.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import Token
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -40,6 +41,15 @@ from orchestrator.telemetry.spans import (
 
 PREFIX = "orchestrator."
 ERROR_TYPE = "error.type"
+SPAN_KIND = "openinference.span.kind"
+"""OpenInference's span kind (CHAIN, AGENT, LLM, TOOL, EVALUATOR...), what Phoenix and Langfuse read to
+show a span as what it is, beside the GenAI attributes."""
+STEP_KINDS = {"retrieval": "RETRIEVER", "critic": "EVALUATOR", "verification": "EVALUATOR"}
+"""The OpenInference kind of a step by its type; any other step is an AGENT."""
+
+
+def nanos(seconds: float) -> int:
+    return int(seconds * 1_000_000_000)
 _ids = RandomIdGenerator()
 
 
@@ -88,11 +98,14 @@ class _OtelSpan:
         self.end()
 
     def end(self) -> None:
+        self.end_at(None)
+
+    def end_at(self, end_time: float | None) -> None:
         with self._end_lock:
             if self._ended:
                 return
             self._ended = True
-        self._span.end()
+        self._span.end(end_time=None if end_time is None else nanos(end_time))
 
     @property
     def recording(self) -> bool:
@@ -140,6 +153,13 @@ class OtelLLMSpan(_OtelSpan, LLMSpan):
     def set_error(self, error: BaseException | str, *, error_type: str | None = None) -> None:
         self._fail(error, error_type)
 
+    def content(self, messages: Sequence[Mapping[str, Any]], response: str) -> None:
+        sent = json.dumps(list(messages), default=str)
+        answer = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": response}]}])
+        self._span.set_attributes({"gen_ai.input.messages": sent, "gen_ai.output.messages": answer,
+                                   "input.value": sent, "input.mime_type": "application/json",
+                                   "output.value": response})
+
 
 class OtelStepSpan(_OtelSpan, StepSpan):
     def __init__(self, span: trace.Span, tracer: trace.Tracer) -> None:
@@ -164,7 +184,7 @@ class OtelStepSpan(_OtelSpan, StepSpan):
         self._event(name, values)
 
     def llm_call(self, *, provider: str, model: str, operation: str = "chat", temperature: float | None = None,
-                 max_tokens: int | None = None) -> OtelLLMSpan:
+                 max_tokens: int | None = None, start_time: float | None = None) -> OtelLLMSpan:
         values: dict[str, object] = {
             "gen_ai.operation.name": operation,
             "gen_ai.provider.name": provider,
@@ -172,14 +192,23 @@ class OtelStepSpan(_OtelSpan, StepSpan):
             "gen_ai.request.model": model,
             "gen_ai.request.temperature": temperature,
             "gen_ai.request.max_tokens": max_tokens,
+            SPAN_KIND: "LLM", "llm.model_name": model, "llm.provider": provider,
         }
         span = self._tracer.start_span(f"{operation} {model}", context=self._context, kind=SpanKind.CLIENT,
-                                       attributes=attributes(PREFIX, values))
+                                       attributes=attributes(PREFIX, values),
+                                       start_time=None if start_time is None else nanos(start_time))
         return OtelLLMSpan(span)
+
+    def gate_span(self, name: str, *, passed: bool | None, score: float | None, start_time: float) -> OtelStepSpan:
+        values: dict[str, object] = {SPAN_KIND: "EVALUATOR", "gate": name, "gate_passed": passed,
+                                     "gate_score": score}
+        span = self._tracer.start_span(f"gate {name}", context=self._context, kind=SpanKind.INTERNAL,
+                                       attributes=attributes(PREFIX, values), start_time=nanos(start_time))
+        return OtelStepSpan(span, self._tracer)
 
     def tool_call(self, name: str, *, call_id: str | None = None) -> OtelToolSpan:
         values: dict[str, object] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
-                                     "gen_ai.tool.call.id": call_id}
+                                     "gen_ai.tool.call.id": call_id, SPAN_KIND: "TOOL", "tool.name": name}
         span = self._tracer.start_span(f"execute_tool {name}", context=self._context, kind=SpanKind.INTERNAL,
                                        attributes=attributes(PREFIX, values))
         return OtelToolSpan(span)
@@ -197,7 +226,7 @@ class OtelRunSpan(_OtelSpan, RunSpan):
     def step_attempt(self, step_id: str, *, agent: str | None = None, attempt: int = 1,
                      step_type: str | None = None) -> OtelStepSpan:
         values: dict[str, object] = {"step_id": step_id, "agent": agent, "attempt": attempt, "step_type": step_type,
-                                     "gen_ai.agent.name": agent}
+                                     "gen_ai.agent.name": agent, SPAN_KIND: STEP_KINDS.get(step_type or "", "AGENT")}
         span = self._tracer.start_span(f"step {step_id}", context=self._context, kind=SpanKind.INTERNAL,
                                        attributes=attributes(PREFIX, values))
         return OtelStepSpan(span, self._tracer)
@@ -248,7 +277,7 @@ class OtelRunTracer(RunTracer):
         self._on_shutdown = on_shutdown
 
     def run(self, run_id: str, workflow: str, *, trace_id: str | None = None, resumed: bool = False) -> OtelRunSpan:
-        values: dict[str, object] = {"run_id": run_id, "workflow": workflow, "resumed": resumed}
+        values: dict[str, object] = {"run_id": run_id, "workflow": workflow, "resumed": resumed, SPAN_KIND: "CHAIN"}
         parent = remote_parent(trace_id)
         if trace_id is not None and parent is None:
             values["invalid_trace_id"] = trace_id  # a new trace; keep the bad value for whoever looks
@@ -263,7 +292,8 @@ class OtelRunTracer(RunTracer):
         span = self._tracer.start_span(f"review {decision}", context=parent if parent is not None else
                                        otel_context.Context(), kind=SpanKind.INTERNAL,
                                        attributes=attributes(PREFIX, {"run_id": run_id, "decision": decision,
-                                                                      "step_id": step_id, "reviewer": reviewer}))
+                                                                      "step_id": step_id, "reviewer": reviewer,
+                                                                      SPAN_KIND: "CHAIN"}))
         try:
             span.add_event("review", attributes(PREFIX, {"decision": decision, "step_id": step_id,
                                                          "reviewer": reviewer, **values}))

@@ -6,7 +6,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from orchestrator.errors import OrchestratorError
 
@@ -173,6 +173,12 @@ class LLMSpan(_Span):
     def set_error(self, error: BaseException | str, *, error_type: str | None = None) -> None:
         """Mark the call as failed (rate limit, timeout, refusal...)."""
 
+    def content(self, messages: Sequence[Mapping[str, Any]], response: str) -> None:
+        """Attach what was sent and answered (only when content capture is on: it may be sensitive)."""
+
+    def end_at(self, end_time: float) -> None:
+        """End the span at ``end_time`` (epoch seconds): a call recorded after it happened keeps its real end."""
+
 
 class StepSpan(_Span):
     """One attempt of one step (``step {step_id}``); retries are sibling spans under the run."""
@@ -193,9 +199,17 @@ class StepSpan(_Span):
         """Add any other event to the attempt (``orchestrator.*`` attributes)."""
 
     def llm_call(self, *, provider: str, model: str, operation: str = "chat", temperature: float | None = None,
-                 max_tokens: int | None = None) -> LLMSpan:
-        """Start a child span for one model call; ``provider`` is e.g. ``openai``, ``anthropic``."""
+                 max_tokens: int | None = None, start_time: float | None = None) -> LLMSpan:
+        """Start a child span for one model call; ``provider`` is e.g. ``openai``, ``anthropic``.
+        ``start_time`` (epoch seconds) backdates it to when the call really started."""
         return LLMSpan()
+
+    def gate_span(self, name: str, *, passed: bool | None, score: float | None, start_time: float) -> StepSpan:
+        """Start a child span for a gate that called a model (an evaluator), so its calls nest under it."""
+        return StepSpan()
+
+    def end_at(self, end_time: float) -> None:
+        """End the span at ``end_time`` (epoch seconds)."""
 
     def tool_call(self, name: str, *, call_id: str | None = None) -> ToolSpan:
         """Start a child span for one tool execution."""

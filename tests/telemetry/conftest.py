@@ -41,6 +41,9 @@ class ReceivedSpan:
     status_message: str
     resource: dict[str, Any]
     scope: str
+    start: int = 0
+    """Start, in nanoseconds since the epoch."""
+    end: int = 0
 
 
 @dataclass
@@ -107,7 +110,7 @@ def receiver() -> Iterator[Receiver]:
                             attributes=key_values(s.attributes),
                             events=[(e.name, key_values(e.attributes)) for e in s.events],
                             status_code=s.status.code, status_message=s.status.message, resource=resource,
-                            scope=ss.scope.name))
+                            scope=ss.scope.name, start=s.start_time_unix_nano, end=s.end_time_unix_nano))
             with lock:
                 rec.spans.extend(spans)
                 rec.encodings.append(encoding)

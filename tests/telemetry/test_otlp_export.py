@@ -112,13 +112,17 @@ def test_span_tree_names_and_attributes(receiver: Receiver, monkeypatch: pytest.
         "gen_ai.usage.output_tokens": 48,
         "gen_ai.response.finish_reasons": ["stop"],
         "gen_ai.response.model": "gpt-4o-2024-08-06",
+        "openinference.span.kind": "LLM",   # OpenInference's names beside the GenAI ones (Phoenix, Langfuse)
+        "llm.model_name": "gpt-4o",
+        "llm.provider": "openai",
     }
 
     tool = receiver.one("execute_tool web_search")
     assert tool.parent_span_id == first.span_id
     assert tool.kind == SPAN_KIND_INTERNAL
     assert tool.attributes == {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "web_search",
-                               "gen_ai.tool.call.id": "call_1", "orchestrator.results": 3}
+                               "gen_ai.tool.call.id": "call_1", "orchestrator.results": 3,
+                               "openinference.span.kind": "TOOL", "tool.name": "web_search"}
 
 
 def test_resumed_run_and_decision_continue_the_trace(tracer: RunTracer, receiver: Receiver) -> None:
