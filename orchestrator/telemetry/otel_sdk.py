@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from contextvars import Token
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any, Self
 
@@ -27,7 +28,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from orchestrator.telemetry.spans import (
     LLMSpan,
@@ -242,19 +243,29 @@ class OtelRunSpan(_OtelSpan, RunSpan):
             self._span.set_attribute(PREFIX + "error", error)
 
 
-def remote_parent(trace_id: str | None) -> otel_context.Context | None:
-    """A context whose parent is a remote span in trace ``trace_id``, or None for a new trace.
+class StoredTraceIds(RandomIdGenerator):
+    """Gives a root span the trace id stored on its run, so every execution of a run and every decision
+    on it lands in one trace as a root of its own: no span points at a parent nobody sent.
 
-    Only the trace id is stored on a run, so the parent's span id is made up: backends show the
-    run span as the child of a span they never received, but in the right trace, which is what
-    joins the executions of a paused-and-resumed run into one trace.
-    """
-    tid = valid_trace_id(trace_id)
-    if tid is None:
-        return None
-    parent = SpanContext(trace_id=int(tid, 16), span_id=_ids.generate_span_id(), is_remote=True,
-                         trace_flags=TraceFlags(TraceFlags.SAMPLED))
-    return trace.set_span_in_context(NonRecordingSpan(parent))
+    (A made-up remote parent would join the trace too, but backends then show that parent as missing.)
+    The id to use is set around one ``start_span`` call (:meth:`pinned`); otherwise ids are random."""
+
+    def __init__(self) -> None:
+        self._next: ContextVar[int | None] = ContextVar("orchestrator_next_trace_id", default=None)
+
+    def generate_trace_id(self) -> int:
+        pinned = self._next.get()
+        return pinned if pinned is not None else super().generate_trace_id()
+
+    @contextmanager
+    def pinned(self, trace_id: str | None) -> Iterator[bool]:
+        """Inside the block a new root span gets ``trace_id`` (when valid); yields whether it is."""
+        tid = valid_trace_id(trace_id)
+        token = self._next.set(int(tid, 16) if tid is not None else None)
+        try:
+            yield tid is not None
+        finally:
+            self._next.reset(token)
 
 
 class OtelRunTracer(RunTracer):
@@ -269,7 +280,8 @@ class OtelRunTracer(RunTracer):
     def __init__(self, endpoint: str, service: str, *, exporter: SpanExporter | None = None,
                  processor: SpanProcessor | None = None, on_shutdown: Callable[[], None] | None = None) -> None:
         self.endpoint = endpoint
-        self.provider = TracerProvider(resource=make_resource(service))
+        self.trace_ids = StoredTraceIds()
+        self.provider = TracerProvider(resource=make_resource(service), id_generator=self.trace_ids)
         if processor is None:
             processor = BatchSpanProcessor(exporter if exporter is not None else OTLPSpanExporter(endpoint=endpoint))
         self.provider.add_span_processor(processor)
@@ -278,22 +290,19 @@ class OtelRunTracer(RunTracer):
 
     def run(self, run_id: str, workflow: str, *, trace_id: str | None = None, resumed: bool = False) -> OtelRunSpan:
         values: dict[str, object] = {"run_id": run_id, "workflow": workflow, "resumed": resumed, SPAN_KIND: "CHAIN"}
-        parent = remote_parent(trace_id)
-        if trace_id is not None and parent is None:
-            values["invalid_trace_id"] = trace_id  # a new trace; keep the bad value for whoever looks
-        span = self._tracer.start_span(f"run {workflow}", context=parent if parent is not None else
-                                       otel_context.Context(), kind=SpanKind.INTERNAL,
-                                       attributes=attributes(PREFIX, values))
+        with self.trace_ids.pinned(trace_id) as continued:
+            if trace_id is not None and not continued:
+                values["invalid_trace_id"] = trace_id  # a new trace; keep the bad value for whoever looks
+            span = self._tracer.start_span(f"run {workflow}", context=otel_context.Context(),
+                                           kind=SpanKind.INTERNAL, attributes=attributes(PREFIX, values))
         return OtelRunSpan(span, self._tracer)
 
     def decision_event(self, run_id: str, trace_id: str | None, decision: str, step_id: str | None,
                        reviewer: str | None, **values: object) -> str:
-        parent = remote_parent(trace_id)
-        span = self._tracer.start_span(f"review {decision}", context=parent if parent is not None else
-                                       otel_context.Context(), kind=SpanKind.INTERNAL,
-                                       attributes=attributes(PREFIX, {"run_id": run_id, "decision": decision,
-                                                                      "step_id": step_id, "reviewer": reviewer,
-                                                                      SPAN_KIND: "CHAIN"}))
+        who = {"run_id": run_id, "decision": decision, "step_id": step_id, "reviewer": reviewer, SPAN_KIND: "CHAIN"}
+        with self.trace_ids.pinned(trace_id):
+            span = self._tracer.start_span(f"review {decision}", context=otel_context.Context(),
+                                           kind=SpanKind.INTERNAL, attributes=attributes(PREFIX, who))
         try:
             span.add_event("review", attributes(PREFIX, {"decision": decision, "step_id": step_id,
                                                          "reviewer": reviewer, **values}))
@@ -311,4 +320,4 @@ class OtelRunTracer(RunTracer):
 
 
 __all__ = ["OtelLLMSpan", "OtelRunSpan", "OtelRunTracer", "OtelStepSpan", "OtelToolSpan", "make_resource",
-           "remote_parent"]
+           "StoredTraceIds"]

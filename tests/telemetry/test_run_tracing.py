@@ -39,6 +39,8 @@ def test_a_paused_and_resumed_run_is_one_trace_with_genai_spans(cli, fake_openai
 
     runs = receiver.named("run llm-triage")
     assert len(runs) == 2 and len({s.trace_id for s in receiver.spans}) == 1
+    sent = {s.span_id for s in receiver.spans}   # the pause, the decision and the resume: no dangling parent
+    assert all(s.parent_span_id in sent for s in receiver.spans if s.parent_span_id)
     first_run = next(s for s in runs if not s.attributes.get("orchestrator.resumed"))
     assert ("paused", {"orchestrator.steps": "classify"}) in first_run.events
     attempts = receiver.named("step classify")
