@@ -56,6 +56,8 @@ class ReviewApp(App[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q", "quit_app", "Quit", show=False, priority=True),
+        # as in every terminal program; not a priority binding, so a focused editor still copies with it
+        Binding("ctrl+c", "quit_app", "Quit", show=False),
     ]
 
     activity: reactive[str] = reactive("", init=False)

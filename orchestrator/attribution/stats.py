@@ -175,10 +175,14 @@ def period_of(ts: float, period: str) -> tuple[str, str]:
 
 
 def choose_workflow(store: Store, workflow: str | None) -> str:
-    """The named workflow, or the only one with runs; else an InputError listing them."""
-    if workflow is not None:
-        return workflow
+    """The named workflow, or the only one with runs; else an InputError listing them (a name with no
+    runs is a typo far more often than a question, and "0 runs" would hide it)."""
     names = sorted({c.workflow for c in store.run_counts() if c.kind == "run"})
+    if workflow is not None:
+        if workflow not in names:
+            known = f"workflows with runs: {names}" if names else "no runs are stored yet"
+            raise InputError(f"no runs of workflow {workflow!r} are stored; {known}")
+        return workflow
     if not names:
         raise InputError("no runs are stored yet; run a workflow first")
     if len(names) > 1:

@@ -8,6 +8,7 @@ Heavy imports (the store, Textual) happen inside commands so ``--help`` and ``va
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import json
 import os
@@ -76,7 +77,10 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 
         try:
             with json_owns_stdout(bool(kwargs.get("as_json"))):
-                return fn(*args, **kwargs)
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    sys.stdout.flush()  # a full disk says so here, not in the interpreter's last flush
         except (typer.Exit, typer.Abort, SystemExit):
             raise
         except BrokenPipeError:  # `orchestrator show RUN --json | head -1`: the reader left; exit quietly
@@ -88,11 +92,14 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(2) from None
         except OrchestratorError as exc:
             fail(str(exc), exc.exit_code)
-        except KeyboardInterrupt:
-            fail("interrupted; the run stays resumable with `orchestrator resume RUN`", 130)
+        except KeyboardInterrupt:  # commands that execute a run name it themselves (resumable_on_interrupt)
+            fail("interrupted", 130)
         except Exception as exc:
             if os.environ.get("ORCHESTRATOR_DEBUG"):
                 raise
+            if isinstance(exc, OSError) and exc.errno in _OUTPUT_FULL:  # `show --json > /dev/full`
+                quiet_stdout()
+                fail(f"cannot write the output: {exc.strerror}", 1)
             db_error = type(exc).__module__.startswith(("sqlalchemy", "sqlite3"))
             text = str(exc)
             if db_error and ("database disk image is malformed" in text or "file is not a database" in text):
@@ -105,6 +112,11 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             fail(f"{what}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
                  "(set ORCHESTRATOR_DEBUG=1 for the traceback)", 1)
     return wrapper
+
+
+_OUTPUT_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+"""Errors writing the output (a full disk or quota, a file too large, a device error): the reader is
+still there, unlike a broken pipe, but nothing more can be written."""
 
 
 def is_read_only(message: str) -> bool:

@@ -18,7 +18,7 @@ from orchestrator.cli.common import (
     out,
     read_json_file,
 )
-from orchestrator.cli.running import Progress, report_result
+from orchestrator.cli.running import Progress, report_result, resumable_on_interrupt
 from orchestrator.threads import DEFAULT_CONCURRENCY
 
 if TYPE_CHECKING:
@@ -50,7 +50,8 @@ def _continue_after(store: "Store", decision: Any, as_json: bool, max_concurrenc
     if not decision.continue_run:
         report_result(store, RunResult(decision.run_id, store.get_run(decision.run_id).status), as_json)
     progress = Progress(enabled=not as_json)
-    with progress:
+    progress.run_id = decision.run_id
+    with resumable_on_interrupt(progress), progress:
         result = continue_run(store, decision.run_id, max_concurrency=max_concurrency, on_event=progress,
                               lease=decision.lease)
     report_result(store, result, as_json)

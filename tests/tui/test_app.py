@@ -30,6 +30,12 @@ class TestQuitting:
             await pilot.press("q")
             await wait_for(pilot, lambda: not app.is_running)
 
+    async def test_ctrl_c_quits_as_in_every_terminal_program(self, app: ReviewApp, seeded: Seeded) -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await pilot.press("ctrl+c")
+            await wait_for(pilot, lambda: not app.is_running)
+
     async def test_quit_during_a_continuation_stops_it_after_the_step_in_flight(self, store: Store) -> None:
         """Quitting while a run continues stops it after the step in flight. Here that step (`report`) is
         the run's last: its record carries the run's end, so the run is complete and `resume` has
