@@ -225,25 +225,36 @@ class TooDeepError(ValueError):
 def loads_document(text: str) -> Any:
     """Parse a JSON document a user gave (a file, a line of one): ValueError for what is not JSON,
     NaN and Infinity included (Python's json accepts them), :class:`TooDeepError` past :data:`MAX_DEPTH`."""
+    if _nesting(text) > MAX_DEPTH:  # before parsing: Python's parser would recurse until the stack runs out
+        raise TooDeepError()
     try:
-        value = json.loads(text, parse_constant=reject_constant)
+        return json.loads(text, parse_constant=reject_constant)
     except RecursionError:
         raise TooDeepError() from None
-    if isinstance(value, (dict, list)) and _deeper_than(value, MAX_DEPTH):
-        raise TooDeepError()
-    return value
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether containers nest more than ``limit`` levels in parsed JSON (iteratively: no stack to run out of)."""
-    level: list[Any] = [value]
-    for _ in range(limit):
-        level = [child for item in level
-                 for child in (item.values() if isinstance(item, dict) else item)
-                 if isinstance(child, (dict, list))]
-        if not level:
-            return False
-    return True
+_KEPT = b'[]{}"'
+_NOT_KEPT = bytes(b for b in range(256) if b not in _KEPT)
+_AS_PARENS = bytes.maketrans(b"[{]}", b"(())")
+
+
+def _nesting(text: str) -> int:
+    """How deeply arrays and objects nest in JSON text, without parsing it (at most ``MAX_DEPTH + 1``).
+
+    All in C loops: escaped backslashes and quotes go, then every byte but brackets and quotes, then
+    what lies between quotes (strings); each pass over what is left removes the innermost pairs.
+    """
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return 0
+    kept = text.replace("\\\\", "").replace('\\"', "").encode("utf-8", "surrogatepass").translate(None, _NOT_KEPT)
+    brackets = b"".join(kept.split(b'"')[::2]).translate(_AS_PARENS)
+    depth = 0
+    while brackets and depth <= MAX_DEPTH:
+        inner = brackets.replace(b"()", b"")
+        if inner == brackets:
+            break  # unbalanced: the parser says what is wrong
+        brackets, depth = inner, depth + 1
+    return depth
 
 
 def to_plain(value: Any) -> Any:
