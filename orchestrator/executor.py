@@ -42,6 +42,10 @@ DEFAULT_LEASE_SECONDS = 15.0
 dies mid-run is taken over (by ``resume`` or a worker) at most this long after its last renewal."""
 
 
+MAX_LEASE_SECONDS = 86400.0
+"""The longest lease: a run whose process was killed waits out its lease before anyone takes it over,
+so a lease that never expires (``inf``) would keep it stuck for ever."""
+
 FAIR_SHARE_SECONDS = 0.05
 """The longest a run's task runs steps back to back before giving the event loop a turn."""
 
@@ -58,14 +62,15 @@ def lease_seconds() -> float:
         value = float(text) if text else DEFAULT_LEASE_SECONDS
     except ValueError:
         raise InputError(f"ORCHESTRATOR_LEASE_SECONDS={text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise InputError(f"ORCHESTRATOR_LEASE_SECONDS={text!r} must be positive")
+    if not 0 < value <= MAX_LEASE_SECONDS:  # inf and nan included: a lease that never expires strands a killed run
+        raise InputError(f"ORCHESTRATOR_LEASE_SECONDS={text!r} must be a number of seconds above 0 and at most "
+                         f"{MAX_LEASE_SECONDS:g} (a day)")
     return value
 
 
 def new_lease(run_id: str = "") -> Lease:
     """A fresh lease for this process (``run_id`` empty when the run is yet to be created)."""
-    return Lease(run_id, owner_token(), secrets.token_hex(8), lease_seconds())
+    return Lease(run_id, owner_token(), secrets.token_hex(8), lease_seconds(), issued_at=time.monotonic())
 
 
 def release_lease(store: Store, lease: Lease) -> None:
@@ -119,11 +124,11 @@ class Executor:
         self.workflow = workflow
         self.max_concurrency = max(1, max_concurrency)
         self.on_event = shielded(on_event)  # a listener's error never changes what happened
+        self.lease: Lease | None = new_lease() if leased else None  # a bad lease setting stops before any write
         self.workflow_id = workflow_id if workflow_id is not None else store.register_workflow(
             workflow.name, str(workflow.spec.version), dict(workflow.definition), workflow.source,
             workflow.content_hash)
         self.position = {sid: i for i, sid in enumerate(workflow.order)}
-        self.lease: Lease | None = new_lease() if leased else None
         self.drain = drain
 
     async def start(self, inputs: dict[str, Any], *, kind: str = "run", reference: Any = None) -> RunResult:
@@ -200,6 +205,9 @@ class Executor:
 
 class _NoKeeper:
     """The keeper of an execution without a lease (a replay): nothing to renew."""
+
+    def still_held(self) -> bool:
+        return True
 
     def stop(self) -> None:
         pass
@@ -342,13 +350,16 @@ class _Schedule:
         Steps that never suspend (quick ones whose records commit at once) would run one after
         another without the event loop getting a turn: the lease's renewal timer, other runs of
         the process and a Ctrl-C would wait for the whole chain. The task yields to the loop once
-        it has run ``FAIR_SHARE_SECONDS`` without doing so."""
+        it has run ``FAIR_SHARE_SECONDS`` without doing so. No step starts unless the lease is still
+        held (:meth:`~orchestrator.lease_keeper.LeaseKeeper.still_held`: free while a renewal is fresh)."""
         next_job: _Handoff | None = job
         turn_began = time.monotonic()
         while next_job is not None:
             if time.monotonic() - turn_began > FAIR_SHARE_SECONDS:
                 await anyio.lowlevel.checkpoint()
                 turn_began = time.monotonic()
+            if not self.keeper.still_held():  # a process that stalled starts nothing once its lease is gone
+                return  # the keeper has stopped the execution
             try:
                 outcome = await self.runners[next_job.step_id].run_step(next_job.first_attempt, next_job.feedback)
             except LeaseLostError:

@@ -17,6 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from orchestrator.llm.config import LLMConfig
 
+MAX_REVIEW_TIMEOUT = 366 * 86400.0
+"""The longest ``review_timeout``: a year. Anything longer never applies in practice and would only
+keep ``run`` waiting (silently) for ever."""
+
 StepType = Literal["retrieval", "reasoning", "action", "verification", "critic", "llm"]
 """What kind of work a step does; critics verify other steps."""
 
@@ -198,8 +202,9 @@ class StepSpec(_Strict):
     simulate: str | None = None
     """``module:function`` for a side-effecting step: a dry run, called with the same inputs, that returns
     what the step would output without acting. Replays call it instead of the step."""
-    review_timeout: float | None = Field(default=None, gt=0)
-    """Seconds a pause may wait for a human before ``on_review_timeout`` applies."""
+    review_timeout: float | None = Field(default=None, gt=0, le=MAX_REVIEW_TIMEOUT, allow_inf_nan=False)
+    """Seconds a pause may wait for a human before ``on_review_timeout`` applies: finite and at most a
+    year (a longer one is no timeout; leave the key out for a pause that waits for its decision)."""
     on_review_timeout: Literal["reject", "approve"] = "reject"
     # -- LLM steps (``type: llm``, or a critic that is a model) ------------------------------
     prompt: str | None = None

@@ -122,11 +122,12 @@ def _accepted_record(rec: StepRecordView, workflow_id: int, origin: str, output_
 
 
 def approve(store: Store, run_id: str, *, step: str | None = None, reviewer: str | None = None,
-            comment: str | None = None, lease: Lease | None = None) -> Decision:
+            comment: str | None = None, lease: Lease | None = None, run_status: str = "running") -> Decision:
     """Accept the paused output as it is; the override is recorded for attribution.
 
     ``lease`` (here and in ``edit``/``retry``): claimed with the decision, in its transaction, for
     the caller's continuation of the run (``continue_run(..., lease=decision.lease)``).
+    ``run_status``: ``queued`` hands the run to any worker, in the decision's transaction.
     """
     rec = paused_record(store, run_id, step)
     _, workflow_id = continuable(store, run_id)
@@ -134,7 +135,7 @@ def approve(store: Store, run_id: str, *, step: str | None = None, reviewer: str
     review_id = store.decide(NewReview(run_id, rec.id, rec.step_id, decision="approve",
                                        reviewer=reviewer or default_reviewer(), comment=comment,
                                        output_before=rec.output, output_after=rec.output), new_records=[new],
-                             lease=lease)
+                             lease=lease, run_status=run_status)
     return announce(store, Decision(run_id, rec.step_id, "approve", review_id, True, lease), reviewer)
 
 
@@ -343,8 +344,13 @@ def reject(store: Store, run_id: str, *, step: str | None = None, reviewer: str 
     return announce(store, Decision(run_id, rec.step_id, "reject", review_id, False), reviewer)
 
 
-def apply_review_timeouts(store: Store, run_id: str, spec: WorkflowSpec, *, now: float | None = None) -> list[Decision]:
-    """Decide pauses that waited longer than their step's ``review_timeout`` (reviewer ``review-timeout``)."""
+def apply_review_timeouts(store: Store, run_id: str, spec: WorkflowSpec, *, now: float | None = None,
+                          lease: Lease | None = None) -> list[Decision]:
+    """Decide pauses that waited longer than their step's ``review_timeout`` (reviewer ``review-timeout``).
+
+    An approval claims ``lease`` with the decision, for the caller to continue the run under it; without
+    one, it queues the run for any worker in the decision's transaction. Either way no process killed
+    right after the decision leaves the run ``running`` with no lease, which nobody would ever take over."""
     now = time.time() if now is None else now
     decisions: list[Decision] = []
     if store.get_run(run_id).status != "paused":
@@ -354,13 +360,15 @@ def apply_review_timeouts(store: Store, run_id: str, spec: WorkflowSpec, *, now:
         if step.review_timeout is None or rec.ended_at + step.review_timeout > now:
             continue
         comment = f"no decision within {step.review_timeout:g} s"
-        fn = approve if step.on_review_timeout == "approve" else reject
         try:
-            decisions.append(fn(store, run_id, step=rec.step_id, reviewer="review-timeout", comment=comment))
+            if step.on_review_timeout == "approve":
+                decisions.append(approve(store, run_id, step=rec.step_id, reviewer="review-timeout", comment=comment,
+                                         lease=lease, run_status="running" if lease is not None else "queued"))
+            else:
+                decisions.append(reject(store, run_id, step=rec.step_id, reviewer="review-timeout", comment=comment))
+                break
         except ReviewError:
             continue  # a human decided meanwhile
-        if fn is reject:
-            break
     return decisions
 
 

@@ -11,16 +11,20 @@ worker continues it at once). A second signal stops at once: the steps in flight
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import anyio
+import anyio.to_thread
 from anyio.abc import TaskGroup, TaskStatus
+from pydantic import ValidationError
 
 from orchestrator.errors import LeaseLostError, SpecError, StoreMismatchError
 from orchestrator.events import EventHook
 from orchestrator.executor import Drain, RunHandedBack, new_lease, release_lease
-from orchestrator.review import apply_review_timeouts
+from orchestrator.model import WorkflowSpec
+from orchestrator.review import apply_review_timeouts, waiting_records
 from orchestrator.runner import continue_run_async
 from orchestrator.runstate import RunResult
 from orchestrator.store import Lease, Store
@@ -91,6 +95,7 @@ class Worker:
         self.drain = Drain()
         self.summary = WorkSummary()
         self.in_flight: set[str] = set()
+        self.review_timeouts = ReviewTimeouts(store)
 
     async def run(self, stop_on_signals: bool) -> None:
         self.stopping = anyio.Event()
@@ -112,11 +117,13 @@ class Worker:
                 slots.release()
                 break
             lease = new_lease()
-            run_id = self.store.claim_queued_run(lease) or (recover_one(self.store, lease) if options.recover
-                                                             else None)
+            # interrupted runs first: a run whose executor died is taken over within about a lease,
+            # not after the whole backlog of queued runs
+            run_id = (recover_one(self.store, lease) if options.recover else None) \
+                or self.store.claim_queued_run(lease)
             if run_id is None:
                 slots.release()
-                decide_timed_out_reviews(self.store)
+                await anyio.to_thread.run_sync(self.review_timeouts.decide)
                 if self.store.list_runs(status="queued", limit=1):
                     continue
                 if options.once:
@@ -180,16 +187,42 @@ def recover_one(store: Store, lease: Lease) -> str | None:
     return None
 
 
-def decide_timed_out_reviews(store: Store) -> None:
-    """Paused runs whose review timed out are decided, and queued again when they continue."""
-    for paused in store.list_runs(status="paused"):
-        try:
-            workflow, _ = load_run_workflow(store, paused.run_id)
-            decided = apply_review_timeouts(store, paused.run_id, workflow.spec)
-        except (SpecError, StoreMismatchError):
-            continue
-        if decided and store.get_run(paused.run_id).status == "running":
-            store.set_run_status(paused.run_id, "queued", expect=["running"])
+class ReviewTimeouts:
+    """Decides paused runs whose review timed out, binding a run's workflow only when one is due.
+
+    A worker looks on every idle poll. Most pauses wait for a human with no timeout, so each paused
+    run costs only its row here: a workflow's step timeouts are read from its stored definition once
+    (a stored version never changes), its waiting records only when a step has a timeout, and its
+    workflow is bound (its modules imported) only to decide a pause whose time is up. The worker
+    calls this in a thread: nothing here runs on the event loop that renews leases and starts steps.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.timeouts: dict[int, dict[str, float]] = {}
+        """Per stored workflow version: step id -> review_timeout, for the steps that have one."""
+
+    def decide(self) -> None:
+        now = time.time()
+        for paused in self.store.list_runs(status="paused"):
+            timeouts = self.step_timeouts(paused.workflow_id)
+            if timeouts and any(rec.step_id in timeouts and rec.ended_at + timeouts[rec.step_id] <= now
+                                for rec in waiting_records(self.store, paused.run_id)):
+                try:
+                    workflow, _ = load_run_workflow(self.store, paused.run_id)
+                except (SpecError, StoreMismatchError):
+                    continue
+                apply_review_timeouts(self.store, paused.run_id, workflow.spec)  # an approval queues the run
+
+    def step_timeouts(self, workflow_id: int) -> dict[str, float]:
+        if workflow_id not in self.timeouts:
+            try:
+                spec = WorkflowSpec.model_validate(self.store.workflow_definition(workflow_id)[0])
+            except ValidationError:
+                spec = None
+            self.timeouts[workflow_id] = {} if spec is None else {
+                step.id: step.review_timeout for step in spec.steps if step.review_timeout is not None}
+        return self.timeouts[workflow_id]
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:

@@ -111,6 +111,9 @@ class Lease:
     """A random secret only the holder knows."""
     seconds: float
     """How long the lease lasts without a renewal."""
+    issued_at: float = field(default=0.0, compare=False)
+    """This process's monotonic clock just before the lease was asked for: once granted, it lasts at least
+    ``seconds`` from then (0: unknown, the executor confirms it with the store before its first step)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ its renewals; the other claimant is a second store handle, as another process wo
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ import pytest
 
 from orchestrator import Workflow, open_store, start_run
 from orchestrator.errors import LeaseLostError
+from orchestrator.events import Event, StepFinished
 from orchestrator.runner import RESUMABLE
 from orchestrator.store import Lease, Store
 from orchestrator.store.delegating import DelegatingStore
@@ -67,23 +69,43 @@ def test_a_run_longer_than_its_lease_keeps_it_to_the_end(durable_url: str, short
     assert [r.step_id for r in store.step_records(result.run_id)] == ["first", "second"]
 
 
+class StalledRenewals(DelegatingStore):
+    """The store, except that lease renewals wait while ``stalled`` is set, as in a process stopped as a whole."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.url = store.url
+        self.stalled = threading.Event()
+        self.resumed = threading.Event()
+
+    def target(self) -> Store:
+        return self.store
+
+    def renew_lease(self, lease: Lease) -> bool:
+        if lease.seconds and self.stalled.is_set():
+            self.resumed.wait()
+        return self.store.renew_lease(lease)
+
+
 def test_a_run_that_loses_its_lease_stops_at_once_and_writes_nothing_more(durable_url: str, short_lease: None):
     wf = Workflow("loses-its-lease", inputs={"x": "integer"}, output="after")
+    store = StalledRenewals(open_store(durable_url))
 
     @wf.step(inputs={"x": "$inputs.x"})
     async def stalls(x: int, ctx) -> int:
-        time.sleep(2 * LEASE)  # blocks the loop: no renewal can happen, as in a stopped process
+        store.stalled.set()  # renewals stop: the lease lapses and another process takes it
+        await anyio.sleep(2 * LEASE)
         other = open_store(durable_url)
         assert other.acquire_lease(Lease(ctx.run_id, "elsewhere:1", "other", 60.0), statuses=RESUMABLE)
         other.close()
-        await anyio.sleep(30)  # the next renewal, now due, finds the lease gone and cancels this
+        store.resumed.set()  # the next renewal, now due, finds the lease gone and cancels this
+        await anyio.sleep(30)
         return x
 
     @wf.step(inputs={"value": "stalls"})
     def after(value: int) -> int:
         return value
 
-    store = open_store(durable_url)
     began = time.monotonic()
     with pytest.raises(LeaseLostError):
         start_run(store, wf.bind(), {"x": 1})
@@ -91,6 +113,58 @@ def test_a_run_that_loses_its_lease_stops_at_once_and_writes_nothing_more(durabl
     (run,) = store.list_runs()
     assert store.step_records(run.run_id) == []  # the new holder's run: nothing written by the old one
     assert run.owner == "elsewhere:1"
+
+
+def test_a_step_that_blocks_the_event_loop_longer_than_the_lease_keeps_it(durable_url: str, short_lease: None):
+    """Renewals come from a thread of their own: a blocked loop cannot starve them."""
+    wf = Workflow("blocks-the-loop", inputs={"x": "integer"}, output="blocks")
+    stolen: list[bool] = []
+
+    @wf.step(inputs={"x": "$inputs.x"}, inline=True)
+    def blocks(x: int, ctx) -> int:
+        time.sleep(6 * LEASE)
+        other = open_store(durable_url)
+        stolen.append(other.acquire_lease(Lease(ctx.run_id, "elsewhere:1", "other", 60.0), statuses=RESUMABLE))
+        other.close()
+        return x
+
+    result = start_run(open_store(durable_url), wf.bind(), {"x": 1})
+    assert (result.status, stolen) == ("succeeded", [False])
+
+
+def test_a_process_that_stalled_past_its_lease_starts_no_step_before_asking_the_store(
+        durable_url: str, short_lease: None):
+    """Renewals that stop with the whole process (here: they wait) leave the loop's own check: a step
+    about to start after a gap longer than half the lease confirms the lease first, and finds it gone."""
+    wf = Workflow("stalls-between-steps", inputs={"x": "integer"}, output="after")
+    store = StalledRenewals(open_store(durable_url))
+    started: list[str] = []
+
+    @wf.step(inputs={"x": "$inputs.x"}, inline=True)
+    def before(x: int) -> int:
+        started.append("before")
+        return x
+
+    @wf.step(inputs={"value": "before"}, inline=True)
+    def after(value: int) -> int:
+        started.append("after")
+        return value
+
+    def stall_once_recorded(event: Event) -> None:
+        """Between ``before``'s committed record and ``after``'s start, the process stalls past its lease."""
+        if isinstance(event, StepFinished) and event.step_id == "before":
+            store.stalled.set()
+            time.sleep(2 * LEASE)
+            other = open_store(durable_url)
+            assert other.acquire_lease(Lease(event.run_id, "elsewhere:1", "other", 60.0), statuses=RESUMABLE)
+            other.close()
+            store.resumed.set()  # the process continues: its renewals and its loop at once
+
+    with pytest.raises(LeaseLostError):
+        start_run(store, wf.bind(), {"x": 1}, on_event=stall_once_recorded)
+    assert started == ["before"]  # "after" never started, though no renewal had yet told the loop
+    (run,) = store.list_runs()
+    assert [r.step_id for r in store.step_records(run.run_id)] == ["before"]
 
 
 class UnreachableOnRenewal(DelegatingStore):
