@@ -195,10 +195,10 @@ class Executor:
                             outcome=scoring.outcome if scoring else None,
                             evaluator_error=scoring.error if scoring else None)
         if self.on_event is not None:
+            if scoring is not None:  # before the end, so a listener can put the score on the run's span
+                self.on_event(scoring_event(run_id, scoring))
             self.on_event(RunFinished(run_id=run_id, status=result.status, paused_steps=tuple(result.paused_steps),
                                       failed_steps=tuple(result.failed_steps), error=result.error))
-            if scoring is not None:
-                self.on_event(scoring_event(run_id, scoring))
         return result
 
 

@@ -66,7 +66,23 @@ def label_run(store: Store, run_id: str, *, correct: bool | None = None, reward:
             result.attribution_id = traced.attribution_id
             result.confidence = traced.confidence
             result.explanation = traced.evidence.get("explanation")
+    export_label(run.trace_id, result, reviewer or default_reviewer(), reason)
     return result
+
+
+def export_label(trace_id: str | None, result: LabelResult, reviewer: str, reason: str | None) -> None:
+    """Put the label (and the attribution it triggered) in the run's trace, when tracing is configured:
+    a ``review label`` span with an ``outcome`` event, so a backend shows the human verdict and the
+    blamed step beside the run's spans."""
+    from orchestrator.telemetry import get_tracer
+
+    tracer = get_tracer()
+    if tracer.enabled:
+        tracer.decision_event(result.run_id, trace_id, "label", result.blamed_step, reviewer, source="human",
+                              value=result.value, correct=result.correct, reason=reason,
+                              blamed_step=result.blamed_step, confidence=result.confidence,
+                              attribution_id=result.attribution_id)
+        tracer.force_flush()
 
 
 @dataclass

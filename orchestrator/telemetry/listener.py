@@ -14,7 +14,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from orchestrator.context import ModelCall
-from orchestrator.events import Event, EventHook, RunFinished, RunStarted, StepFinished, StepStarted, Verdict
+from orchestrator.events import (
+    Event,
+    EventHook,
+    OutcomeScored,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    Verdict,
+)
 from orchestrator.telemetry.spans import RunSpan, RunTracer, StepSpan
 
 CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -47,6 +56,8 @@ class TracingListener:
                 event.step_id, agent=event.agent or None, attempt=event.attempt, step_type=event.step_type or None)
         elif isinstance(event, StepFinished):
             self.finish_step(event)
+        elif isinstance(event, OutcomeScored) and self.run_span is not None:
+            self.run_span.event("outcome", source="evaluator", value=event.value, correct=event.correct)
         elif isinstance(event, RunFinished) and self.run_span is not None:
             if event.status == "paused":
                 self.run_span.event("paused", steps=", ".join(event.paused_steps))

@@ -56,3 +56,28 @@ def test_a_paused_and_resumed_run_is_one_trace_with_genai_spans(cli, fake_openai
     assert receiver.one("execute_tool lookup_order").parent_span_id == reply.span_id
     review = receiver.one("review retry")
     assert review.events[0][1]["orchestrator.decision"] == "retry"
+
+
+def test_outcomes_and_the_attribution_they_trigger_are_exported_in_the_runs_trace(
+        cli, receiver: Receiver, step_log, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+    monkeypatch.setenv("CHAIN_SLEEP", "0")
+    fixtures = Path(__file__).parents[1] / "fixtures" / "workflows"
+    run = cli("run", str(fixtures / "scored_chain.yaml"), "--input", "x=1", "--json")
+    assert run.exit_code == 0, run.stderr
+    run_id = run.json()["run_id"]
+    labelled = cli("label", run_id, "--incorrect", "--reason", "off by one", "--reviewer", "ann")
+    assert labelled.exit_code == 0, labelled.stderr
+
+    assert len({s.trace_id for s in receiver.spans}) == 1
+    root = receiver.one("run scored-chain")
+    assert ("outcome", {"orchestrator.source": "evaluator", "orchestrator.value": 1.0,
+                        "orchestrator.correct": True}) in root.events
+    label = receiver.one("review label")
+    assert label.parent_span_id == ""   # a root of the run's trace, like every decision
+    (name, values), = label.events
+    assert name == "review" and values["orchestrator.source"] == "human"
+    assert (values["orchestrator.value"], values["orchestrator.correct"]) == (0.0, False)
+    assert values["orchestrator.reviewer"] == "ann" and values["orchestrator.reason"] == "off by one"
+    # the backward trace the label triggered is stored and named (this ungated chain gives it no suspect)
+    assert isinstance(values["orchestrator.attribution_id"], int) and "orchestrator.blamed_step" not in values
