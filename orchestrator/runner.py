@@ -7,6 +7,7 @@ timeout lives here too, once.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from dataclasses import dataclass
@@ -107,8 +108,13 @@ class Tracing:
         if self.listener is not None and self.listener.trace_id and self.listener.trace_id != self.stored:
             self.store.set_trace_id(run_id, self.listener.trace_id)
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if self.listener is not None:
+            if exc is not None:  # stopped from outside: keep this segment's spans and the trace for a resume
+                self.listener.interrupt(type(exc).__name__)
+                if self.listener.run_id is not None:
+                    with contextlib.suppress(Exception):  # the store may be what failed
+                        self.keep(self.listener.run_id)
             self.tracer.force_flush()
 
 

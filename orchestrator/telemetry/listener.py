@@ -45,9 +45,11 @@ class TracingListener:
         self.run_span: RunSpan | None = None
         self.steps: dict[tuple[str, int], StepSpan] = {}
         self.content = capture_content()
+        self.run_id: str | None = None
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunStarted):
+            self.run_id = event.run_id
             self.run_span = self.tracer.run(event.run_id, event.workflow, trace_id=self.trace_id,
                                             resumed=event.resumed)
             self.trace_id = self.run_span.trace_id
@@ -66,6 +68,19 @@ class TracingListener:
             self.run_span = None
         if self.inner is not None:
             self.inner(event)
+
+    def interrupt(self, reason: str) -> None:
+        """End what is still open when the execution stops from outside (Ctrl-C, a lost lease), so the
+        segment's spans are exported and say how it ended; a resume continues the same trace."""
+        for span in self.steps.values():
+            span.set_status("interrupted", reason)
+            span.end()
+        self.steps.clear()
+        if self.run_span is not None:
+            self.run_span.event("interrupted", reason=reason)
+            self.run_span.set_status("interrupted", reason)
+            self.run_span.end()
+            self.run_span = None
 
     def finish_step(self, event: StepFinished) -> None:
         span = self.steps.pop((event.step_id, event.attempt), None)

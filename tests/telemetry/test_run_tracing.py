@@ -81,3 +81,42 @@ def test_outcomes_and_the_attribution_they_trigger_are_exported_in_the_runs_trac
     assert values["orchestrator.reviewer"] == "ann" and values["orchestrator.reason"] == "off by one"
     # the backward trace the label triggered is stored and named (this ungated chain gives it no suspect)
     assert isinstance(values["orchestrator.attribution_id"], int) and "orchestrator.blamed_step" not in values
+
+
+def test_ctrl_c_then_resume_stays_one_trace_and_keeps_the_first_segment(tmp_path: Path, step_log: Path,
+                                                                       receiver: Receiver):
+    """The interrupted execution's spans are exported (its run span says so) and its trace id is
+    stored, so the resume continues the same trace."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "CHAIN_SLEEP": "30"}
+    chain = str(Path(__file__).parents[1] / "fixtures" / "workflows" / "scored_chain.yaml")
+    process = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", chain, "--db", db], env=env, cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while "s1" not in step_log.read_text():   # the first step is running
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=120)
+    interrupted = receiver.one("run scored-chain")
+    assert interrupted.attributes["orchestrator.status"] == "interrupted"
+    assert receiver.one("step s1").attributes["orchestrator.status"] == "interrupted"
+
+    resumed = subprocess.run([sys.executable, "-m", "orchestrator", "runs", "--json", "--db", db], env=env,
+                             cwd=REPO, capture_output=True, text=True, timeout=120)
+    run_id = json.loads(resumed.stdout)[0]["run_id"]
+    done = subprocess.run([sys.executable, "-m", "orchestrator", "resume", run_id, "--db", db],
+                          env={**env, "CHAIN_SLEEP": "0"}, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert len(receiver.named("run scored-chain")) == 2
+    assert len({s.trace_id for s in receiver.spans}) == 1
+    sent = {s.span_id for s in receiver.spans}
+    assert all(s.parent_span_id in sent for s in receiver.spans if s.parent_span_id)
