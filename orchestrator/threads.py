@@ -84,6 +84,12 @@ class DaemonPool:
         self.lock = threading.Lock()
         self.threads = 0
         self.idle = 0
+        """Threads not running a job: waiting for one, or about to."""
+        self.queued = 0
+        """Jobs handed in and not yet taken by a thread. A thread that finishes one job and takes a
+        waiting one at once is counted idle and then busy again; counting it idle only (as before) let
+        ``idle`` drift up once more calls than threads ran together, and the quick hand-off, which needs
+        nothing busy, stayed off for the life of the process."""
 
     async def run(self, fn: Callable[[], Any], *, history: CallHistory | None = None) -> Any:
         """Run ``fn()`` on a pool thread and return (or raise) its result.
@@ -95,14 +101,14 @@ class DaemonPool:
         handback: threading.Lock | None = None
         with self.lock:
             busy = self.threads - self.idle
-            if history is not None and history.quick and busy == 0:
+            if history is not None and history.quick and busy == 0 and self.queued == 0:
                 handback = threading.Lock()
                 handback.acquire()
-            if self.idle == 0 and self.threads < self.max_threads:
+            self.queued += 1
+            if self.queued > self.idle and self.threads < self.max_threads:
                 self.threads += 1
+                self.idle += 1  # until it takes its first job
                 threading.Thread(target=self.work, name="orchestrator step", daemon=True).start()
-            else:
-                self.idle -= 1 if self.idle else 0
         job = _Job(fn, loop, future, history, handback)
         self.jobs.put(job)
         if handback is not None:
@@ -117,6 +123,9 @@ class DaemonPool:
     def work(self) -> None:
         while True:
             job = self.jobs.get()
+            with self.lock:
+                self.idle -= 1
+                self.queued -= 1
             began = time.perf_counter()
             try:
                 job.value = job.fn()
