@@ -30,14 +30,11 @@ def test_a_sync_step_past_its_timeout_is_recorded_and_the_process_exits_promptly
     (tmp_path / "slow.yaml").write_text(WORKFLOW)
     side = tmp_path / "side.txt"
     db = f"sqlite:///{tmp_path / 'o.db'}"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "SIDE": str(side), "NAP": "6"}
-    started = time.monotonic()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SIDE": str(side), "NAP": "120"}
     proc = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(tmp_path / "slow.yaml"), "--db", db],
-                          env=env, capture_output=True, text=True, timeout=60)
-    elapsed = time.monotonic() - started
+                          env=env, capture_output=True, text=True, timeout=100)  # waiting for the nap: a hang
     assert proc.returncode == 1
     assert "step 'nap' timed out after 0.5 s" in proc.stdout
-    assert elapsed < 6, f"the process waited for the abandoned step ({elapsed:.1f} s)"
     assert not side.exists()  # the process ended before the step's late side effect
     records = open_store(db).step_records(open_store(db).list_runs()[0].run_id)
     assert [(r.status, r.error_type, r.output) for r in records] == [("failed", "TimeoutError", None)]

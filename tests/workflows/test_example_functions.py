@@ -18,9 +18,12 @@ from typing import Any
 import pytest
 import yaml
 
+from gates.base import evaluate, normalize
+from gates.factory import build_gate
 from orchestrator.context import NextNeed, StepContext
 from orchestrator.model import GateResult, WorkflowSpec, parse_reference
 from orchestrator.resolve import resolve_callable
+from orchestrator.spec import load_workflow
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
 PROCUREMENT = WORKFLOWS / "procurement" / "procurement.yaml"
@@ -122,9 +125,7 @@ def test_every_step_has_a_gate(path: Path) -> None:
 
 @pytest.mark.parametrize("path", ALL_YAML, ids=lambda p: p.name)
 def test_yaml_loads_binds_and_builds_its_gates(path: Path) -> None:
-    spec_module = pytest.importorskip("orchestrator.spec")
-    pytest.importorskip("gates")
-    workflow = spec_module.load_workflow(path)
+    workflow = load_workflow(path)
     assert all(callable(step.function.fn) for step in workflow.steps.values())
     assert [len(step.gates) for step in workflow.steps.values()] == [len(s.gates) for s in workflow.spec.steps]
 
@@ -249,19 +250,17 @@ def test_side_effect_steps_carry_the_idempotency_key(correct: dict[str, Any]) ->
 
 def evaluate_gates(path: Path, outputs: dict[str, Any]) -> list[tuple[str, str, GateResult]]:
     """Every verdict (step, gate, result) in step order; a critic's own verdict comes first."""
-    factory = pytest.importorskip("gates.factory")
-    base = pytest.importorskip("gates.base")
     spec = load_spec(path)
     verdicts: list[tuple[str, str, GateResult]] = []
     upstream: dict[str, Any] = {}
     for step in spec.steps:
         output = outputs[step.id]
         if step.type == "critic":
-            verdicts.append((step.id, "critic", base.normalize(output, "critic")))
+            verdicts.append((step.id, "critic", normalize(output, "critic")))
         ctx = make_ctx(spec, step.id, upstream)
         for gate_spec in step.gates:
-            gate = factory.build_gate(gate_spec, step_id=step.id, base_dir=path.parent)
-            result = base.evaluate(gate, gate_spec.label, output, ctx).result
+            gate = build_gate(gate_spec, step_id=step.id, base_dir=path.parent)
+            result = evaluate(gate, gate_spec.label, output, ctx).result
             verdicts.append((step.id, gate_spec.label, result))
         upstream[step.id] = output
     return verdicts
@@ -295,11 +294,6 @@ def test_hello_steps_shout_and_sign_off() -> None:
 
 
 def test_hello_python_and_yaml_define_the_same_workflow(monkeypatch: pytest.MonkeyPatch) -> None:
-    orchestrator = pytest.importorskip("orchestrator")
-    try:
-        orchestrator.Workflow  # noqa: B018 - the Python API may be exported lazily
-    except AttributeError:
-        pytest.skip("orchestrator.Workflow is not available yet")
     monkeypatch.syspath_prepend(str(HELLO.parent))
     module_spec = importlib.util.spec_from_file_location("hello_example_workflow", HELLO.parent / "hello.py")
     assert module_spec is not None and module_spec.loader is not None
