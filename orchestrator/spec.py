@@ -19,7 +19,7 @@ from orchestrator.binding import BoundWorkflow, bind
 from orchestrator.errors import SpecError, SpecProblem
 from orchestrator.files import MAX_WORKFLOW_BYTES, UnreadableFileError, read_capped
 from orchestrator.model import GateSpec, InputSpec, RetryPolicy, StepSpec, WorkflowSpec
-from orchestrator.resolve import import_module
+from orchestrator.resolve import import_module, loaded_files, unchanged
 
 LineMap = dict[tuple[Any, ...], tuple[int, int]]
 
@@ -241,10 +241,12 @@ def parse_yaml(path: str | Path) -> tuple[WorkflowSpec, Any, LineMap]:
     return spec, data, lines
 
 
-_LOADED: dict[tuple[str, str, bytes], BoundWorkflow] = {}
-"""Bound workflows of this process by (file, how it was named, its bytes): a bulk run or a worker
-loads one file many times; an edited file has other bytes, so it is bound again (a key of mtime and
-size could miss an edit within the file system's timestamp granularity that keeps the size)."""
+_LOADED: dict[tuple[str, str, bytes], tuple[BoundWorkflow, dict[str, bytes | None]]] = {}
+"""Bound workflows of this process by (file, how it was named, its bytes), with the step modules'
+files as they were then: a bulk run or a worker loads one file many times; an edited workflow file
+has other bytes, and an edited step module another digest, so either is bound again (a key of
+mtime and size could miss an edit within the file system's timestamp granularity that keeps the
+size)."""
 
 
 def load_workflow(path: str | Path) -> BoundWorkflow:
@@ -257,9 +259,11 @@ def load_workflow(path: str | Path) -> BoundWorkflow:
         raise SpecError([SpecProblem(str(path), "", "no such file")])
     source = str(p.resolve())
     key = (source, str(path), read_workflow_bytes(p, str(path)))
-    bound = _LOADED.get(key)
-    if bound is None:
-        bound = _LOADED[key] = _load_workflow(p, path, source)
+    cached = _LOADED.get(key)
+    if cached is not None and unchanged(cached[1]):
+        return cached[0]
+    bound = _load_workflow(p, path, source)
+    _LOADED[key] = (bound, loaded_files())
     return bound
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +18,35 @@ from tests.store.conftest import postgres_url  # noqa: F401  (a fixture, shared 
 
 FIXTURES = Path(__file__).parent / "fixtures" / "workflows"
 REPO = Path(__file__).parent.parent
+
+
+PROJECT_PACKAGES = ("orchestrator", "gates", "tui", "tests", "benchmarks")
+
+
+def _workflow_module(module: object) -> bool:
+    """A module loaded from a workflow's folder (a fixture, an example, a test's tmp_path): a plain file
+    outside any package, in the repository or a temporary directory, not an installed library."""
+    name = getattr(module, "__name__", "")
+    file = getattr(module, "__file__", None)
+    if not file or name.split(".")[0] in PROJECT_PACKAGES:
+        return False
+    path = Path(file).resolve()
+    if path.is_relative_to(Path(sys.prefix).resolve()) or "site-packages" in path.parts:
+        return False  # an installed library (the venv may live inside the repository)
+    if (path.parent / "__init__.py").exists():
+        return False  # part of a package (a test app loaded by path, say), not a workflow folder
+    return path.is_relative_to(REPO) or path.is_relative_to(Path(tempfile.gettempdir()).resolve())
+
+
+@pytest.fixture(autouse=True)
+def no_import_leaks():
+    """Loading workflows leaves ``sys.path`` as it was and no workflow module in ``sys.modules``."""
+    path, modules = list(sys.path), set(sys.modules)
+    yield
+    added = [p for p in sys.path if p not in path and not (Path(p) / "__init__.py").exists()]
+    assert added == [], f"left on sys.path: {added}"  # (a package folder is the snapshot plugin's own)
+    leaked = sorted(name for name in set(sys.modules) - modules if _workflow_module(sys.modules[name]))
+    assert leaked == [], f"workflow modules left in sys.modules: {leaked}"
 
 
 @pytest.fixture

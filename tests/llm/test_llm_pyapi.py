@@ -18,6 +18,7 @@ from orchestrator import Workflow
 from orchestrator.binding import step_object_key
 from orchestrator.errors import SpecError
 from orchestrator.llm.config import LLMConfig
+from orchestrator.resolve import import_module
 from orchestrator.spec import load_workflow
 from tests.llm.fake_openai_server import FakeOpenAI, completion, tool_call
 
@@ -44,10 +45,8 @@ def test_the_python_twin_of_triage_yaml_gives_an_equal_spec():
 
 
 def test_objects_become_references_and_travel_beside_the_spec():
-    import triage_tools  # put on the import path by loading the twin
-
-    load_workflow(PYTHON)
-    from triage_py import wf
+    wf = import_module("triage_py", WORKFLOWS).wf  # as the loader loads it: by file, nothing left behind
+    triage_tools = import_module("triage_tools", WORKFLOWS)  # the sibling module triage_py imported
 
     spec = wf.spec
     assert spec.step("classify").output_schema == "triage_tools:Category"
