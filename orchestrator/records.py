@@ -99,6 +99,15 @@ class StepRecordView:
     """The review that superseded this record: a reviewer fixed an upstream step, so the step runs again."""
     traceback: str | None = None
     """The full traceback of a failed attempt (``error`` is its one-line summary)."""
+    index: int | None = None
+    """The item of a ``for_each`` instance (0-based); None for a plain step or a mapped step's collected list."""
+    skip_reason: str | None = None
+    """Why a ``skipped`` record did not run (its ``when`` condition and the values read, or a skipped upstream)."""
+
+    @property
+    def unit(self) -> str:
+        """What this record is a result of: the step id, or ``STEP[i]`` for an instance of a mapped step."""
+        return self.step_id if self.index is None else unit_name(self.step_id, self.index)
 
     @property
     def superseded(self) -> bool:
@@ -125,18 +134,36 @@ class StepRecordView:
                 "duration": round(self.duration, 6), "inputs": self.inputs, "output": self.output,
                 "error": self.error, "gates": [g.to_json() for g in self.gates],
                 "consumed": self.consumed, "injected": self.injected, **({"llm": self.llm} if self.llm else {}),
-                "superseded": self.superseded, "superseded_by": self.superseded_by, "traceback": self.traceback}
+                "superseded": self.superseded, "superseded_by": self.superseded_by, "traceback": self.traceback,
+                "index": self.index, "unit": self.unit, "skip_reason": self.skip_reason}
+
+
+def unit_name(step_id: str, index: int | None) -> str:
+    """``summarize[7]`` for instance 7 of mapped step ``summarize``; the step id itself without an index."""
+    return step_id if index is None else f"{step_id}[{index}]"
+
+
+def parse_unit(unit: str) -> tuple[str, int | None]:
+    """``summarize[7]`` -> ``("summarize", 7)``; a plain step id -> ``(id, None)``. Raises ValueError
+    for a malformed index (``summarize[x]``)."""
+    if not unit.endswith("]") or "[" not in unit:
+        return unit, None
+    step_id, _, rest = unit[:-1].partition("[")
+    if not rest.isdigit():
+        raise ValueError(f"{unit!r} is not a step id or STEP[INDEX] with a non-negative whole INDEX")
+    return step_id, int(rest)
 
 
 def live_records(records: Iterable[StepRecordView]) -> dict[str, StepRecordView]:
-    """The latest record of each step, left out when a fix of an upstream step superseded it.
+    """The latest record of each unit (a step, or ``STEP[i]`` for an instance of a mapped step), left
+    out when a fix of an upstream step superseded it.
 
-    Records come in insertion order; a superseded latest record means the step has no live result
+    Records come in insertion order; a superseded latest record means the unit has no live result
     (its earlier records were replaced before), so it counts as not run yet.
     """
     latest: dict[str, StepRecordView] = {}
     for rec in records:
-        latest[rec.step_id] = rec
+        latest[rec.unit] = rec
     return {sid: rec for sid, rec in latest.items() if not rec.superseded}
 
 

@@ -98,6 +98,10 @@ class NewStepRecord:
     """The full traceback of a failed attempt; ``error_message`` keeps the one-line error."""
     model_calls: Sequence[ModelCall] = field(default_factory=tuple)
     """Every model call the attempt made (the step, its gates, ``ctx.llm``), stored in its transaction."""
+    item_index: int | None = None
+    """The item of a ``for_each`` instance (0-based); None for a plain step or a mapped step's collected list."""
+    skip_reason: str | None = None
+    """Why a ``skipped`` record did not run."""
 
 
 @dataclass(frozen=True, slots=True)

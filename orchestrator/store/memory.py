@@ -29,6 +29,7 @@ from orchestrator.records import (
     ReviewView,
     RunView,
     StepRecordView,
+    unit_name,
 )
 from orchestrator.store.aggregate import AttributionFact, OutcomeFact, RecordFact, RunFact
 from orchestrator.store.analytics import (
@@ -145,6 +146,8 @@ class _Record:
     inputs_digest: str | None = None
     output_digest: str | None = None
     traceback: str | None = None
+    item_index: int | None = None
+    skip_reason: str | None = None
 
 
 @dataclass(slots=True)
@@ -364,12 +367,13 @@ class MemoryStore(Store):
 
     def fill_waiting(self, row: TriageRow) -> None:
         """A paused run's waiting steps and first failing gate reason (caller holds the lock)."""
-        latest: dict[str, _Record] = {}
+        latest: dict[tuple[str, int | None], _Record] = {}
         for rid in self.runs[self.run_pks[row.run.run_id]].records:
-            latest[self.records[rid].step_id] = self.records[rid]
+            latest[(self.records[rid].step_id, self.records[rid].item_index)] = self.records[rid]
         waiting = sorted((r for r in latest.values() if r.status == "gate_failed" and r.superseded_by is None
-                          and r.id not in self.reviewed_records), key=lambda r: (r.started_at, r.step_id))
-        row.waiting_steps = [r.step_id for r in waiting]
+                          and r.id not in self.reviewed_records),
+                         key=lambda r: (r.started_at, r.step_id, r.item_index or 0))
+        row.waiting_steps = [unit_name(r.step_id, r.item_index) for r in waiting]
         if waiting:
             row.gate_reason = next((g.reason for g in waiting[0].gates if not g.passed), None)
 
@@ -433,7 +437,8 @@ class MemoryStore(Store):
                       ended_at=float(record.ended_at), inputs=record.inputs, output=record.output,
                       error_type=record.error_type, error_message=record.error_message, consumed=record.consumed,
                       injected=record.injected, llm=record.llm, inputs_digest=record.inputs_digest,
-                      output_digest=record.output_digest, traceback=record.traceback)
+                      output_digest=record.output_digest, traceback=record.traceback,
+                      item_index=record.item_index, skip_reason=record.skip_reason)
         for g in record.gates:
             row.gates.append(_Gate(id=self.next_id("gate_results"), record_id=pk, run_pk=run.id,
                                    step_id=record.step_id, gate=g.gate, passed=bool(g.passed),
@@ -452,7 +457,7 @@ class MemoryStore(Store):
             rows = [self.records[pk] for pk in run.records]
             views = [record_view(r, run_id) for r in rows]
         if latest_only:
-            return list({v.step_id: v for v in views}.values())
+            return list({v.unit: v for v in views}.values())
         return views
 
     def llm_records(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
@@ -707,4 +712,5 @@ def record_view(r: _Record, run_id: str) -> StepRecordView:
                           ended_at=r.ended_at, inputs=jsonio.loads(r.inputs), output=jsonio.loads(r.output),
                           error_type=r.error_type, error_message=r.error_message, consumed=consumed,
                           injected=jsonio.loads(r.injected) or [], gates=[gate_view(g) for g in r.gates],
-                          llm=jsonio.loads(r.llm), superseded_by=r.superseded_by, traceback=r.traceback)
+                          llm=jsonio.loads(r.llm), superseded_by=r.superseded_by, traceback=r.traceback,
+                          index=r.item_index, skip_reason=r.skip_reason)

@@ -405,7 +405,7 @@ class SqlStore(Store):
             gates.setdefault(g.record_id, []).append(gate_view(g))
         views = [record_view(r, run_id, gates.get(r.id, [])) for r in rows]
         if latest_only:
-            return list({v.step_id: v for v in views}.values())
+            return list({v.unit: v for v in views}.values())
         return views
 
     def llm_records(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:

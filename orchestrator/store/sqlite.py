@@ -119,7 +119,7 @@ SCHEMA: dict[str, tuple[str, ...]] = {
     "runs": ("id", "run_id", "workflow_id", "workflow", "status", "kind", "inputs", "output", "error", "parent_run_id",
              "parent_step", "owner", "heartbeat_at", "trace_id", "lease_token", "lease_expires_at", "created_at",
              "updated_at", "reference"),
-    "step_records": ("id", *STEP_COLUMNS, "superseded_by"),
+    "step_records": ("id", *STEP_COLUMNS[:-2], "superseded_by", *STEP_COLUMNS[-2:]),
     "gate_results": ("id", *GATE_COLUMNS),
     "reviews": ("id", "run_pk", "record_id", "step_id", "decision", "reviewer", "comment", "output_before",
                 "output_after", "forced", "rerun_side_effects", "created_at"),
@@ -499,7 +499,7 @@ class SqliteStore(DelegatingStore):
             gates.setdefault(g.record_id, []).append(gate_view(g))
         views = [record_view(r, run_id, gates.get(r.id, [])) for r in rows]
         if latest_only:
-            return list({v.step_id: v for v in views}.values())
+            return list({v.unit: v for v in views}.values())
         return views
 
     def model_calls(self, run_ids: Sequence[str]) -> list[ModelCallView]:

@@ -235,6 +235,8 @@ CREATE TABLE step_records (
 	gates_failed INTEGER, 
 	traceback TEXT, 
 	superseded_by INTEGER, 
+	item_index INTEGER, 
+	skip_reason TEXT, 
 	PRIMARY KEY (id), 
 	FOREIGN KEY(run_pk) REFERENCES runs (id)
 )

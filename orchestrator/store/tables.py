@@ -100,6 +100,12 @@ class StepRecordRow(SQLModel, table=True):
     superseded_by: int | None = None
     """The review that superseded this record (a reviewer fixed an upstream step): kept, never deleted,
     but no longer the step's live result; the step runs again when the run continues."""
+    item_index: int | None = None
+    """The item a ``for_each`` instance ran for (0-based); NULL for a plain step and for the record that
+    collects a mapped step's instance outputs into its list."""
+    skip_reason: str | None = Field(default=None, sa_column=Column(Text))
+    """Why a ``skipped`` record did not run: the ``when`` condition and the values it read, or the
+    upstream step that was skipped."""
 
 
 class GateResultRow(SQLModel, table=True):
