@@ -26,6 +26,7 @@ from gates.base import evaluate_async as evaluate_gate_async
 from gates.base import normalize as normalize_verdict
 from orchestrator import jsonio
 from orchestrator.binding import BoundGate, BoundStep
+from orchestrator.conditions import ConditionError
 from orchestrator.context import CallLog, ModelCall, StepContext
 from orchestrator.events import EventHook, StepFinished, StepStarted, Verdict
 from orchestrator.group_commit import GroupCommit
@@ -34,6 +35,7 @@ from orchestrator.llm.client import LLMClient
 from orchestrator.llm.config import LLMConfig
 from orchestrator.llm.errors import LLMStepError
 from orchestrator.model import GateResult, field_value, parse_reference
+from orchestrator.records import unit_name
 from orchestrator.runstate import Done, StepOutcome, UpstreamView
 from orchestrator.store import GateRow, NewStepRecord, Store
 from orchestrator.threads import POOL
@@ -42,9 +44,10 @@ _JSON_SCALARS = frozenset({str, int, bool, type(None)})
 """Types whose JSON round trip gives back an equal value of the same type (not float: NaN)."""
 
 
-def idempotency_key(run_id: str, step_id: str) -> str:
-    """Stable for a (run, step) across retries and resumes."""
-    return hashlib.sha256(f"{run_id}/{step_id}".encode()).hexdigest()[:24]
+def idempotency_key(run_id: str, unit: str) -> str:
+    """Stable for a (run, step) across retries and resumes; an instance's unit (``summarize[7]``) gives
+    each item its own key."""
+    return hashlib.sha256(f"{run_id}/{unit}".encode()).hexdigest()[:24]
 
 
 class AttemptFailed(Exception):
@@ -142,7 +145,8 @@ class RunContext:
         return self.writer is not None and not self.writer.others_running()
 
     async def record(self, step: BoundStep, attempt: int, started: float, **fields: Any) -> int:
-        """Commit an attempt's record; returns once it is durable, with its id."""
+        """Commit an attempt's record; returns once it is durable, with its id. ``item_index`` among
+        ``fields`` marks an instance's record."""
         spec = step.spec
         record = NewStepRecord(
             run_id=self.run_id, workflow_id=self.workflow_id, step_id=spec.id, step_type=spec.type,
@@ -153,11 +157,18 @@ class RunContext:
 
 
 class StepRunner:
-    """Runs one step of one execution through its retry and gate policies."""
+    """Runs one step (or one instance of a mapped step) of one execution through its retry and gate
+    policies."""
 
-    def __init__(self, run: RunContext, step: BoundStep) -> None:
+    def __init__(self, run: RunContext, step: BoundStep, *, index: int | None = None, item: Any = None) -> None:
         self.run = run
         self.step = step
+        self.index = index
+        """The item's position when this runs an instance of a mapped step; None for a plain step."""
+        self.item = item
+        self.unit = unit_name(step.id, index)
+        self.fields: dict[str, Any] = {} if index is None else {"item_index": index}
+        """What every record of this runner carries besides the attempt's own fields."""
         function = step.function
         self.started_attempt = 1
         """The number of the attempt under way (or last begun)."""
@@ -167,7 +178,7 @@ class StepRunner:
 
     @functools.cached_property
     def idempotency_key(self) -> str:
-        return idempotency_key(self.run.run_id, self.step.id)
+        return idempotency_key(self.run.run_id, self.unit)
 
     def context(self, attempt: int, kwargs: dict[str, Any], state: AttemptState) -> StepContext:
         run, step = self.run, self.step
@@ -177,7 +188,7 @@ class StepRunner:
                            idempotency_key=self.idempotency_key, next_needs=list(step.next_needs),
                            gate_feedback=list(state.feedback), inputs=kwargs, upstream=UpstreamView(run.done),
                            workflow_inputs=run.inputs, llm_defaults=run.llm_defaults, calls=calls,
-                           llm=LLMClient(run.llm_defaults, calls), previous=state.previous)
+                           llm=LLMClient(run.llm_defaults, calls), previous=state.previous, index=self.index)
 
     async def unforeseen_failure(self, exc: Exception) -> StepOutcome:
         """Record an attempt that broke outside the step's own code (its failure could not be recorded
@@ -192,6 +203,14 @@ class StepRunner:
         return StepOutcome(self.step.id, "failed", rid, error=f"{type(exc).__name__}: {message}")
 
     async def run_step(self, first_attempt: int, feedback: list[GateResult]) -> StepOutcome:
+        if self.step.may_skip:
+            try:
+                reason = skip_reason(self.step, self.run.done, self.run.inputs, index=self.index, item=self.item,
+                                     per_instance=self.index is not None)
+            except ConditionError as exc:
+                return await self.condition_failed(first_attempt, exc)
+            if reason is not None:
+                return await self.skipped(first_attempt, reason)
         policy = self.step.spec.retry
         state = AttemptState(list(feedback), previous=self.run.previous.get(self.step.id) if feedback else None)
         if policy.attempts == 1:  # what tenacity does with one attempt, without building it per step
@@ -215,6 +234,25 @@ class StepRunner:
         assert state.last is not None
         return state.last
 
+    async def skipped(self, attempt: int, reason: str) -> StepOutcome:
+        """Record that the step (or instance) did not run, and why; its consumers read null from it."""
+        now = time.time()
+        rid = await self.run.record(self.step, attempt, now, status="skipped", ended_at=now, skip_reason=reason,
+                                    **self.fields)
+        self.emit_finished(attempt, "skipped", 0.0, None)
+        return StepOutcome(self.step.id, "skipped", rid, ended_at=now, units=self.units())
+
+    async def condition_failed(self, attempt: int, exc: ConditionError) -> StepOutcome:
+        """A ``when`` that raised (a missing field, the sandbox refusing): the step fails with the error."""
+        now = time.time()
+        rid = await self.run.record(self.step, attempt, now, status="failed", ended_at=now,
+                                    error_type="ConditionError", error_message=str(exc), **self.fields)
+        self.emit_finished(attempt, "failed", 0.0, f"ConditionError: {exc}")
+        return StepOutcome(self.step.id, "failed", rid, error=f"ConditionError: {exc}", units=self.units())
+
+    def units(self) -> tuple[str, ...]:
+        return () if self.index is None else (self.unit,)
+
     def should_retry(self, exc: BaseException) -> bool:
         if isinstance(exc, GateRetry):
             return True
@@ -227,17 +265,19 @@ class StepRunner:
         self.started_attempt = attempt
         started = time.time()
         try:
-            kwargs, stored_inputs, consumed = resolve_inputs(step, run.inputs, run.done, started)
+            kwargs, stored_inputs, consumed = resolve_inputs(step, run.inputs, run.done, started, index=self.index,
+                                                             item=self.item)
         except KeyError as exc:
             message = str(exc.args[0]) if exc.args else str(exc)
             rid = await run.record(step, attempt, started, status="failed", ended_at=time.time(),
-                             error_type="InputError", error_message=message)
-            return StepOutcome(step.id, "failed", rid, error=f"InputError: {message}")
+                                   error_type="InputError", error_message=message, **self.fields)
+            return StepOutcome(step.id, "failed", rid, error=f"InputError: {message}", units=self.units())
         ctx = self.context(attempt, kwargs, state) if self.needs_context else None
         if run.on_event is not None:
             run.on_event(StepStarted(run_id=run.run_id, step_id=step.id, attempt=attempt, started_at=started,
-                                     agent=step.spec.agent_name, step_type=step.spec.type))
-        common: dict[str, Any] = {"inputs": stored_inputs, "consumed": consumed, "injected": step.injected_json}
+                                     agent=step.spec.agent_name, step_type=step.spec.type, index=self.index))
+        common: dict[str, Any] = {"inputs": stored_inputs, "consumed": consumed, "injected": step.injected_json,
+                                  **self.fields}
         try:
             output = await self.call(kwargs, ctx)
         except BaseException as exc:  # SystemExit, KeyboardInterrupt from a step are step failures too
@@ -313,7 +353,7 @@ class StepRunner:
                                     error_type=error_type, error_message=message, traceback=failure_traceback(exc),
                                     model_calls=logged_calls(ctx), **common)
         self.emit_finished(attempt, "failed", ended - started, f"{error_type}: {message}", ctx=ctx)
-        return StepOutcome(self.step.id, "failed", rid, error=f"{error_type}: {message}")
+        return StepOutcome(self.step.id, "failed", rid, error=f"{error_type}: {message}", units=self.units())
 
     def emit_finished(self, attempt: int, status: Any, duration: float, error: str | None, *,
                       verdicts: tuple[Verdict, ...] = (), failed_gates: int = 0,
@@ -321,8 +361,8 @@ class StepRunner:
         if self.run.on_event is not None:
             llm = ctx.llm_records[-1] if ctx is not None and ctx.llm_records else None
             self.run.on_event(StepFinished(run_id=self.run.run_id, step_id=self.step.id, status=status,
-                                           attempt=attempt, duration=duration, error=error, gates=len(verdicts),
-                                           failed_gates=failed_gates, verdicts=verdicts, llm=llm,
+                                           attempt=attempt, index=self.index, duration=duration, error=error,
+                                           gates=len(verdicts), failed_gates=failed_gates, verdicts=verdicts, llm=llm,
                                            model_calls=tuple(ctx.calls.calls) if ctx is not None else ()))
 
     async def settle(self, attempt: int, started: float, output: Any, ctx: StepContext | None, state: AttemptState,
@@ -350,7 +390,7 @@ class StepRunner:
             rid = await self.run.record(step, attempt, started, status="failed", ended_at=ended,
                                   error_type=type(exc).__name__, error_message=problem, **common)
             self.emit_finished(attempt, "failed", ended - started, problem, ctx=ctx)
-            return StepOutcome(step.id, "failed", rid, error=problem)
+            return StepOutcome(step.id, "failed", rid, error=problem, units=self.units())
         # JSON scalars come back from JSON as themselves; anything else is converted (models -> dicts)
         plain_output = output if type(output) in _JSON_SCALARS else jsonio.loads(output_json)
         for gate in step.gates if schema_failure is None else ():
@@ -376,11 +416,12 @@ class StepRunner:
             state.feedback = [named(name, v) for name, v, _, sev in verdicts
                               if not v.passed and sev == "block" and not is_gate_error(v)]
             state.previous = plain_output
-            state.last = StepOutcome(step.id, "failed", rid, error=message)
+            state.last = StepOutcome(step.id, "failed", rid, error=message, units=self.units())
             raise GateRetry()
         if status == "failed":
-            return StepOutcome(step.id, "failed", rid, error=f"gate failed: {message}")
-        return StepOutcome(step.id, status, rid, output=plain_output, ended_at=ended, error=message)
+            return StepOutcome(step.id, "failed", rid, error=f"gate failed: {message}", units=self.units())
+        return StepOutcome(step.id, status, rid, output=plain_output, ended_at=ended, error=message,
+                           units=self.units())
 
     async def check_gate(self, gate: BoundGate, output: Any, ctx: StepContext) -> GateEvaluation:
         """One gate's verdict, within its budget (its own ``timeout:``, else the step's ``timeout``).
@@ -511,9 +552,10 @@ parsed_reference = functools.lru_cache(maxsize=65536)(parse_reference)
 """:func:`parse_reference` of a reference string, parsed once per process rather than per attempt."""
 
 
-def resolve_inputs(step: BoundStep, inputs: dict[str, Any], done: Mapping[str, Done],
-                   started: float) -> tuple[dict[str, Any], str | None, str | None]:
-    """The attempt's keyword arguments, the inputs as stored (links to records), and causal links."""
+def resolve_inputs(step: BoundStep, inputs: dict[str, Any], done: Mapping[str, Done], started: float, *,
+                   index: int | None = None, item: Any = None) -> tuple[dict[str, Any], str | None, str | None]:
+    """The attempt's keyword arguments, the inputs as stored (links to records), and causal links.
+    ``index``/``item``: an instance's position and item, for ``$index`` and ``$item`` references."""
     kwargs: dict[str, Any] = {}
     stored: dict[str, Any] = {}
     for param, ref in step.spec.inputs.items():
@@ -522,9 +564,24 @@ def resolve_inputs(step: BoundStep, inputs: dict[str, Any], done: Mapping[str, D
             kwargs[param] = stored[param] = ref
         elif parsed[0] == "input":
             kwargs[param] = stored[param] = inputs.get(parsed[1])
+        elif parsed[0] == "index":
+            kwargs[param] = stored[param] = index
+        elif parsed[0] == "item":
+            value = item
+            if parsed[2]:
+                try:
+                    value = field_value(item, parsed[2])
+                except KeyError:
+                    raise KeyError(f"input {param!r} of step {unit_name(step.id, index)!r}: item {index} has no "
+                                   f"field {parsed[2]!r}") from None
+            kwargs[param] = stored[param] = value
         else:
             source = done[parsed[1]]
             value = source.output
+            if source.skipped:  # join: any; a skipped step's output (and its fields) read as null
+                kwargs[param] = None
+                stored[param] = {"$record": source.record_id}
+                continue
             if parsed[2]:
                 try:
                     value = field_value(value, parsed[2])
@@ -540,3 +597,36 @@ def resolve_inputs(step: BoundStep, inputs: dict[str, Any], done: Mapping[str, D
     consumed = [[done[dep].record_id, dep, round(max(0.0, started - done[dep].ended_at), 6)]
                 for dep in step.dependencies]
     return kwargs, jsonio.dumps(stored) if stored else None, jsonio.dumps(consumed) if consumed else None
+
+
+def skip_reason(step: BoundStep, done: Mapping[str, Done], inputs: dict[str, Any], *, index: int | None = None,
+                item: Any = None, per_instance: bool = False) -> str | None:
+    """Why the step (or, with ``per_instance``, one instance of it) does not run, or None when it runs.
+
+    A step is skipped when an upstream step was skipped (``join: all``, the default) or every one was
+    (``join: any``), or when its ``when`` is false. On a mapped step the join and a ``when`` that does
+    not read ``item``/``index`` are decided once for the whole step; a ``when`` that does is decided
+    per instance. ConditionError when the condition raises.
+    """
+    from orchestrator import conditions
+
+    spec = step.spec
+    if not per_instance:
+        skipped = [dep for dep in step.dependencies if done[dep].skipped]
+        if skipped and spec.join == "all":
+            return f"upstream {skipped[0]} was skipped"
+        if skipped and len(skipped) == len(step.dependencies):
+            return f"every upstream step was skipped ({', '.join(skipped)})"
+    if spec.when is None:
+        return None
+    condition = conditions.parse(spec.when)
+    reads_item = bool(condition.names & conditions.CONDITION_NAMES_ON_MAPPED_STEP)
+    if spec.mapped and reads_item != per_instance:
+        return None  # decided at the other level
+    values: dict[str, Any] = {name: done[name].output for name in condition.names if name in done}
+    values["inputs"] = inputs
+    if per_instance:
+        values["item"], values["index"] = item, index
+    if condition.evaluate(values):
+        return None
+    return f"when {spec.when} was false ({condition.explain(values)})"

@@ -95,6 +95,9 @@ class BoundStep:
     on_gate_fail: OnGateFail
     simulate: StepFunction | None = None
     """The dry run replays call instead of a side-effecting step (``simulate:``), else None."""
+    may_skip: bool = False
+    """Whether the step can be skipped: it has a ``when``, or a step upstream of it has one. Steps of a
+    workflow without conditions never check (the common case costs nothing)."""
 
     @property
     def id(self) -> str:
@@ -214,6 +217,10 @@ def bind(spec: WorkflowSpec, *, source: str | None = None, objects: Mapping[str,
     if problems.rows:
         raise SpecError(problems.rows)
     definition = spec.definition()
+    conditional = {s.id for s in spec.steps if s.when is not None}
+    if conditional:
+        skippable = conditional | graph.descendants(spec, conditional)
+        steps = {sid: replace(s, may_skip=sid in skippable) for sid, s in steps.items()}  # type: ignore[type-var]
     return BoundWorkflow(spec=spec, source=source, steps=MappingProxyType(steps),  # type: ignore[arg-type]
                          order=tuple(graph.topological_order(spec)), outcome=outcome, definition=definition,
                          content_hash=workflow_hash(definition))

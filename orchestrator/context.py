@@ -116,6 +116,8 @@ class StepContext:
     llm: Any = None
     """A model client for step and gate code (``orchestrator.llm.client.LLMClient``): its calls are
     recorded and traced like the step's own. ``await ctx.llm.acomplete(prompt)`` or ``ctx.llm.complete``."""
+    index: int | None = None
+    """The item's position when this attempt is an instance of a ``for_each`` step; None otherwise."""
 
     def upstream_output(self, step_id: str) -> Any:
         """The recorded output of an earlier step; KeyError names the step when it has none."""

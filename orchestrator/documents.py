@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from orchestrator.overrides import overrides, step_json
@@ -36,13 +36,15 @@ def run_document(store: Store, run_id: str) -> dict[str, Any]:
         "inputs": run.inputs,
         "reference": run.reference,
         "parent_step": run.parent_step,
-        "steps": [step_json(rec, overridden.get(rec.step_id)) for rec in latest.values()],
-        "attempts": [{"step_id": r.step_id, "attempt": r.attempt, "status": r.status, "origin": r.origin,
-                      "error": r.error, "record_id": r.id, "superseded": r.superseded,
-                      "superseded_by": r.superseded_by} for r in records],
+        "output_step": output_step(store, run.workflow_id),
+        "steps": [step_json(rec, overridden.get(rec.unit)) for rec in grouped(latest.values())],
+        "attempts": [{"step_id": r.step_id, "index": r.index, "unit": r.unit, "attempt": r.attempt,
+                      "status": r.status, "origin": r.origin, "error": r.error, "record_id": r.id,
+                      "superseded": r.superseded, "superseded_by": r.superseded_by, "skip_reason": r.skip_reason}
+                     for r in records],
         "reviews": [{**r.to_json(), "superseded": superseded.get(r.id, [])} for r in reviews],
         "outcomes": [o.to_json() for o in store.outcomes(run_id)],
-        "paused_steps": [r.step_id for r in latest.values() if r.status == "gate_failed" and r.id not in decided],
+        "paused_steps": [r.unit for r in grouped(latest.values()) if r.status == "gate_failed" and r.id not in decided],
         "llm": call_totals(calls),
         "model_calls": [c.to_json() for c in calls],
     })
@@ -54,6 +56,23 @@ def _sums(calls: Sequence[ModelCallView]) -> dict[str, Any]:
     return {"input_tokens": sum(c.input_tokens for c in calls), "output_tokens": sum(c.output_tokens for c in calls),
             "cost": None if any(c is None for c in costs) else round(sum(float(c or 0) for c in costs), 8),
             "calls": len(calls), "latency": round(sum(c.latency for c in calls), 6)}
+
+
+def output_step(store: Store, workflow_id: int) -> str | None:
+    """The step whose output is the run's output, as the run's stored workflow says."""
+    definition, _ = store.workflow_definition(workflow_id)
+    steps = definition.get("steps") or []
+    return definition.get("output") or (steps[-1].get("id") if steps else None)
+
+
+def grouped(records: Iterable[StepRecordView]) -> list[StepRecordView]:
+    """Records in execution order, each mapped step's instances right after its first record, by index
+    (instances finish in any order; a reader looks for ``summarize[7]`` after ``summarize[6]``)."""
+    first: dict[str, int] = {}
+    ordered = list(records)
+    for position, rec in enumerate(ordered):
+        first.setdefault(rec.step_id, position)
+    return sorted(ordered, key=lambda r: (first[r.step_id], -1 if r.index is None else r.index))
 
 
 def call_totals(calls: Sequence[ModelCallView]) -> dict[str, Any] | None:

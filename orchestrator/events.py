@@ -32,6 +32,12 @@ class StepStarted:
     started_at: float
     agent: str = ""
     step_type: str = ""
+    index: int | None = None
+    """The item of a ``for_each`` instance; None for a plain step."""
+
+    @property
+    def unit(self) -> str:
+        return self.step_id if self.index is None else f"{self.step_id}[{self.index}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +66,12 @@ class StepFinished:
     """The attempt's model call record (LLM steps): provider, model, usage, turns..."""
     model_calls: tuple[ModelCall, ...] = ()
     """Every model call of the attempt (the step's, its gates', ``ctx.llm``'s) with its real start and end."""
+    index: int | None = None
+    """The item of a ``for_each`` instance; None for a plain step (or a mapped step's collected list)."""
+
+    @property
+    def unit(self) -> str:
+        return self.step_id if self.index is None else f"{self.step_id}[{self.index}]"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

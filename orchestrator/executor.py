@@ -31,7 +31,9 @@ from orchestrator.errors import InputError, LeaseLostError, OrchestratorError, S
 from orchestrator.events import EventHook, RunFinished, RunStarted, shielded
 from orchestrator.group_commit import GroupCommit
 from orchestrator.lease_keeper import LeaseKeeper, keep_lease
+from orchestrator.mapping import MapRunner, MapState
 from orchestrator.outcomes import Scoring, score_run, scoring_event
+from orchestrator.records import parse_unit
 from orchestrator.runstate import Done, PriorState, RunResult, StepOutcome, finish_run
 from orchestrator.store import Lease, NewStepRecord, RunEnd, Store
 from orchestrator.store.base import lease_lost
@@ -159,7 +161,7 @@ class Executor:
             raise StoreMismatchError(
                 f"run {run_id} has records for step(s) {unknown} that workflow {self.workflow.name!r} does not "
                 "define; it was started from a different version of the workflow")
-        latest = {r.step_id: r for r in records}
+        latest = {r.unit: r for r in records}
         # reviews only matter for records waiting on one
         reviews = self.store.reviews(run_id) if any(r.status == "gate_failed" for r in latest.values()) else []
         return await self.run_from(run_id, inputs, PriorState.from_records(records, reviews))
@@ -203,6 +205,11 @@ class Executor:
 
 
 
+def step_of(unit: str) -> str:
+    """The step a unit belongs to (``summarize[7]`` -> ``summarize``)."""
+    return parse_unit(unit)[0]
+
+
 class _NoKeeper:
     """The keeper of an execution without a lease (a replay): nothing to renew."""
 
@@ -233,9 +240,10 @@ class _Schedule:
         self.run_context = run
         self.done: dict[str, Done] = run.done
         self.waiting = set(prior.waiting)
+        """Units (steps, and ``STEP[i]`` instances of mapped steps) waiting for review."""
         self.retry_feedback = prior.retry_feedback
         self.next_attempt = prior.next_attempt
-        self.blocked = self.workflow.descendants(self.waiting) if self.waiting else set()
+        self.blocked = self.workflow.descendants(step_of(u) for u in self.waiting) if self.waiting else set()
         self.failed: list[str] = []
         self.errors: list[str] = []
         self.in_flight: set[str] = set()
@@ -243,7 +251,11 @@ class _Schedule:
         self.pending = {sid: sum(1 for d in steps[sid].dependencies if d not in self.done)
                         for sid in self.workflow.order}
         self.ready = [i for i, sid in enumerate(self.workflow.order) if self.pending[sid] == 0]  # already a heap
-        self.runners = {sid: StepRunner(run, step) for sid, step in steps.items()}
+        maps = MapState(prior.instances, self.waiting, self.next_attempt, self.retry_feedback, self.stop_reason,
+                        self.executor.max_concurrency)
+        self.runners: dict[str, StepRunner | MapRunner] = {
+            sid: MapRunner(run, step, maps) if step.spec.mapped else StepRunner(run, step)
+            for sid, step in steps.items()}
         self.writer = run.writer = GroupCommit(run.store, self.others_running, self.ending)
         self.keeper: LeaseKeeper = _NO_KEEPER
         self.lost = False
@@ -310,7 +322,7 @@ class _Schedule:
         record (a quitting TUI) must leave such a run resumable, so that ``resume`` ends it and
         scores it; a run that ended with its record would stay unscored."""
         if (self.lease is None or self.workflow.outcome is not None or record.status != "succeeded"
-                or self.failed or self.waiting or self.lost
+                or record.item_index is not None or self.failed or self.waiting or self.lost
                 or self.ready or self.in_flight != {record.step_id}
                 or len(self.done) != len(self.workflow.order) - 1):
             return None
@@ -324,6 +336,14 @@ class _Schedule:
         self.lost = True
         self.renewal_error = self.renewal_error or error
         self.tg.cancel_scope.cancel()
+
+    def stop_reason(self) -> str | None:
+        """Why no new step (or instance of a mapped step) may start now, if any."""
+        if self.failed or self.lost:
+            return "failed"
+        if self.executor.drain is not None and self.executor.drain.requested:
+            return "drain"
+        return None
 
     def schedule(self, handoff: list[_Handoff] | None) -> None:
         if self.failed or self.lost:
@@ -381,16 +401,21 @@ class _Schedule:
 
     def settle(self, outcome: StepOutcome, handoff: list[_Handoff]) -> None:
         self.in_flight.discard(outcome.step_id)
-        if outcome.status == "succeeded":
-            self.done[outcome.step_id] = Done(outcome.record_id, outcome.output, outcome.ended_at, len(self.done))
+        status = outcome.status
+        if status == "succeeded" or status == "skipped":
+            self.done[outcome.step_id] = Done(outcome.record_id, outcome.output, outcome.ended_at, len(self.done),
+                                              skipped=status == "skipped")
             for user in self.workflow.steps[outcome.step_id].consumers:
                 self.pending[user] -= 1
                 if self.pending[user] == 0:
                     heapq.heappush(self.ready, self.executor.position[user])
-        elif outcome.status == "gate_failed":
-            self.waiting.add(outcome.step_id)
+        elif status == "gate_failed":
+            self.waiting.update(outcome.units or (outcome.step_id,))
             self.blocked.update(self.workflow.descendants([outcome.step_id]))
+        elif status == "held":  # a map stopped before all its instances ran (a drain, or a failure elsewhere)
+            self.held_back = self.held_back or self.stop_reason() == "drain"
         else:
-            self.failed.append(outcome.step_id)
-            self.errors.append(f"step {outcome.step_id!r} failed: {outcome.error}")
+            for unit in outcome.units or (outcome.step_id,):
+                self.failed.append(unit)
+            self.errors.append(f"step {(outcome.units or (outcome.step_id,))[0]!r} failed: {outcome.error}")
         self.schedule(handoff)

@@ -10,7 +10,7 @@ import heapq
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from orchestrator.model import WorkflowSpec, parse_reference
+from orchestrator.model import StepSpec, WorkflowSpec, parse_reference
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -49,6 +49,12 @@ def check_references(spec: WorkflowSpec) -> list[Problem]:
             if parsed is None:
                 continue
             kind, name, _ = parsed
+            if kind in ("item", "index"):
+                if not step.mapped:
+                    problems.append((f"steps.{step.id}.inputs.{param}",
+                                     f"step {step.id!r} input {param!r} reads {ref!r}, which only a step with "
+                                     "for_each has"))
+                continue
             if kind == "input" and name not in spec.inputs:
                 problems.append((f"steps.{step.id}.inputs.{param}",
                                  f"step {step.id!r} input {param!r} references workflow input {name!r}, "
@@ -65,6 +71,7 @@ def check_references(spec: WorkflowSpec) -> list[Problem]:
                 problems.append((f"steps.{step.id}.params.{param}",
                                  f"step {step.id!r} parameter {param!r} is under both inputs: and params:; "
                                  "a parameter gets its value from one"))
+        problems.extend(_control_flow_problems(spec, step, ids))
         for key in ("after", "verifies"):
             for dep in getattr(step, key):
                 if dep not in ids:
@@ -77,6 +84,34 @@ def check_references(spec: WorkflowSpec) -> list[Problem]:
     if spec.output is not None and spec.output not in ids:
         problems.append(("output", f"output names step {spec.output!r}, which is not defined. Defined steps: {ids}"))
     return problems
+
+
+def _control_flow_problems(spec: WorkflowSpec, step: StepSpec, ids: list[str]) -> list[Problem]:
+    """``when`` must parse and read only what the step can see; ``for_each`` must name a step or input."""
+    from orchestrator import conditions
+
+    found: list[Problem] = []
+    if step.when is not None:
+        for message in conditions.problems(step.when, steps=ids, mapped=step.mapped):
+            found.append((f"steps.{step.id}.when", f"step {step.id!r} when: {message}"))
+        if step.id in conditions.step_names(step.when):
+            found.append((f"steps.{step.id}.when", f"step {step.id!r} when: the condition reads the step's own "
+                                                  "output, which does not exist before it runs"))
+    if step.for_each is not None:
+        parsed = parse_reference(step.for_each)
+        where = f"steps.{step.id}.for_each"
+        if parsed is None or parsed[0] in ("item", "index"):
+            found.append((where, f"step {step.id!r} for_each: {step.for_each!r} must be STEP, STEP.field or "
+                                 "$inputs.KEY (a list known at run time)"))
+        elif parsed[0] == "input" and parsed[1] not in spec.inputs:
+            found.append((where, f"step {step.id!r} for_each reads workflow input {parsed[1]!r}, which is not "
+                                 f"declared. Declared inputs: {sorted(spec.inputs)}"))
+        elif parsed[0] == "step" and parsed[1] not in ids:
+            found.append((where, f"step {step.id!r} for_each reads step {parsed[1]!r}, which is not defined. "
+                                 f"Defined steps: {ids}"))
+        elif parsed[0] == "step" and parsed[1] == step.id:
+            found.append((where, f"step {step.id!r} for_each reads its own output"))
+    return found
 
 
 def find_cycles(spec: WorkflowSpec) -> list[list[str]]:

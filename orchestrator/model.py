@@ -223,6 +223,20 @@ class StepSpec(_Strict):
     max_tokens: int | None = Field(default=None, ge=1)
     llm: LLMConfig | None = None
     """Overrides of the workflow's ``llm:`` block for this step."""
+    # -- control flow -------------------------------------------------------------------------
+    when: str | None = None
+    """A Jinja2 expression (the prompts' sandbox) over step ids, ``inputs`` and, on a mapped step,
+    ``item``/``index``: the step runs only if it is true, else its record is ``skipped`` with the reason.
+    The steps it names are dependencies."""
+    join: Literal["all", "any"] = "all"
+    """``all``: skipped when any upstream step was skipped. ``any``: runs when at least one upstream step
+    ran, with ``null`` for the outputs of skipped ones (skipped if none ran)."""
+    for_each: str | None = None
+    """``STEP``, ``STEP.field`` or ``$inputs.KEY``: a list known at run time; the step runs once per item
+    (instances ``STEP[i]``, each with its own records, gates and pauses) and its output is the list of the
+    instances' outputs in item order. Inputs may read ``$item``, ``$item.field`` and ``$index``."""
+    max_parallel: int | None = Field(default=None, ge=1)
+    """At most this many instances of a mapped step at once (default: the run's concurrency)."""
 
     @field_validator("id")
     @classmethod
@@ -274,13 +288,30 @@ class StepSpec(_Strict):
         """The component responsible for this step: ``agent``, else the step id."""
         return self.agent or self.id
 
+    @model_validator(mode="after")
+    def _parallel_bounds_a_map(self) -> StepSpec:
+        if self.max_parallel is not None and self.for_each is None:
+            raise ValueError("max_parallel: bounds the instances of a mapped step; add for_each: (or drop it)")
+        return self
+
+    @property
+    def mapped(self) -> bool:
+        """Whether the step runs once per item of a list (``for_each``)."""
+        return self.for_each is not None
+
     def step_dependencies(self) -> list[str]:
-        """Upstream step ids, in declaration order, from inputs, ``after`` and ``verifies``."""
+        """Upstream step ids, in declaration order, from inputs, ``for_each``, ``when``, ``after`` and
+        ``verifies``."""
         deps: list[str] = []
-        for ref in self.inputs.values():
+        refs = [*self.inputs.values(), *([self.for_each] if self.for_each else [])]
+        for ref in refs:
             parsed = parse_reference(ref)
             if parsed and parsed[0] == "step" and parsed[1] not in deps:
                 deps.append(parsed[1])
+        if self.when is not None:
+            from orchestrator.conditions import step_names  # parses the condition once per process
+
+            deps.extend(name for name in step_names(self.when) if name not in deps)
         for dep in [*self.verifies, *self.after]:
             if dep not in deps:
                 deps.append(dep)
@@ -369,12 +400,17 @@ def parse_reference(ref: Any) -> tuple[str, str, str | None] | None:
     """Classify an input reference.
 
     Returns ``("input", key, None)`` for ``$inputs.KEY``, ``("step", id, field)`` for ``STEP_ID``
-    or ``STEP_ID.field``, and ``None`` for a constant (any non-string value).
+    or ``STEP_ID.field``, ``("item", "", field)`` for ``$item``/``$item.field`` and ``("index", "", None)``
+    for ``$index`` (a mapped step's item and its position), and ``None`` for a constant (any non-string value).
     """
     if not isinstance(ref, str):
         return None
     if ref.startswith("$inputs."):
         return ("input", ref[len("$inputs."):], None)
+    if ref == "$item" or ref.startswith("$item."):
+        return ("item", "", ref[len("$item."):] or None)
+    if ref == "$index":
+        return ("index", "", None)
     if "." in ref:
         step_id, fld = ref.split(".", 1)
         return ("step", step_id, fld)

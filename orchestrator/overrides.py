@@ -55,7 +55,7 @@ def overrides(records: Iterable[StepRecordView], reviews: Iterable[ReviewView]) 
     latest: dict[str, StepRecordView] = {}
     for rec in records:
         by_id[rec.id] = rec
-        latest[rec.step_id] = rec
+        latest[rec.unit] = rec
     found: dict[str, Override] = {}
     for review in reviews:  # in decision order: a later decision on the same step wins
         attempt = by_id.get(review.record_id)

@@ -28,7 +28,7 @@ from orchestrator.context import CallLog, StepContext
 from orchestrator.errors import ReviewError, SpecError, StoreMismatchError
 from orchestrator.llm.client import LLMClient
 from orchestrator.model import WorkflowSpec
-from orchestrator.records import StepRecordView, live_records
+from orchestrator.records import StepRecordView, live_records, parse_unit
 from orchestrator.store import GateRow, Lease, NewReview, NewStepRecord, Store
 from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.telemetry import get_tracer
@@ -83,8 +83,11 @@ def waiting_records(store: Store, run_id: str) -> list[StepRecordView]:
     waiting = [r for r in live_records(store.step_records(run_id)).values()
                if r.status == "gate_failed" and r.id not in decided]
     # in the order the steps started (which follows the workflow's order), not the order
-    # concurrent branches happened to finish, so messages and screens are stable
-    return sorted(waiting, key=lambda r: (r.started_at, r.step_id))
+    # concurrent branches happened to finish, so messages and screens are stable; instances by index
+    began: dict[str, float] = {}
+    for r in waiting:
+        began[r.step_id] = min(began.get(r.step_id, r.started_at), r.started_at)
+    return sorted(waiting, key=lambda r: (began[r.step_id], r.step_id, -1 if r.index is None else r.index))
 
 
 def paused_record(store: Store, run_id: str, step: str | None) -> StepRecordView:
@@ -99,13 +102,17 @@ def paused_record(store: Store, run_id: str, step: str | None) -> StepRecordView
     if step is None:
         if len(waiting) > 1:
             raise ReviewError(f"run {run_id} has {len(waiting)} steps waiting: "
-                              f"{[r.step_id for r in waiting]}; choose one with --step")
+                              f"{[r.unit for r in waiting]}; choose one with --step")
         return waiting[0]
     for rec in waiting:
-        if rec.step_id == step:
+        if rec.unit == step:
             return rec
+    instances = [r.unit for r in waiting if r.step_id == step and r.index is not None]
+    if instances:
+        raise ReviewError(f"step {step!r} of run {run_id} runs once per item; name the instance waiting for "
+                          f"review: {instances} (e.g. --step '{instances[0]}')")
     raise ReviewError(f"step {step!r} of run {run_id} is not waiting for review; waiting: "
-                      f"{[r.step_id for r in waiting]} (edit and retry also take any completed step)")
+                      f"{[r.unit for r in waiting]} (edit and retry also take any completed step)")
 
 
 def _accepted_record(rec: StepRecordView, workflow_id: int, origin: str, output_json: str,
@@ -118,7 +125,7 @@ def _accepted_record(rec: StepRecordView, workflow_id: int, origin: str, output_
         consumed=jsonio.dumps([[c["record_id"], c["step_id"], c["delay"]] for c in rec.consumed])
         if rec.consumed else None,
         injected=jsonio.dumps(rec.injected) if rec.injected else None, gates=gates or [],
-        llm=jsonio.dumps(rec.llm) if rec.llm else None)
+        llm=jsonio.dumps(rec.llm) if rec.llm else None, item_index=rec.index)
 
 
 def approve(store: Store, run_id: str, *, step: str | None = None, reviewer: str | None = None,
@@ -132,11 +139,11 @@ def approve(store: Store, run_id: str, *, step: str | None = None, reviewer: str
     rec = paused_record(store, run_id, step)
     _, workflow_id = continuable(store, run_id)
     new = _accepted_record(rec, workflow_id, "approved", jsonio.dumps(rec.output))
-    review_id = store.decide(NewReview(run_id, rec.id, rec.step_id, decision="approve",
+    review_id = store.decide(NewReview(run_id, rec.id, rec.unit, decision="approve",
                                        reviewer=reviewer or default_reviewer(), comment=comment,
                                        output_before=rec.output, output_after=rec.output), new_records=[new],
                              lease=lease, run_status=run_status)
-    return announce(store, Decision(run_id, rec.step_id, "approve", review_id, True, lease), reviewer)
+    return announce(store, Decision(run_id, rec.unit, "approve", review_id, True, lease), reviewer)
 
 
 def check_edit(workflow: BoundWorkflow, store: Store, run_id: str, rec: StepRecordView, output: Any) -> list[GateRow]:
@@ -149,9 +156,10 @@ def check_edit(workflow: BoundWorkflow, store: Store, run_id: str, rec: StepReco
     upstream = {sid: r.output for sid, r in live_records(store.step_records(run_id)).items() if r.status == "succeeded"}
     calls = CallLog("validation")
     ctx = StepContext(run_id=run_id, step_id=step.id, workflow=workflow.name, agent=step.spec.agent_name,
-                      step_type=step.spec.type, attempt=rec.attempt, idempotency_key=idempotency_key(run_id, step.id),
+                      step_type=step.spec.type, attempt=rec.attempt, idempotency_key=idempotency_key(run_id, rec.unit),
                       upstream=upstream, workflow_inputs=store.get_run(run_id).inputs,
-                      llm_defaults=workflow.spec.llm, calls=calls, llm=LLMClient(workflow.spec.llm, calls))
+                      llm_defaults=workflow.spec.llm, calls=calls, llm=LLMClient(workflow.spec.llm, calls),
+                      index=rec.index)
     rows = []
     for gate in step.gates:
         with calls.owned_by("validation", gate.label):
@@ -180,15 +188,15 @@ def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, rev
     failing = [r for r in rows if not r.passed and r.severity == "block"]
     if failing and not force:
         reasons = "; ".join(f"{r.gate}: {r.reason}" for r in failing)
-        raise ReviewError(f"the edited output of step {rec.step_id!r} fails its gates ({reasons}); "
+        raise ReviewError(f"the edited output of step {rec.unit!r} fails its gates ({reasons}); "
                           "nothing was changed (use --force to accept it anyway)")
     plain = jsonio.output_to_plain(output)
     new = _accepted_record(rec, workflow_id, "edited", jsonio.dumps(plain), rows)
-    review = NewReview(run_id, rec.id, rec.step_id, decision="edit", reviewer=reviewer or default_reviewer(),
+    review = NewReview(run_id, rec.id, rec.unit, decision="edit", reviewer=reviewer or default_reviewer(),
                        comment=comment, output_before=rec.output, output_after=plain, forced=bool(failing) and force)
     if plan is None:
         review_id = store.decide(review, new_records=[new], lease=lease)
-        return announce(store, Decision(run_id, rec.step_id, "edit", review_id, True, lease), reviewer)
+        return announce(store, Decision(run_id, rec.unit, "edit", review_id, True, lease), reviewer)
     return announce(store, _store_fix(store, plan, review, [new], rerun_side_effects, lease), reviewer)
 
 
@@ -206,10 +214,10 @@ def retry(store: Store, run_id: str, *, step: str | None = None, reviewer: str |
         return announce(store, _store_fix(store, plan, review, [], rerun_side_effects, lease), reviewer)
     rec = paused_record(store, run_id, step)
     continuable(store, run_id)
-    review_id = store.decide(NewReview(run_id, rec.id, rec.step_id, decision="retry",
+    review_id = store.decide(NewReview(run_id, rec.id, rec.unit, decision="retry",
                                        reviewer=reviewer or default_reviewer(), comment=comment,
                                        output_before=rec.output), lease=lease)
-    return announce(store, Decision(run_id, rec.step_id, "retry", review_id, True, lease), reviewer)
+    return announce(store, Decision(run_id, rec.unit, "retry", review_id, True, lease), reviewer)
 
 
 # -- fixing a completed step: the cause of a pause or failure downstream ---------------------------
@@ -243,14 +251,20 @@ def is_fix(store: Store, run_id: str, step: str | None) -> bool:
     status = store.get_run(run_id).status
     if status not in FIXABLE_RUNS:
         return False
-    return status != "paused" or all(r.step_id != step for r in waiting_records(store, run_id))
+    return status != "paused" or all(r.unit != step for r in waiting_records(store, run_id))
 
 
 def plan_fix(store: Store, run_id: str, step: str, workflow: BoundWorkflow, *, rerun_step: bool) -> FixPlan:
     """The fix of completed ``step``; a ReviewError (exit 2, nothing stored) says why there is none."""
     run = store.get_run(run_id)
-    if step not in workflow.steps:
-        raise ReviewError(f"run {run_id} has no step {step!r}; its steps: {list(workflow.order)}")
+    try:
+        step_id, index = parse_unit(step)
+    except ValueError as exc:
+        raise ReviewError(f"run {run_id}: {exc}") from None
+    if step_id not in workflow.steps:
+        raise ReviewError(f"run {run_id} has no step {step_id!r}; its steps: {list(workflow.order)}")
+    if index is not None and not workflow.step(step_id).spec.mapped:
+        raise ReviewError(f"step {step_id!r} of run {run_id} has no for_each, so it has no instance {step!r}")
     if run.status not in FIXABLE_RUNS:
         raise ReviewError(f"run {run_id} is {run.status}; a completed step can be edited or retried only in a "
                           "paused or failed run")
@@ -261,7 +275,7 @@ def plan_fix(store: Store, run_id: str, step: str, workflow: BoundWorkflow, *, r
         hint = f" (`orchestrator resume {run_id}` runs it again)" if rec is not None and rec.status == "failed" else ""
         raise ReviewError(f"step {step!r} of run {run_id} {state}, not completed, so there is no output to "
                           f"edit or retry{hint}")
-    below = workflow.descendants([step])
+    below = workflow.descendants([step_id])
     if run.status == "paused":
         kind, open_records = "pause", waiting_records(store, run_id)
     else:
@@ -269,12 +283,16 @@ def plan_fix(store: Store, run_id: str, step: str, workflow: BoundWorkflow, *, r
         open_records = sorted((r for r in live.values() if r.status == "failed"), key=lambda r: (r.started_at, r.id))
     answers = next((r for r in open_records if r.step_id in below), None)
     if answers is None:
-        where = ", ".join(repr(r.step_id) for r in open_records) or "no step"
+        where = ", ".join(repr(r.unit) for r in open_records) or "no step"
         raise ReviewError(f"step {step!r} is not upstream of the {kind} of run {run_id} (at {where}), so fixing it "
                           "cannot answer it; decide that step instead")
-    affected = below | ({step} if rerun_step else set())
-    superseded = [live[sid] for sid in workflow.order if sid in affected and sid in live]
-    side_effects = [r.step_id for r in superseded if workflow.step(r.step_id).spec.side_effects
+    # every record of a step downstream (its instances too); an instance's fix also supersedes the list its
+    # step collected (it holds the old output), never the sibling instances
+    affected = [r for r in live.values() if r.step_id in below
+                or (index is not None and r.unit == step_id) or (rerun_step and r.unit == step)]
+    position = {sid: i for i, sid in enumerate(workflow.order)}
+    superseded = sorted(affected, key=lambda r: (position[r.step_id], -1 if r.index is None else r.index))
+    side_effects = [r.unit for r in superseded if workflow.step(r.step_id).spec.side_effects
                     and r.status in ("succeeded", "gate_failed")]
     return FixPlan(step, run.status, rec, answers, superseded, side_effects)
 
@@ -297,7 +315,7 @@ def _store_fix(store: Store, plan: FixPlan, review: NewReview, new_records: list
     review_id = store.decide(review, new_records=new_records, lease=lease,
                              supersede=[r.id for r in plan.superseded], from_statuses=(plan.run_status,))
     return Decision(review.run_id, plan.step, review.decision, review_id, True, lease,
-                    [r.step_id for r in plan.superseded])
+                    [r.unit for r in plan.superseded])
 
 
 @dataclass
@@ -336,12 +354,12 @@ def reject(store: Store, run_id: str, *, step: str | None = None, reviewer: str 
     now = time.time()
     skipped = [NewStepRecord(run_id=run_id, workflow_id=run.workflow_id, step_id=s.id, step_type=s.type,
                              agent=s.agent_name, attempt=0, status="skipped", started_at=now, ended_at=now,
-                             error_type="Rejected", error_message=f"run rejected at step {rec.step_id!r}")
+                             error_type="Rejected", error_message=f"run rejected at step {rec.unit!r}")
                for s in spec.steps if s.id not in have]
-    review_id = store.decide(NewReview(run_id, rec.id, rec.step_id, decision="reject",
+    review_id = store.decide(NewReview(run_id, rec.id, rec.unit, decision="reject",
                                        reviewer=reviewer or default_reviewer(), comment=comment,
                                        output_before=rec.output), new_records=skipped, run_status="rejected")
-    return announce(store, Decision(run_id, rec.step_id, "reject", review_id, False), reviewer)
+    return announce(store, Decision(run_id, rec.unit, "reject", review_id, False), reviewer)
 
 
 def apply_review_timeouts(store: Store, run_id: str, spec: WorkflowSpec, *, now: float | None = None,
@@ -362,10 +380,10 @@ def apply_review_timeouts(store: Store, run_id: str, spec: WorkflowSpec, *, now:
         comment = f"no decision within {step.review_timeout:g} s"
         try:
             if step.on_review_timeout == "approve":
-                decisions.append(approve(store, run_id, step=rec.step_id, reviewer="review-timeout", comment=comment,
+                decisions.append(approve(store, run_id, step=rec.unit, reviewer="review-timeout", comment=comment,
                                          lease=lease, run_status="running" if lease is not None else "queued"))
             else:
-                decisions.append(reject(store, run_id, step=rec.step_id, reviewer="review-timeout", comment=comment))
+                decisions.append(reject(store, run_id, step=rec.unit, reviewer="review-timeout", comment=comment))
                 break
         except ReviewError:
             continue  # a human decided meanwhile

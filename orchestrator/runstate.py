@@ -9,12 +9,12 @@ with :func:`finish_run`, which stores the run's status and says what it came to 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.model import GATE_ERROR, GateResult, RunStatus
-from orchestrator.records import ReviewView, StepRecordView
+from orchestrator.records import ReviewView, StepRecordView, parse_unit
 from orchestrator.store import Lease, NewOutcome, Store
 from orchestrator.store.base import lease_lost
 
@@ -43,6 +43,9 @@ class StepOutcome:
     output: Any = None
     ended_at: float = 0.0
     error: str | None = None
+    units: tuple[str, ...] = ()
+    """A mapped step's instances (``summarize[7]``) that are waiting for review or failed: the scheduler
+    reports those, not the step."""
 
 
 @dataclass(slots=True)
@@ -54,6 +57,8 @@ class Done:
     ended_at: float
     seq: int = 0
     """Completion order within this execution: the done map only grows, one entry per step."""
+    skipped: bool = False
+    """The step did not run (its ``when`` was false, or an upstream step was skipped); its output is null."""
 
 
 class UpstreamView(Mapping[str, Any]):
@@ -103,6 +108,8 @@ class PriorState:
     retry_previous: dict[str, Any] = field(default_factory=dict)
     """The output each of those steps was sent back with."""
     next_attempt: dict[str, int] = field(default_factory=dict)
+    instances: dict[str, dict[int, Done]] = field(default_factory=dict)
+    """The completed (or skipped) instances of each mapped step, by item index."""
 
     @classmethod
     def from_records(cls, records: Sequence[StepRecordView], reviews: Sequence[ReviewView]) -> PriorState:
@@ -111,15 +118,19 @@ class PriorState:
         A superseded latest record (a reviewer fixed a step upstream of it) leaves its step to run
         again with the new upstream output; the record is kept, only its attempt number counts.
         """
-        latest = {rec.step_id: rec for rec in records}
+        latest = {rec.unit: rec for rec in records}
         decided = {r.record_id: r for r in reviews}
         state = cls()
         for sid, rec in latest.items():
             state.next_attempt[sid] = rec.attempt + 1
             if rec.superseded:
                 continue
-            if rec.status == "succeeded":
-                state.done[sid] = Done(rec.id, rec.output, rec.ended_at, len(state.done))
+            if rec.status in ("succeeded", "skipped") and rec.index is not None:
+                state.instances.setdefault(rec.step_id, {})[rec.index] = Done(
+                    rec.id, rec.output, rec.ended_at, skipped=rec.status == "skipped")
+            elif rec.status in ("succeeded", "skipped"):
+                state.done[sid] = Done(rec.id, rec.output, rec.ended_at, len(state.done),
+                                       skipped=rec.status == "skipped")
             elif rec.status == "gate_failed":
                 review = decided.get(rec.id)
                 if review is not None and review.decision == "retry":
@@ -131,6 +142,17 @@ class PriorState:
                 else:
                     state.waiting.add(sid)  # approve/edit add a newer record; anything else keeps it waiting
         return state
+
+
+def in_order(units: Iterable[str], order: Sequence[str]) -> list[str]:
+    """Units (steps, and ``STEP[i]`` instances) in the workflow's order, instances by index."""
+    position = {sid: i for i, sid in enumerate(order)}
+
+    def key(unit: str) -> tuple[int, int]:
+        step_id, index = parse_unit(unit)
+        return position.get(step_id, len(position)), -1 if index is None else index
+
+    return sorted(units, key=key)
 
 
 def finish_run(store: Store, run_id: str, *, output_step: str, order: Sequence[str], done: Mapping[str, Done],
@@ -148,7 +170,7 @@ def finish_run(store: Store, run_id: str, *, output_step: str, order: Sequence[s
     if failed:
         result = RunResult(run_id, "failed", failed_steps=failed, error="; ".join(errors))
     elif waiting:
-        result = RunResult(run_id, "paused", paused_steps=[s for s in order if s in waiting])
+        result = RunResult(run_id, "paused", paused_steps=in_order(waiting, order))
     else:
         result = RunResult(run_id, "succeeded", output=done[output_step].output,
                            correct=None if outcome is None else bool(outcome.correct))

@@ -114,8 +114,12 @@ def step_note(step: dict[str, Any], width: int | None = 48) -> str:
     how the output came to be when a reviewer gave it, and with any gate it passed despite failing."""
     from orchestrator.overrides import override_note
 
+    if step.get("summary"):
+        return str(step["summary"])
     if step["error"]:
         note = step["error"]
+    elif step.get("skip_reason"):
+        note = f"skipped: {step['skip_reason']}"
     elif width is None:
         note = json.dumps(step["output"], default=str) if step["output"] is not None else ""
     else:
@@ -152,17 +156,65 @@ def steps_table(doc: dict[str, Any]) -> "Table":
     for col, kw in (("step", {}), ("agent", {}), ("status", {}), ("try", {"justify": "right"}),
                     ("duration", {"justify": "right"}), ("gates", {}), ("error / output", {"ratio": 1})):
         table.add_column(col, **kw)
-    for s in doc["steps"]:
-        table.add_row(escape(s["step_id"]), escape(s["agent"]), status_markup(s["status"]), str(s["attempt"]),
+    for s in shown_steps(doc["steps"]):
+        table.add_row(escape(step_label(s)), escape(s["agent"]), status_markup(s["status"]), str(s["attempt"]),
                       f"{s['duration']:.3f}s", gate_marks(s), escape(step_note(s)))
     return table
+
+
+INSTANCES_SHOWN = 20
+"""A mapped step with more instances than this shows a summary line plus the ones waiting or failed."""
+
+
+def step_label(step: dict[str, Any]) -> str:
+    """``summarize`` for a step (or a mapped step's collected list), ``  summarize[7]`` for an instance."""
+    if step.get("index") is None:
+        return str(step.get("label") or step["step_id"])
+    return f"  {step['step_id']}[{step['index']}]"
+
+
+def shown_steps(steps: "Sequence[dict[str, Any]]") -> list[dict[str, Any]]:
+    """The rows ``show`` prints: every step, and each mapped step's instances under it, collapsed beyond
+    ``INSTANCES_SHOWN`` to a summary row (``summarize[0..49]: 45 succeeded, 3 skipped, 2 gate_failed``)
+    with the instances that wait or failed still listed one by one."""
+    instances: dict[str, list[dict[str, Any]]] = {}
+    for s in steps:
+        if s.get("index") is not None:
+            instances.setdefault(s["step_id"], []).append(s)
+    rows: list[dict[str, Any]] = []
+    placed: set[str] = set()
+    for s in steps:
+        sid = s["step_id"]
+        if s.get("index") is not None and sid in placed:
+            continue
+        if s.get("index") is None:
+            rows.append(s)
+        if sid in instances and sid not in placed:
+            placed.add(sid)
+            rows.extend(instance_rows(s, instances[sid]))
+    return rows
+
+
+def instance_rows(first: dict[str, Any], items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if len(items) <= INSTANCES_SHOWN:
+        return items
+    counts: dict[str, int] = {}
+    for s in items:
+        counts[s["status"]] = counts.get(s["status"], 0) + 1
+    top = max(s["index"] for s in items)
+    summary = {**first, "label": f"  {first['step_id']}[0..{top}]", "index": None, "gates": [], "error": None,
+               "status": "failed" if counts.get("failed") else "gate_failed" if counts.get("gate_failed")
+               else "succeeded", "attempt": max(s["attempt"] for s in items),
+               "duration": max(s["duration"] for s in items),
+               "summary": f"{len(items)} instances: " + ", ".join(f"{n} {st}" for st, n in sorted(counts.items()))}
+    return [summary, *(s for s in items if s["status"] in ("failed", "gate_failed"))]
 
 
 def print_step_blocks(doc: dict[str, Any], console: "Console", *, cut: bool) -> None:
     """Each step as a few lines: id, status, agent, attempt and duration; its gates; its error or output
     (with ``cut``, one line of the console's width)."""
-    for s in doc["steps"]:
-        console.print(f"[bold]{escape(s['step_id'])}[/]  {status_markup(s['status'])}  agent {escape(s['agent'])}  "
+    for s in shown_steps(doc["steps"]):
+        console.print(f"[bold]{escape(step_label(s))}[/]  {status_markup(s['status'])}  agent {escape(s['agent'])}  "
                       f"try {s['attempt']}  {s['duration']:.3f}s", highlight=False)
         if s["gates"]:
             console.print(f"  gates: {gate_marks(s)}", highlight=False)
@@ -200,7 +252,8 @@ def show(run_id: str, as_json: JsonOption = False, db: DbOption = None,
                 if g["gate"] == "critic" and g["details"].get("verifies"):
                     extra = f" (verifies {', '.join(map(str, g['details']['verifies']))})"
                 mark = "[yellow]! gate error[/]" if g.get("error") else "[red]✗[/]"
-                out.print(f"{mark} {escape(s['step_id'])} / {escape(g['gate'] + extra)}: {escape(g['reason'])}",
+                out.print(f"{mark} {escape(s.get('unit') or s['step_id'])} / {escape(g['gate'] + extra)}: "
+                          f"{escape(g['reason'])}",
                           highlight=False, soft_wrap=True)
     print_critic_fixes(store, run_id)
     print_superseded(doc)
@@ -213,7 +266,12 @@ def show(run_id: str, as_json: JsonOption = False, db: DbOption = None,
         out.print(escape(f"outcome: {o['value']:.3f} {verdict} ({o['source']}, {o['termination']})"), highlight=False)
         if o.get("evaluator_reason"):
             out.print(f"  why: {escape(o['evaluator_reason'])}", highlight=False, soft_wrap=True)
-    if doc["status"] == "succeeded":
+    skipped_output = next((s for s in doc["steps"] if s["step_id"] == doc.get("output_step")
+                           and s.get("index") is None and s["status"] == "skipped"), None)
+    if doc["status"] == "succeeded" and skipped_output is not None:
+        out.print(f"output: null (the output step {escape(skipped_output['step_id'])} was skipped: "
+                  f"{escape(skipped_output.get('skip_reason') or '')})", highlight=False, soft_wrap=True)
+    elif doc["status"] == "succeeded":
         out.print(f"output: {escape(_preview(doc['output'], 400))}", highlight=False, soft_wrap=True)
     if doc.get("llm"):
         t = doc["llm"]

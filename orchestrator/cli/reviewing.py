@@ -13,6 +13,7 @@ from orchestrator.cli.common import (
     JsonOption,
     ReviewerOption,
     StepOption,
+    err,
     guarded,
     open_store,
     out,
@@ -43,10 +44,12 @@ def _continue_after(store: "Store", decision: Any, as_json: bool, max_concurrenc
     from orchestrator.runner import continue_run
     from orchestrator.runstate import RunResult
 
-    out.print(escape(f"{decision.decision} recorded for step {decision.step_id!r} of run {decision.run_id}"),
-              highlight=False)
+    said = err if as_json else out  # with --json, stdout holds the JSON document alone
+    said.print(escape(f"{decision.decision} recorded for step {decision.step_id!r} of run {decision.run_id}"),
+               highlight=False)
     if decision.superseded:
-        out.print(escape(f"superseded (kept, and run again now): {', '.join(decision.superseded)}"), highlight=False)
+        said.print(escape(f"superseded (kept, and run again now): {', '.join(decision.superseded)}"),
+                   highlight=False)
     if not decision.continue_run:
         report_result(store, RunResult(decision.run_id, store.get_run(decision.run_id).status), as_json)
     progress = Progress(enabled=not as_json)

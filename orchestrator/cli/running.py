@@ -29,7 +29,7 @@ from orchestrator.cli.fixes import print_critic_fixes
 from orchestrator.threads import DEFAULT_CONCURRENCY
 
 if TYPE_CHECKING:
-    from orchestrator.events import Event
+    from orchestrator.events import Event, StepFinished
     from orchestrator.model import WorkflowSpec
     from orchestrator.runstate import RunResult
     from orchestrator.store import Store
@@ -114,6 +114,18 @@ class Progress:
                           f"{duration:.2f}s" if duration is not None else "", escape((row.get("note") or "")[:70]))
         return table
 
+    def instance_finished(self, event: "StepFinished") -> None:
+        """An instance of a mapped step: counted on its step's row; only a failure or a pause gets a line
+        of its own (a map of 10 000 items would otherwise print 10 000 lines)."""
+        row = self.rows.setdefault(event.step_id, {"status": "running"})
+        counts = row.setdefault("instances", {})
+        counts[event.status] = counts.get(event.status, 0) + 1
+        row["note"] = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        if self.enabled and self.live is None and event.status not in ("succeeded", "skipped"):
+            note = f"  {event.error}" if event.error else ""
+            err.print(f"  {event.unit:<24} {event.status:<12} attempt {event.attempt} "
+                      f"{event.duration:.3f}s{escape(note)}", highlight=False, soft_wrap=True)
+
     def __call__(self, event: "Event") -> None:
         from orchestrator.events import RunStarted, StepFinished, StepStarted
 
@@ -123,8 +135,12 @@ class Progress:
                 self.rows.setdefault(sid, {"status": "pending"})
             if self.enabled and self.live is None:
                 err.print(escape(f"run {self.run_id} ({event.workflow})"), highlight=False)
+        elif isinstance(event, StepStarted) and event.index is not None:
+            self.rows.setdefault(event.step_id, {"status": "running", "started": event.started_at})
         elif isinstance(event, StepStarted):
             self.rows[event.step_id] = {"status": "running", "attempt": event.attempt, "started": event.started_at}
+        elif isinstance(event, StepFinished) and event.index is not None:
+            self.instance_finished(event)
         elif isinstance(event, StepFinished):
             row = self.rows.setdefault(event.step_id, {})
             row.update(status=event.status, attempt=event.attempt, duration=event.duration, note=event.error)

@@ -54,8 +54,8 @@ class TracingListener:
                                             resumed=event.resumed)
             self.trace_id = self.run_span.trace_id
         elif isinstance(event, StepStarted) and self.run_span is not None:
-            self.steps[(event.step_id, event.attempt)] = self.run_span.step_attempt(
-                event.step_id, agent=event.agent or None, attempt=event.attempt, step_type=event.step_type or None)
+            self.steps[(event.unit, event.attempt)] = self.run_span.step_attempt(
+                event.unit, agent=event.agent or None, attempt=event.attempt, step_type=event.step_type or None)
         elif isinstance(event, StepFinished):
             self.finish_step(event)
         elif isinstance(event, OutcomeScored) and self.run_span is not None:
@@ -83,7 +83,7 @@ class TracingListener:
             self.run_span = None
 
     def finish_step(self, event: StepFinished) -> None:
-        span = self.steps.pop((event.step_id, event.attempt), None)
+        span = self.steps.pop((event.unit, event.attempt), None)
         if span is None:
             return
         if event.model_calls:

@@ -1,0 +1,165 @@
+"""``when:`` and ``repeat.until:`` conditions: Jinja2 expressions in the sandbox the prompts use.
+
+A condition is data in the spec (a string); this module parses it once per process, says which
+names it reads (the steps it names become the step's dependencies), checks it at validate time,
+and evaluates it against a run's values. No new language: whatever a prompt template can compute
+in ``{{ ... }}`` a condition can test, and the sandbox refuses the same things (attributes
+starting with ``_``, calls into Python internals).
+
+When a condition is false the step is skipped, and its reason shows the values the condition
+read (``classify.category = 'technical'``), so a reviewer sees why the route was taken without
+opening the upstream record.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jinja2 import nodes
+
+CONDITION_NAMES_ON_ANY_STEP = frozenset({"inputs"})
+"""Names a condition may read besides step ids."""
+
+CONDITION_NAMES_ON_MAPPED_STEP = frozenset({"item", "index"})
+"""Names only a step with ``for_each`` has: the item of the instance and its position."""
+
+
+class ConditionError(Exception):
+    """A condition does not parse, names something it cannot read, or raised while evaluated."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A parsed condition: its text, the names it reads, and the sub-expressions it looks at."""
+
+    text: str
+    names: frozenset[str]
+    """Top-level names read (``classify``, ``inputs``, ``item``)."""
+    probes: tuple[str, ...]
+    """The longest ``name.attr[...]`` chains it reads, as expressions, shown with their values in a reason."""
+
+    def evaluate(self, values: Mapping[str, Any]) -> bool:
+        """The condition's truth for these values; ConditionError when it raises."""
+        try:
+            return bool(_compiled(self.text)(**values))
+        except Exception as exc:  # the sandbox's SecurityError, a missing field, a TypeError...
+            raise ConditionError(f"when {self.text} raised {type(exc).__name__}: {exc}") from None
+
+    def explain(self, values: Mapping[str, Any]) -> str:
+        """``classify.category = 'technical', inputs.tier = 'free'``: what the condition read."""
+        shown = []
+        for probe in self.probes:
+            try:
+                value = _compiled(probe)(**values)
+            except Exception as exc:
+                shown.append(f"{probe}: {type(exc).__name__}")
+                continue
+            text = repr(value)
+            shown.append(f"{probe} = {text if len(text) <= 80 else text[:77] + '...'}")
+        return ", ".join(shown)
+
+
+@functools.lru_cache(maxsize=4096)
+def parse(text: str) -> Condition:
+    """Parse a condition once per process; ConditionError says what is wrong with it."""
+    import jinja2
+    from jinja2 import meta
+
+    from orchestrator.llm.template import environment
+
+    if not text.strip():
+        raise ConditionError("the condition is empty")
+    try:
+        tree = environment().parse("{{ (" + text + ") }}")
+    except jinja2.TemplateSyntaxError as exc:
+        raise ConditionError(f"condition {text!r} does not parse: {exc.message}") from None
+    unsafe = [n for n in _attribute_names(tree) if n.startswith("_")]
+    if unsafe:
+        raise ConditionError(f"condition {text!r} reads attribute {unsafe[0]!r}: attributes starting with _ "
+                             "are not allowed")
+    names = frozenset(meta.find_undeclared_variables(tree))
+    return Condition(text, names, tuple(dict.fromkeys(_probes(tree))))
+
+
+def problems(text: str, *, steps: Iterable[str], mapped: bool, extra: Iterable[str] = ()) -> list[str]:
+    """Why a condition cannot run in its step (empty when it can): syntax, unknown names, item/index
+    off a mapped step."""
+    try:
+        condition = parse(text)
+    except ConditionError as exc:
+        return [str(exc)]
+    allowed = set(steps) | CONDITION_NAMES_ON_ANY_STEP | set(extra)
+    if mapped:
+        allowed |= CONDITION_NAMES_ON_MAPPED_STEP
+    found = []
+    for name in sorted(condition.names - allowed):
+        if name in CONDITION_NAMES_ON_MAPPED_STEP:
+            found.append(f"condition {text!r} reads {name!r}, which only a step with for_each has")
+        else:
+            found.append(f"condition {text!r} reads {name!r}, which is no step of this workflow "
+                         f"(it may read step ids, {', '.join(sorted(allowed - set(steps)))})")
+    return found
+
+
+def step_names(text: str) -> list[str]:
+    """The names a condition reads, in a stable order; those that are step ids are dependencies.
+    A condition that does not parse reads nothing (validate reports it)."""
+    try:
+        return sorted(parse(text).names - CONDITION_NAMES_ON_ANY_STEP - CONDITION_NAMES_ON_MAPPED_STEP)
+    except ConditionError:
+        return []
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(text: str) -> Any:
+    from orchestrator.llm.template import environment
+
+    return environment().compile_expression(text, undefined_to_none=False)
+
+
+def _attribute_names(tree: nodes.Node) -> list[str]:
+    from jinja2 import nodes
+
+    return [n.attr for n in tree.find_all(nodes.Getattr)]
+
+
+def _probes(tree: nodes.Node) -> list[str]:
+    """The maximal attribute/item chains rooted at a name (``classify.category``), else bare names."""
+    from jinja2 import nodes
+
+    chained: set[int] = set()
+    found: list[str] = []
+    for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
+        text = _chain_text(node)
+        if text is None or id(node) in chained or not isinstance(node, (nodes.Getattr, nodes.Getitem)):
+            continue
+        inner = node.node
+        while isinstance(inner, (nodes.Getattr, nodes.Getitem)):
+            chained.add(id(inner))
+            inner = inner.node
+        found.append(text)
+    # find_all walks outermost first, so inner chains were marked after their outer chain was kept
+    for node in tree.find_all(nodes.Name):
+        if node.ctx == "load" and not any(p == node.name or p.startswith((node.name + ".", node.name + "["))
+                                          for p in found):
+            found.append(node.name)
+    return found
+
+
+def _chain_text(node: nodes.Node) -> str | None:
+    from jinja2 import nodes
+
+    if isinstance(node, nodes.Name):
+        return node.name
+    if isinstance(node, nodes.Getattr):
+        base = _chain_text(node.node)
+        return None if base is None else f"{base}.{node.attr}"
+    if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
+        base = _chain_text(node.node)
+        return None if base is None else f"{base}[{node.arg.value!r}]"
+    return None
+

@@ -1,0 +1,192 @@
+"""A ``for_each`` step: one instance per item of a list known only at run time.
+
+Each instance is a unit of its own (``summarize[7]``): its records carry the item's index, and it
+has its own attempts, retries, timeout, gates, pause, idempotency key, model call record and span,
+exactly like a step, because :class:`~orchestrator.attempt.StepRunner` runs it. This module only
+decides which instances still have to run, runs them at most ``max_parallel`` at a time, and once
+every instance has a result collects their outputs, in item order, into one record of the step
+(no index, ``origin: collected``): what consumers, ``show`` and attribution read as the step's
+output, and what a resumed run finds done. A map that a pause or a failure leaves unfinished has
+no collected record: a resume runs only the instances without a completed record.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from orchestrator import jsonio
+from orchestrator.attempt import RunContext, StepRunner, skip_reason
+from orchestrator.binding import BoundStep
+from orchestrator.conditions import ConditionError
+from orchestrator.errors import InputError
+from orchestrator.events import StepFinished, StepStarted
+from orchestrator.model import GateResult, field_value, parse_reference
+from orchestrator.records import unit_name
+from orchestrator.runstate import Done, StepOutcome
+
+DEFAULT_MAX_ITEMS = 10_000
+
+
+def max_items() -> int:
+    """``ORCHESTRATOR_MAX_ITEMS``, else 10 000: the most instances one mapped step may have."""
+    text = os.environ.get("ORCHESTRATOR_MAX_ITEMS")
+    if not text:
+        return DEFAULT_MAX_ITEMS
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"ORCHESTRATOR_MAX_ITEMS={text!r} is not a whole number") from None
+    if value < 0:
+        raise InputError(f"ORCHESTRATOR_MAX_ITEMS={text!r} must not be negative")
+    return value
+
+
+@dataclass
+class MapState:
+    """What the scheduler shares with the maps of one execution (all keyed by unit, ``STEP[i]``)."""
+
+    instances: dict[str, dict[int, Done]]
+    """Completed or skipped instances of each mapped step, by index (from the records, then as they finish)."""
+    waiting: set[str]
+    """Units waiting for review: not run again until a decision releases them."""
+    next_attempt: dict[str, int]
+    retry_feedback: dict[str, list[GateResult]]
+    stop_reason: Callable[[], str | None]
+    """Why no new work may start: ``"drain"`` (hand the run back), ``"failed"`` (a step failed), else None."""
+    concurrency: int
+
+
+class ItemsError(Exception):
+    """The ``for_each`` value is not a list, or holds too many items."""
+
+
+class MapRunner:
+    """Runs a mapped step's instances and collects their outputs; the scheduler sees one step."""
+
+    def __init__(self, run: RunContext, step: BoundStep, state: MapState) -> None:
+        self.run = run
+        self.step = step
+        self.state = state
+
+    async def run_step(self, first_attempt: int, feedback: list[GateResult]) -> StepOutcome:
+        """Same contract as :meth:`StepRunner.run_step`; ``first_attempt`` numbers the collected record."""
+        del feedback  # instances carry their own feedback, by unit
+        step, run = self.step, self.run
+        started = time.time()
+        if step.may_skip:
+            try:
+                reason = skip_reason(step, run.done, run.inputs)
+            except ConditionError as exc:
+                return await self.end(first_attempt, started, "failed", error=("ConditionError", str(exc)))
+            if reason is not None:
+                return await self.end(first_attempt, started, "skipped", skip=reason)
+        try:
+            items = self.items()
+        except ItemsError as exc:
+            return await self.end(first_attempt, started, "failed", error=("ItemsError", str(exc)))
+        self.emit_started(first_attempt, started)
+        done = self.state.instances.setdefault(step.id, {})
+        outcomes: list[StepOutcome] = []
+        todo = [i for i in range(len(items)) if i not in done and unit_name(step.id, i) not in self.state.waiting]
+        slots = anyio.Semaphore(step.spec.max_parallel or self.state.concurrency)
+        async with anyio.create_task_group() as group:
+            for i in todo:
+                await slots.acquire()
+                stop = self.state.stop_reason() or ("failed" if any(o.status == "failed" for o in outcomes) else None)
+                if stop is not None:  # like the scheduler: once a step fails, or a drain asks, start nothing new
+                    slots.release()
+                    break
+                group.start_soon(self.instance, i, items[i], slots, outcomes)
+        failed = [o for o in outcomes if o.status == "failed"]
+        if failed:
+            units = tuple(u for o in failed for u in o.units)
+            return StepOutcome(step.id, "failed", failed[0].record_id, error=failed[0].error, units=units)
+        waiting = tuple(unit_name(step.id, i) for i in range(len(items))
+                        if unit_name(step.id, i) in self.state.waiting)
+        if waiting:
+            return StepOutcome(step.id, "gate_failed", -1, units=waiting)
+        if len(done) < len(items):  # stopped before every instance ran: a drain, or another step failed
+            return StepOutcome(step.id, "held", -1)
+        return await self.collect(first_attempt, started, [done[i] for i in range(len(items))])
+
+    def items(self) -> list[Any]:
+        """The list to map over, from the upstream output or the workflow input ``for_each`` names."""
+        spec = self.step.spec
+        assert spec.for_each is not None
+        parsed = parse_reference(spec.for_each)
+        assert parsed is not None
+        if parsed[0] == "input":
+            value = self.run.inputs.get(parsed[1])
+        else:
+            value = self.run.done[parsed[1]].output
+            if parsed[2]:
+                try:
+                    value = field_value(value, parsed[2])
+                except KeyError:
+                    raise ItemsError(f"for_each {spec.for_each}: the output of step {parsed[1]!r} has no field "
+                                     f"{parsed[2]!r}") from None
+        if not isinstance(value, list):
+            raise ItemsError(f"for_each {spec.for_each} is {_kind(value)}, not a list")
+        limit = max_items()
+        if len(value) > limit:
+            raise ItemsError(f"for_each {spec.for_each} has {len(value)} items, more than the "
+                             f"{limit} allowed (ORCHESTRATOR_MAX_ITEMS)")
+        return value
+
+    async def instance(self, index: int, item: Any, slots: anyio.Semaphore, outcomes: list[StepOutcome]) -> None:
+        unit = unit_name(self.step.id, index)
+        try:
+            runner = StepRunner(self.run, self.step, index=index, item=item)
+            outcome = await runner.run_step(self.state.next_attempt.get(unit, 1),
+                                            self.state.retry_feedback.pop(unit, []))
+        finally:
+            slots.release()
+        if outcome.status in ("succeeded", "skipped"):
+            self.state.instances[self.step.id][index] = Done(outcome.record_id, outcome.output, outcome.ended_at,
+                                                             skipped=outcome.status == "skipped")
+        elif outcome.status == "gate_failed":
+            self.state.waiting.add(unit)
+        outcomes.append(outcome)
+
+    async def collect(self, attempt: int, started: float, results: list[Done]) -> StepOutcome:
+        """The step's own record: the instances' outputs in item order (null for a skipped one)."""
+        output = [r.output for r in results]
+        consumed = [[r.record_id, unit_name(self.step.id, i), 0.0] for i, r in enumerate(results)]
+        return await self.end(attempt, started, "succeeded", output=output,
+                              consumed=jsonio.dumps(consumed) if consumed else None)
+
+    async def end(self, attempt: int, started: float, status: str, *, output: Any = None,
+                  consumed: str | None = None, skip: str | None = None,
+                  error: tuple[str, str] | None = None) -> StepOutcome:
+        ended = time.time()
+        fields: dict[str, Any] = {"origin": "collected"} if status == "succeeded" else {}
+        if status == "succeeded":
+            fields["output"] = jsonio.dumps(output)
+        if error is not None:
+            fields["error_type"], fields["error_message"] = error
+        rid = await self.run.record(self.step, attempt, started, status=status, ended_at=ended, consumed=consumed,
+                                    skip_reason=skip, **fields)
+        message = f"{error[0]}: {error[1]}" if error else None
+        if self.run.on_event is not None:
+            self.run.on_event(StepFinished(run_id=self.run.run_id, step_id=self.step.id, status=status,  # type: ignore[arg-type]
+                                           attempt=attempt, duration=ended - started, error=message))
+        return StepOutcome(self.step.id, status, rid, output=output, ended_at=ended, error=message)
+
+    def emit_started(self, attempt: int, started: float) -> None:
+        if self.run.on_event is not None:
+            spec = self.step.spec
+            self.run.on_event(StepStarted(run_id=self.run.run_id, step_id=spec.id, attempt=attempt,
+                                          started_at=started, agent=spec.agent_name, step_type=spec.type))
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    names = {dict: "an object", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return names.get(type(value), f"a {type(value).__name__}")

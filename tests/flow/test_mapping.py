@@ -1,0 +1,129 @@
+"""`for_each:` runs a step once per item of a list known only at run time.
+
+Each instance (``summarize[i]``) has its own records, gates, pause and idempotency key; the step's
+output, as consumers and ``show`` see it, is the list of instance outputs in item order. A failing
+gate on one instance pauses that instance only: the others finish and the consumer waits.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tests.flow.conftest import FLOW, executions, keys
+
+
+def _units(doc):
+    return {s["unit"]: s for s in doc["steps"]}
+
+
+def test_one_failing_instance_pauses_alone_and_its_approval_finishes_the_list_in_order(cli, step_log):
+    res = cli("run", str(FLOW / "map.yaml"), "--json")
+    assert res.exit_code == 3, res.stderr
+    doc = res.json()
+    assert doc["status"] == "paused" and doc["paused_steps"] == ["summarize[3]"]
+    units = _units(doc)
+    assert [units[f"summarize[{i}]"]["status"] for i in range(5)] == [
+        "succeeded", "succeeded", "succeeded", "gate_failed", "succeeded"]
+    assert units["summarize[3]"]["index"] == 3
+    assert "combine" not in units and "summarize" not in units  # the consumer waits; nothing collected yet
+    listed = cli("runs", "--json").json()
+    assert listed[0]["waiting_steps"] == ["summarize[3]"]
+
+    plain = cli("approve", doc["run_id"], "--step", "summarize", "--json")
+    assert plain.exit_code == 2 and "--step 'summarize[3]'" in plain.stderr
+    approved = cli("approve", doc["run_id"], "--step", "summarize[3]", "--json")
+    assert approved.exit_code == 0, approved.stderr
+    done = approved.json()
+    assert done["status"] == "succeeded"
+    collected = _units(done)["summarize"]
+    assert collected["index"] is None and collected["origin"] == "collected"
+    assert collected["output"][0] == "document 0 word word" and len(collected["output"]) == 5
+    assert done["output"].split(" | ")[3].startswith("document 3 word")
+    assert sorted(executions(step_log)) == sorted(
+        ["retrieve", "combine", *(f"summarize[{i}]" for i in range(5))])  # approval re-ran nothing
+
+
+def test_each_instance_has_its_own_idempotency_key(cli, step_log):
+    cli("run", str(FLOW / "map_filtered.yaml"), "--input", "count=4")
+    found = keys(step_log)
+    instance_keys = [found[u] for u in ("summarize[0]", "summarize[2]")]
+    assert all(len(k) == 1 for k in instance_keys) and instance_keys[0] != instance_keys[1]
+
+
+def test_a_condition_on_item_filters_instances_and_they_contribute_null(cli, step_log):
+    res = cli("run", str(FLOW / "map_filtered.yaml"), "--input", "count=4", "--json")
+    assert res.exit_code == 0, res.stderr
+    units = _units(res.json())
+    assert units["summarize[1]"]["status"] == "skipped"
+    assert units["summarize[1]"]["skip_reason"] == "when item.id % 2 == 0 was false (item.id = 1)"
+    assert units["summarize"]["output"] == ["document 0 word word", None, "document 2 word word", None]
+    assert "summarize[1]" not in executions(step_log)
+
+
+def test_an_empty_list_gives_an_empty_output_and_the_consumers_run(cli, step_log):
+    res = cli("run", str(FLOW / "map.yaml"), "--input", "count=0", "--json")
+    assert res.exit_code == 0, res.stderr
+    assert _units(res.json())["summarize"]["output"] == []
+    assert executions(step_log) == ["retrieve", "combine"]
+
+
+def test_a_value_that_is_not_a_list_fails_the_step_naming_its_type(cli, step_log):
+    res = cli("run", str(FLOW / "map_not_list.yaml"), "--json")
+    assert res.exit_code == 1
+    doc = res.json()
+    assert "for_each retrieve.docs is an object, not a list" in doc["error"]
+    assert _units(doc)["summarize"]["status"] == "failed"
+
+
+def test_more_items_than_allowed_fails_the_step_naming_the_count(cli, step_log, monkeypatch):
+    monkeypatch.setenv("ORCHESTRATOR_MAX_ITEMS", "3")
+    res = cli("run", str(FLOW / "map.yaml"), "--input", "count=4", "--json")
+    assert res.exit_code == 1
+    assert "for_each retrieve.docs has 4 items, more than the 3 allowed (ORCHESTRATOR_MAX_ITEMS)" in res.json()["error"]
+    assert executions(step_log) == ["retrieve"]
+
+
+def test_a_workflow_input_can_be_mapped(cli, step_log, tmp_path):
+    inputs = tmp_path / "inputs.json"
+    inputs.write_text(json.dumps({"docs": [{"text": "a b"}, {"text": "c"}]}))
+    res = cli("run", str(FLOW / "map_inputs.yaml"), "--input-file", str(inputs), "--json")
+    assert res.exit_code == 0, res.stderr
+    assert res.json()["output"] == "a b | c"
+
+
+def test_a_failing_instance_fails_the_step_and_names_the_instance(cli, step_log, monkeypatch):
+    monkeypatch.setenv("FAIL_ITEM", "2")
+    res = cli("run", str(FLOW / "map_filtered.yaml"), "--input", "count=4", "--json")
+    assert res.exit_code == 1
+    doc = res.json()
+    assert "step 'summarize[2]' failed: ValueError: cannot summarise document 2" in doc["error"]
+    units = _units(doc)
+    assert units["summarize[0]"]["status"] == "succeeded" and units["summarize[2]"]["status"] == "failed"
+    assert "summarize" not in units and "combine" not in units
+
+
+def test_a_condition_that_raises_fails_the_step_with_the_error(cli, step_log):
+    res = cli("run", str(FLOW / "when_raises.yaml"), "--input", "ticket=x", "--json")
+    assert res.exit_code == 1
+    doc = res.json()
+    assert "ConditionError: when classify.urgency > 3 raised UndefinedError" in doc["error"]
+    assert "Traceback" not in res.stderr
+
+
+def test_editing_an_instance_at_the_cause_supersedes_the_consumer_never_the_siblings(cli, step_log, tmp_path):
+    res = cli("run", str(FLOW / "map_checked.yaml"), "--json")
+    assert res.exit_code == 3, res.stderr  # combine's gate fails: 9 words, limit 6
+    run_id = res.json()["run_id"]
+    assert res.json()["paused_steps"] == ["combine"]
+    fixed = tmp_path / "fixed.json"
+    fixed.write_text(json.dumps("x"))
+    before = executions(step_log)
+    edited = cli("edit", run_id, "--step", "summarize[1]", "--output", str(fixed), "--json")
+    assert edited.exit_code == 3, edited.stderr  # combine runs again and still fails (7 words)
+    doc = edited.json()
+    assert executions(step_log)[len(before):] == ["combine"]  # no sibling instance ran again
+    units = _units(doc)
+    assert units["summarize[1]"]["origin"] == "edited"
+    assert units["summarize"]["output"] == ["document 0 word word", "x", "document 2 word word"]
+    superseded = {a["unit"] for a in doc["attempts"] if a["superseded"]}
+    assert superseded == {"summarize", "combine"}

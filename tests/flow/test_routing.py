@@ -1,0 +1,92 @@
+"""`when:` runs a step only if its condition holds; `join:` says what a skipped upstream step means.
+
+A false condition stores a ``skipped`` record whose reason shows the condition and the values it
+read; its consumers are skipped too unless they say ``join: any``; a run whose output step was
+skipped succeeds with output null. Conditions are checked by ``validate`` (exit 2, file:line).
+"""
+
+from __future__ import annotations
+
+from tests.flow.conftest import FLOW, executions
+
+
+def _steps(doc):
+    return {s["unit"]: s for s in doc["steps"]}
+
+
+def test_a_false_condition_skips_the_step_with_the_values_it_read(cli, step_log):
+    res = cli("run", str(FLOW / "route.yaml"), "--input", "ticket=I was charged twice", "--json")
+    assert res.exit_code == 0, res.stderr
+    steps = _steps(res.json())
+    assert steps["refund"]["status"] == "succeeded"
+    assert steps["technical"]["status"] == "skipped"
+    assert steps["technical"]["skip_reason"] == (
+        "when classify.category == 'technical' and inputs.tier != 'free' was false "
+        "(classify.category = 'refund', inputs.tier = 'paid')")
+    assert steps["technical"]["index"] is None
+    assert executions(step_log) == ["classify", "refund", "reply"]
+
+
+def test_join_any_runs_with_null_for_the_skipped_branch(cli, step_log):
+    res = cli("run", str(FLOW / "route.yaml"), "--input", "ticket=error 42 on login", "--json")
+    assert res.exit_code == 0, res.stderr
+    doc = res.json()
+    assert doc["output"] == {"policy": None, "fix": "known fix for: error 42 on login"}
+    assert _steps(doc)["refund"]["skip_reason"] == ("when classify.category == 'refund' was false "
+                                                   "(classify.category = 'technical')")
+
+
+def test_join_any_is_skipped_when_no_upstream_step_ran_and_the_run_succeeds_with_null(cli, step_log):
+    res = cli("run", str(FLOW / "route.yaml"), "--input", "ticket=hello", "--json")
+    assert res.exit_code == 0, res.stderr
+    doc = res.json()
+    assert doc["status"] == "succeeded" and doc["output"] is None
+    assert _steps(doc)["reply"]["skip_reason"] == "every upstream step was skipped (refund, technical)"
+    shown = cli("show", doc["run_id"])
+    assert "output: null (the output step reply was skipped: every upstream step was skipped" in shown.stdout
+
+
+def test_by_default_a_consumer_of_a_skipped_step_is_skipped_too(cli, step_log):
+    res = cli("run", str(FLOW / "route_all.yaml"), "--input", "ticket=hello", "--json")
+    assert res.exit_code == 0, res.stderr
+    assert _steps(res.json())["reply"]["skip_reason"] == "upstream refund was skipped"
+    assert executions(step_log) == ["classify"]
+
+
+def test_a_condition_that_reads_the_inputs_routes_per_run(cli, step_log):
+    res = cli("run", str(FLOW / "route.yaml"), "--input", "ticket=error 7", "--input", "tier=free", "--json")
+    assert res.exit_code == 0
+    assert _steps(res.json())["technical"]["status"] == "skipped"
+
+
+def test_validate_names_file_line_step_and_the_unknown_name(cli):
+    res = cli("validate", str(FLOW / "bad_when_name.yaml"), db=False)
+    assert res.exit_code == 2
+    assert "bad_when_name.yaml:7" in res.stderr
+    assert "step 'refund' when: condition \"clasify.category == 'refund'\" reads 'clasify', which is no step" \
+        in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_validate_refuses_a_condition_that_does_not_parse(cli):
+    res = cli("validate", str(FLOW / "bad_when_syntax.yaml"), db=False)
+    assert res.exit_code == 2
+    assert "bad_when_syntax.yaml:9" in res.stderr and "does not parse" in res.stderr
+
+
+def test_validate_refuses_a_private_attribute(cli):
+    res = cli("validate", str(FLOW / "bad_when_attr.yaml"), db=False)
+    assert res.exit_code == 2
+    assert "reads attribute '__class__': attributes starting with _ are not allowed" in res.stderr
+
+
+def test_item_and_index_belong_to_mapped_steps(cli):
+    res = cli("validate", str(FLOW / "bad_item_unmapped.yaml"), db=False)
+    assert res.exit_code == 2
+    assert "reads '$item', which only a step with for_each has" in res.stderr
+
+
+def test_the_steps_a_condition_names_are_dependencies(cli):
+    res = cli("validate", str(FLOW / "route.yaml"), db=False)
+    assert res.exit_code == 0
+    assert "order: classify -> refund -> technical -> reply" in res.stdout
