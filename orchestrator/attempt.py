@@ -197,10 +197,10 @@ class StepRunner:
         try:
             rid = await self.run.record(self.step, self.started_attempt, time.time(), status="failed",
                                         ended_at=time.time(), error_type=type(exc).__name__, error_message=message,
-                                        traceback=failure_traceback(exc))
+                                        traceback=failure_traceback(exc), **self.fields)
         except Exception:  # the store itself refuses: nothing more can be kept than the run's error
             raise exc from None
-        return StepOutcome(self.step.id, "failed", rid, error=f"{type(exc).__name__}: {message}")
+        return StepOutcome(self.step.id, "failed", rid, error=f"{type(exc).__name__}: {message}", units=self.units())
 
     async def run_step(self, first_attempt: int, feedback: list[GateResult]) -> StepOutcome:
         if self.step.may_skip:

@@ -67,6 +67,11 @@ class ReviewError(OrchestratorError):
     """A review decision cannot be applied."""
 
 
+class RunBusyError(ReviewError):
+    """A decision found its run out of the state it answers (another decision's continuation is running it):
+    nothing was stored, and the same decision may be taken once the run is paused again."""
+
+
 class NotFoundError(OrchestratorError):
     """A run or step id that does not exist."""
 

@@ -21,10 +21,10 @@ from typing import Any
 import anyio
 
 from orchestrator import jsonio
-from orchestrator.attempt import RunContext, StepRunner, skip_reason
+from orchestrator.attempt import RunContext, StepRunner, exception_text, skip_reason
 from orchestrator.binding import BoundStep
 from orchestrator.conditions import ConditionError
-from orchestrator.errors import InputError
+from orchestrator.errors import InputError, LeaseLostError
 from orchestrator.events import StepFinished, StepStarted
 from orchestrator.model import GateResult, field_value, parse_reference
 from orchestrator.records import unit_name
@@ -115,6 +115,10 @@ class MapRunner:
             return StepOutcome(step.id, "held", -1)
         return await self.collect(first_attempt, started, [done[i] for i in range(len(items))])
 
+    async def unforeseen_failure(self, exc: Exception) -> StepOutcome:
+        """The map itself broke (not one of its instances): the step's own record says how."""
+        return await self.end(1, time.time(), "failed", error=(type(exc).__name__, exception_text(exc)))
+
     def items(self) -> list[Any]:
         """The list to map over, from the upstream output or the workflow input ``for_each`` names."""
         spec = self.step.spec
@@ -141,10 +145,14 @@ class MapRunner:
 
     async def instance(self, index: int, item: Any, slots: anyio.Semaphore, outcomes: list[StepOutcome]) -> None:
         unit = unit_name(self.step.id, index)
+        runner = StepRunner(self.run, self.step, index=index, item=item)
         try:
-            runner = StepRunner(self.run, self.step, index=index, item=item)
             outcome = await runner.run_step(self.state.next_attempt.get(unit, 1),
                                             self.state.retry_feedback.pop(unit, []))
+        except LeaseLostError:
+            raise
+        except Exception as exc:  # broke outside the step's code: recorded like the scheduler does for a step
+            outcome = await runner.unforeseen_failure(exc)
         finally:
             slots.release()
         if outcome.status in ("succeeded", "skipped"):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import getpass
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,10 +26,10 @@ from orchestrator import jsonio
 from orchestrator.attempt import gate_row, idempotency_key, logged_calls
 from orchestrator.binding import BoundWorkflow
 from orchestrator.context import CallLog, StepContext
-from orchestrator.errors import ReviewError, SpecError, StoreMismatchError
+from orchestrator.errors import ReviewError, RunBusyError, SpecError, StoreMismatchError
 from orchestrator.llm.client import LLMClient
 from orchestrator.model import WorkflowSpec
-from orchestrator.records import StepRecordView, live_records, parse_unit
+from orchestrator.records import RunView, StepRecordView, live_records, parse_unit
 from orchestrator.store import GateRow, Lease, NewReview, NewStepRecord, Store
 from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.telemetry import get_tracer
@@ -93,6 +94,8 @@ def waiting_records(store: Store, run_id: str) -> list[StepRecordView]:
 def paused_record(store: Store, run_id: str, step: str | None) -> StepRecordView:
     """The one paused step a decision applies to, or a ReviewError saying why there is none."""
     run = store.get_run(run_id)
+    if run.status == "running" and waiting_records(store, run_id):
+        run = wait_until_paused_again(store, run_id)
     if run.status != "paused":
         hint = "; to fix a step that completed, name it with --step" if run.status == "failed" else ""
         raise ReviewError(f"run {run_id} is {run.status}, not paused; there is nothing to decide{hint}")
@@ -113,6 +116,42 @@ def paused_record(store: Store, run_id: str, step: str | None) -> StepRecordView
                           f"review: {instances} (e.g. --step '{instances[0]}')")
     raise ReviewError(f"step {step!r} of run {run_id} is not waiting for review; waiting: "
                       f"{[r.unit for r in waiting]} (edit and retry also take any completed step)")
+
+
+DECISION_WAIT_SECONDS = 30.0
+"""How long a decision on one pause waits while the run is continued by a decision on another pause
+(several paused instances of a map, decided at once by several reviewers): that continuation pauses the
+run again within moments, at the pauses still open."""
+
+
+def decide_paused(store: Store, review: NewReview, *, new_records: Sequence[NewStepRecord] = (),
+                  lease: Lease | None = None, run_status: str = "running", wait: float = DECISION_WAIT_SECONDS) -> int:
+    """Store a decision on a waiting record; while another decision's continuation runs the run (it is
+    ``running``, not ``paused``), try again until it pauses again. A decision on the same record as another
+    is refused at once (the database's unique constraint referees)."""
+    deadline = time.monotonic() + wait
+    delay = 0.02
+    while True:
+        try:
+            return store.decide(review, new_records=new_records, lease=lease, run_status=run_status)
+        except RunBusyError:
+            if time.monotonic() >= deadline or store.get_run(review.run_id).status not in ("running", "paused"):
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+def wait_until_paused_again(store: Store, run_id: str, wait: float = DECISION_WAIT_SECONDS) -> RunView:
+    """A run with open pauses that is running is being continued by a decision on another of its pauses
+    (instances of a map): it pauses again at the others within moments, so wait for that."""
+    deadline = time.monotonic() + wait
+    delay = 0.02
+    run = store.get_run(run_id)
+    while run.status == "running" and time.monotonic() < deadline:
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+        run = store.get_run(run_id)
+    return run
 
 
 def _accepted_record(rec: StepRecordView, workflow_id: int, origin: str, output_json: str,
@@ -139,10 +178,10 @@ def approve(store: Store, run_id: str, *, step: str | None = None, reviewer: str
     rec = paused_record(store, run_id, step)
     _, workflow_id = continuable(store, run_id)
     new = _accepted_record(rec, workflow_id, "approved", jsonio.dumps(rec.output))
-    review_id = store.decide(NewReview(run_id, rec.id, rec.unit, decision="approve",
-                                       reviewer=reviewer or default_reviewer(), comment=comment,
-                                       output_before=rec.output, output_after=rec.output), new_records=[new],
-                             lease=lease, run_status=run_status)
+    review_id = decide_paused(store, NewReview(run_id, rec.id, rec.unit, decision="approve",
+                                               reviewer=reviewer or default_reviewer(), comment=comment,
+                                               output_before=rec.output, output_after=rec.output),
+                              new_records=[new], lease=lease, run_status=run_status)
     return announce(store, Decision(run_id, rec.unit, "approve", review_id, True, lease), reviewer)
 
 
@@ -195,7 +234,7 @@ def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, rev
     review = NewReview(run_id, rec.id, rec.unit, decision="edit", reviewer=reviewer or default_reviewer(),
                        comment=comment, output_before=rec.output, output_after=plain, forced=bool(failing) and force)
     if plan is None:
-        review_id = store.decide(review, new_records=[new], lease=lease)
+        review_id = decide_paused(store, review, new_records=[new], lease=lease)
         return announce(store, Decision(run_id, rec.unit, "edit", review_id, True, lease), reviewer)
     return announce(store, _store_fix(store, plan, review, [new], rerun_side_effects, lease), reviewer)
 
@@ -214,9 +253,9 @@ def retry(store: Store, run_id: str, *, step: str | None = None, reviewer: str |
         return announce(store, _store_fix(store, plan, review, [], rerun_side_effects, lease), reviewer)
     rec = paused_record(store, run_id, step)
     continuable(store, run_id)
-    review_id = store.decide(NewReview(run_id, rec.id, rec.unit, decision="retry",
-                                       reviewer=reviewer or default_reviewer(), comment=comment,
-                                       output_before=rec.output), lease=lease)
+    review_id = decide_paused(store, NewReview(run_id, rec.id, rec.unit, decision="retry",
+                                               reviewer=reviewer or default_reviewer(), comment=comment,
+                                               output_before=rec.output), lease=lease)
     return announce(store, Decision(run_id, rec.unit, "retry", review_id, True, lease), reviewer)
 
 

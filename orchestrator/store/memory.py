@@ -20,7 +20,7 @@ from typing import Any
 
 import orchestrator.store.aggregate as aggregate
 from orchestrator import jsonio
-from orchestrator.errors import NotFoundError, ReviewError
+from orchestrator.errors import NotFoundError, ReviewError, RunBusyError
 from orchestrator.records import (
     AttributionView,
     GateView,
@@ -533,7 +533,7 @@ class MemoryStore(Store):
             stale = [pk for pk in set(supersede)
                      if pk not in run.records or self.records[pk].superseded_by is not None]
             if run.status not in set(from_statuses) or not lease_free or stale:
-                raise ReviewError(f"run {review.run_id} is no longer {' or '.join(from_statuses)} (another decision "
+                raise RunBusyError(f"run {review.run_id} is no longer {' or '.join(from_statuses)} (another decision "
                                   f"is being applied); see `orchestrator show {review.run_id}`")
             pk = self.next_id("reviews")
             self.reviews_by_id[pk] = _Review(id=pk, run_pk=run.id, record_id=review.record_id,

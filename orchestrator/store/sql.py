@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 import orchestrator.store.sql_analytics as sql_analytics
 from orchestrator import jsonio
-from orchestrator.errors import InputError, NotFoundError, ReviewError
+from orchestrator.errors import InputError, NotFoundError, ReviewError, RunBusyError
 from orchestrator.records import (
     AttributionView,
     GateView,
@@ -476,7 +476,7 @@ class SqlStore(Store):
                     raise NotPausedError()
         except NotPausedError:
             state = " or ".join(from_statuses)
-            raise ReviewError(f"run {review.run_id} is no longer {state} (another decision is being applied); "
+            raise RunBusyError(f"run {review.run_id} is no longer {state} (another decision is being applied); "
                               f"see `orchestrator show {review.run_id}`") from None
         except IntegrityError:
             winner = next((r for r in self.reviews(review.run_id) if r.record_id == review.record_id), None)

@@ -18,18 +18,18 @@ down_revision = "0006"
 branch_labels = None
 depends_on = None
 
-COLUMNS = (sa.Column("item_index", sa.Integer(), nullable=True), sa.Column("skip_reason", sa.Text(), nullable=True))
+COLUMNS: dict[str, type[sa.Integer] | type[sa.Text]] = {"item_index": sa.Integer, "skip_reason": sa.Text}
 
 
 def upgrade() -> None:
     present = {c["name"] for c in sa.inspect(op.get_bind()).get_columns("step_records")}
     with op.batch_alter_table("step_records") as batch:
-        for column in COLUMNS:
-            if column.name not in present:
-                batch.add_column(column.copy())
+        for name, kind in COLUMNS.items():
+            if name not in present:
+                batch.add_column(sa.Column(name, kind(), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("step_records") as batch:
-        for column in reversed(COLUMNS):
-            batch.drop_column(column.name)
+        for name in reversed(list(COLUMNS)):
+            batch.drop_column(name)
