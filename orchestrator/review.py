@@ -96,7 +96,7 @@ def paused_record(store: Store, run_id: str, step: str | None) -> StepRecordView
     run = store.get_run(run_id)
     if run.status == "running" and waiting_records(store, run_id):
         run = wait_until_paused_again(store, run_id)
-    if run.status != "paused":
+    if run.status != "paused" and not (run.status == "interrupted" and waiting_records(store, run_id)):
         hint = "; to fix a step that completed, name it with --step" if run.status == "failed" else ""
         raise ReviewError(f"run {run_id} is {run.status}, not paused; there is nothing to decide{hint}")
     waiting = waiting_records(store, run_id)
@@ -125,17 +125,23 @@ run again within moments, at the pauses still open."""
 
 
 def decide_paused(store: Store, review: NewReview, *, new_records: Sequence[NewStepRecord] = (),
-                  lease: Lease | None = None, run_status: str = "running", wait: float = DECISION_WAIT_SECONDS) -> int:
+                  lease: Lease | None = None, run_status: str = "running",
+                  wait: float = DECISION_WAIT_SECONDS) -> int:
     """Store a decision on a waiting record; while another decision's continuation runs the run (it is
     ``running``, not ``paused``), try again until it pauses again. A decision on the same record as another
     is refused at once (the database's unique constraint referees)."""
     deadline = time.monotonic() + wait
     delay = 0.02
+    # with a lease to claim, the decision may also take a run whose continuation died (running, its lease
+    # expired: shown as interrupted): it continues the run, as a resume would
+    statuses = ("paused", "running") if lease is not None else ("paused",)
     while True:
         try:
-            return store.decide(review, new_records=new_records, lease=lease, run_status=run_status)
+            return store.decide(review, new_records=new_records, lease=lease, run_status=run_status,
+                                from_statuses=statuses)
         except RunBusyError:
-            if time.monotonic() >= deadline or store.get_run(review.run_id).status not in ("running", "paused"):
+            if time.monotonic() >= deadline or store.get_run(review.run_id).status not in ("running", "paused",
+                                                                                           "interrupted"):
                 raise
         time.sleep(delay)
         delay = min(delay * 2, 0.5)

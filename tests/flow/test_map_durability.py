@@ -124,7 +124,7 @@ def test_several_paused_instances_are_decided_once_each_by_racing_reviewers(tmp_
     results = [(unit, p.wait(timeout=120), p.stderr.read()) for unit, p in reviewers]
     store = open_store(durable_url)
     decided = Counter(r.step_id for r in store.reviews(run_id))
-    assert decided == Counter({unit: 1 for unit in waiting}), results
+    assert decided == Counter({unit: 1 for unit in waiting}), "\n".join(f"{u} {rc} {e}" for u, rc, e in results)
     assert store.get_run(run_id).status == "succeeded"
     assert Counter(executions(log))["combine"] == 1
     for unit in waiting:
