@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from orchestrator.overrides import overrides, step_json
-from orchestrator.records import ModelCallView, live_records
+from orchestrator.records import ModelCallView, StepRecordView, live_records
 from orchestrator.store import Store
 from orchestrator.store.triage import RunPage, RunQuery
 

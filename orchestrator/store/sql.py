@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 import orchestrator.store.sql_analytics as sql_analytics
 from orchestrator import jsonio
-from orchestrator.errors import InputError, NotFoundError, ReviewError, RunBusyError
+from orchestrator.errors import InputError, NotFoundError, RunBusyError
 from orchestrator.records import (
     AttributionView,
     GateView,
