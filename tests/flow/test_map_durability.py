@@ -107,7 +107,7 @@ def test_two_racing_resumes_leave_each_instance_executed_once_after_the_kill(tmp
 def test_several_paused_instances_are_decided_once_each_by_racing_reviewers(tmp_path, durable_url):
     log = tmp_path / "steps.log"
     log.touch()
-    env = _env(log)
+    env = _env(log, ORCHESTRATOR_LEASE_SECONDS="15")  # no lease lapses here: this is about decisions, not deaths
     res = _cli(env, "run", str(FLOW / "map_two_pauses.yaml"), "--input", "count=5", "--db", durable_url, "--json")
     assert res.returncode == 3, res.stderr
     doc = json.loads(res.stdout)
