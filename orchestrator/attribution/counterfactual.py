@@ -58,6 +58,7 @@ def counterfactual(store: Store, run_id: str, *, workflow: BoundWorkflow | None 
             "executions": replay.executions, "side_effects": engine.steps[sid].side_effects,
             "record_id": rec.id if rec else None, "started_at": iso(rec.started_at) if rec else None,
             "consumed": rec.consumed if rec else []}
+        evidence.update(engine.route_taken(replay.run_id))
         if replay.status == "blocked":
             assert replay.blocked_by is not None and replay.blocked_reason is not None
             evidence.update(blocked_by=replay.blocked_by, blocked_reason=replay.blocked_reason)
@@ -86,6 +87,8 @@ def counterfactual(store: Store, run_id: str, *, workflow: BoundWorkflow | None 
         explanation = (f"replacing step {blamed_id!r} by its {top.evidence['reference']} raises the outcome from "
                        f"{actual.value:.3f} to {top.evidence['value_with_reference']:.3f}"
                        f" (replay {top.evidence['replay_run_id']})")
+        if top.evidence.get("route_changed"):  # the blamed step is a router: say which way its replay went
+            explanation += "; the replay took another route: " + ", ".join(top.evidence["route_changed"])
         if blockers:  # some candidates could not be measured: the blame is among the others only
             confidence = round(confidence * (1 - len(blocked_ids) / len(candidates)), 4)
             explanation += f"; {blocked_note(blockers)} (no credit for {', '.join(blocked_ids)})"
@@ -95,6 +98,7 @@ def counterfactual(store: Store, run_id: str, *, workflow: BoundWorkflow | None 
         "references": {c.step_id: c.evidence["reference"] for c in candidates},
         "executions_by_step": dict(engine.executions_by_step), "cache_hits": engine.cache.hits,
         "notes": engine.notes, "trace_id": run_id, "agent_graph": agent_graph(list(engine.latest.values())),
+        "route": engine.original_route,
         "blocked": [{"step_id": step, "reason": reason, "candidates": [c.step_id for c in candidates
                                                                         if c.evidence.get("blocked_by") == step]}
                     for step, reason in blockers.items()],

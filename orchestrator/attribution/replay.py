@@ -203,7 +203,28 @@ class ReplayEngine:
         self._plans: dict[str, Plan] = {}
         self._marks: dict[tuple[str, str], str] = {}
         self._executor: Executor | None = None
+        self.conditional = [sid for sid in self.order if self.steps[sid].when is not None]
+        """Steps with a ``when``: which of them ran is the route a run took."""
+        self.original_route = self.route_of(records)
         self._seed()
+
+    # -- routes -------------------------------------------------------------------------------------
+
+    def route_of(self, records: Sequence[StepRecordView]) -> dict[str, str]:
+        """``{"refund": "ran", "technical": "skipped"}``: which conditional steps a run's records ran."""
+        latest = {r.step_id: r for r in records if r.index is None and not r.superseded}
+        return {sid: ("skipped" if latest[sid].status == "skipped" else "ran")
+                for sid in self.conditional if sid in latest}
+
+    def route_taken(self, replay_run_id: str | None) -> dict[str, Any]:
+        """A replay's route, and where it differs from the original's (``technical: skipped -> ran``):
+        the evidence that a step's credit came from the branch its change sent the run down."""
+        if not self.conditional or replay_run_id is None:
+            return {}
+        route = self.route_of(self.store.step_records(replay_run_id))
+        changed = [f"{sid}: {self.original_route.get(sid, 'not reached')} -> {taken}"
+                   for sid, taken in route.items() if self.original_route.get(sid) != taken]
+        return {"route": route, "route_changed": changed}
 
     # -- what the original run already knows ------------------------------------------------------
 

@@ -90,3 +90,22 @@ def test_the_steps_a_condition_names_are_dependencies(cli):
     res = cli("validate", str(FLOW / "route.yaml"), db=False)
     assert res.exit_code == 0
     assert "order: classify -> refund -> technical -> reply" in res.stdout
+
+
+def test_a_routers_choice_is_blamed_and_the_record_says_which_branch_each_replay_took(cli, step_log):
+    res = cli("run", str(FLOW / "route_scored.yaml"), "--input", "ticket=I was charged twice", "--json")
+    assert res.exit_code == 0 and res.json()["output"]["fix"] is None  # routed to refund: scored incorrect
+    run_id = res.json()["run_id"]
+    attributed = cli("attribute", run_id, "--method", "counterfactual", "--json")
+    assert attributed.exit_code == 0, attributed.stderr
+    doc = attributed.json()
+    assert doc["blamed_step"] == "classify"
+    assert doc["evidence"]["route"] == {"refund": "ran", "technical": "skipped"}
+    by_step = {c["step_id"]: c for c in doc["candidates"]}
+    assert by_step["classify"]["credit"] == -1.0
+    assert by_step["classify"]["evidence"]["route"] == {"refund": "skipped", "technical": "ran"}
+    assert by_step["classify"]["evidence"]["route_changed"] == ["refund: ran -> skipped", "technical: skipped -> ran"]
+    assert "the replay took another route: refund: ran -> skipped, technical: skipped -> ran" in \
+        doc["evidence"]["explanation"]
+    replay = cli("show", by_step["classify"]["evidence"]["replay_run_id"], "--json").json()
+    assert {s["unit"]: s["status"] for s in replay["steps"]}["refund"] == "skipped"
