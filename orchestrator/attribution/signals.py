@@ -135,9 +135,12 @@ def collect_signals(spec: WorkflowSpec, records: list[StepRecordView],
     """Every step's signals, from all its attempts, the reviews of those attempts and the critics."""
     by_record = {r.record_id: r for r in reviews}
     per_step: dict[str, list[StepRecordView]] = {}
-    for rec in records:
-        per_step.setdefault(rec.step_id, []).append(rec)
+    for rec in records:  # by unit: each instance of a mapped step (``summarize[7]``) is judged on its own
+        per_step.setdefault(rec.unit, []).append(rec)
     signals: dict[str, list[Signal]] = {sid: [] for sid in spec.step_ids}
+    known = set(signals)
+    signals.update({unit: [] for unit, recs in per_step.items() if recs[0].index is not None
+                    and recs[0].step_id in known})
     critic_ids = {s.id for s in spec.steps if s.type == "critic"}
 
     def add(sid: str, signal: Signal, rec: StepRecordView) -> None:
@@ -146,12 +149,12 @@ def collect_signals(spec: WorkflowSpec, records: list[StepRecordView],
     for sid, recs in per_step.items():
         if sid not in signals:
             continue
-        is_critic = sid in critic_ids
+        is_critic = recs[0].step_id in critic_ids
         for rec in recs:
             is_latest = rec is recs[-1]
             review = by_record.get(rec.id)
             verdict = critic_verdict(rec) if is_critic else None
-            target = implicated_step(spec, sid, verdict) if verdict is not None else None
+            target = implicated_step(spec, rec.step_id, verdict) if verdict is not None else None
             own = attempt_signal(rec, review, gate_text(rec, include_critic=is_critic), is_latest=is_latest)
             if own is not None:
                 if target is not None:

@@ -25,7 +25,7 @@ from orchestrator import graph
 from orchestrator.attribution.result import AttributionResult, Candidate, agent_totals, save
 from orchestrator.attribution.signals import Signal, collect_signals
 from orchestrator.model import WorkflowSpec
-from orchestrator.records import OutcomeView, ReviewView, RunView, StepRecordView, iso
+from orchestrator.records import OutcomeView, ReviewView, RunView, StepRecordView, iso, parse_unit
 from orchestrator.store import Store
 
 TIERS = {3: "failed or overridden gate, critic, rejection or error", 2: "gate warning",
@@ -62,16 +62,27 @@ def backward_trace(spec: WorkflowSpec, run: RunView, records: list[StepRecordVie
     ``spec`` needs only the structure (steps, gates, critics, output); callables are not used.
     """
     order = graph.topological_order(spec)
-    position = {sid: i for i, sid in enumerate(order)}
     output = spec.output_step
     relevant = graph.ancestors(spec, output) | {output}
     ran = {r.step_id for r in records}
     if run.status in ("failed", "rejected"):
         relevant |= ran  # the step that ended the run explains it, whether or not it feeds the output
-    candidates_ids = [sid for sid in order if sid in relevant]
+    # a mapped step's instances are candidates of their own, right after their step (``summarize[7]``)
+    instances: dict[str, list[StepRecordView]] = {}
+    for record in records:
+        if record.index is not None:
+            instances.setdefault(record.step_id, []).append(record)
+    candidates_ids = []
+    for sid in order:
+        if sid in relevant:
+            candidates_ids.append(sid)
+            units = {r.unit: r.index for r in instances.get(sid, [])}
+            candidates_ids.extend(sorted(units, key=lambda u: units[u] or 0))
+    position = {unit: i for i, unit in enumerate(candidates_ids)}
     signals = collect_signals(spec, records, reviews)
     checked = _checked(spec)
-    latest = {r.step_id: r for r in records}
+    checked |= {unit for unit in candidates_ids if parse_unit(unit)[0] in checked}
+    latest = {r.unit: r for r in records}
 
     def tier(sid: str) -> int:
         return strongest_tier(signals, sid)
@@ -88,7 +99,7 @@ def backward_trace(spec: WorkflowSpec, run: RunView, records: list[StepRecordVie
     for sid in signalled + quiet:
         rec = latest.get(sid)
         step_signals = signals.get(sid, [])
-        candidates.append(Candidate(sid, spec.step(sid).agent_name, credit.get(sid, 0.0), {
+        candidates.append(Candidate(sid, spec.step(parse_unit(sid)[0]).agent_name, credit.get(sid, 0.0), {
             "signals": [s.to_json() for s in step_signals], "tier": tier(sid),
             "score": sum({3: 4, 2: 2, 1: 1}[s.tier] for s in step_signals), "checked": sid in checked,
             "record_id": rec.id if rec else None, "started_at": iso(rec.started_at) if rec else None,
@@ -129,7 +140,8 @@ def _verdict(spec: WorkflowSpec, signalled: list[str], signals: dict[str, list[S
     coverage = [sid for sid in candidates_ids if sid in checked]
     if signalled and shortfall > 0:
         top = signalled[0]
-        upstream = [sid for sid in candidates_ids if sid in graph.ancestors(spec, top)]
+        above = graph.ancestors(spec, parse_unit(top)[0])
+        upstream = [sid for sid in candidates_ids if parse_unit(sid)[0] in above]
         unchecked = [sid for sid in upstream if sid not in checked]
         factor = 1.0 if not upstream else 0.5 + 0.5 * (1 - len(unchecked) / len(upstream))
         confidence = round(BASE_CONFIDENCE[tier_of(top)] * factor, 3)

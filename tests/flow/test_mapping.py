@@ -127,3 +127,18 @@ def test_editing_an_instance_at_the_cause_supersedes_the_consumer_never_the_sibl
     assert units["summarize"]["output"] == ["document 0 word word", "x", "document 2 word word"]
     superseded = {a["unit"] for a in doc["attempts"] if a["superseded"]}
     assert superseded == {"summarize", "combine"}
+
+
+def test_trace_blames_the_instance_and_stats_count_its_blame_for_the_step(cli, step_log):
+    res = cli("run", str(FLOW / "map.yaml"), "--json")
+    run_id = res.json()["run_id"]
+    assert cli("reject", run_id, "--step", "summarize[3]").exit_code == 1
+    labelled = cli("label", run_id, "--incorrect")
+    assert labelled.exit_code == 0, labelled.stderr
+    traced = cli("trace", run_id, "--json").json()
+    assert traced["blamed_step"] == "summarize[3]"
+    ranked = [c["step_id"] for c in traced["candidates"]]
+    assert ranked[0] == "summarize[3]" and "summarize[0]" in ranked
+    assert traced["candidates"][0]["agent"] == "summarize"
+    stats = cli("stats", "--workflow", "map", "--json").json()
+    assert stats["blamed_distribution"] == {"summarize": 1.0}
