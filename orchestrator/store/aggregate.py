@@ -52,6 +52,7 @@ class RecordFact:
     has_output: bool
     inputs_digest: str | None
     output_digest: str | None
+    item_index: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,10 +166,10 @@ def trajectory_counts(runs: Sequence[RunFact], records: Sequence[RecordFact]) ->
     attempts: Counter[int] = Counter()
     steps: dict[int, set[str]] = {}
     pks = {r.pk for r in runs}
-    for rec in records:
-        if rec.run_pk in pks and rec.status != "skipped":
+    for rec in records:  # instances count one step each; a mapped step's collected list is no execution
+        if rec.run_pk in pks and rec.status != "skipped" and rec.origin != "collected":
             attempts[rec.run_pk] += 1
-            steps.setdefault(rec.run_pk, set()).add(rec.step_id)
+            steps.setdefault(rec.run_pk, set()).add(f"{rec.step_id}#{'' if rec.item_index is None else rec.item_index}")
     counts = Counter((len(steps.get(pk, ())), attempts[pk]) for pk in pks)
     return [TrajectoryCounts(steps=s, attempts=a, runs=n) for (s, a), n in sorted(counts.items())]
 

@@ -208,8 +208,15 @@ class DayCounts:
 
 
 RECORD_COLUMNS = ("id", "run_pk", "step_id", "agent", "status", "attempt", "origin", "llm", "gate_count",
-                  "gates_failed", "started_at")
+                  "gates_failed", "started_at", "item_index")
 """What the counts read of a step record (never its inputs or output)."""
+
+
+EXECUTED = "s.status <> 'skipped' AND s.origin <> 'collected'"
+"""Records of work done: not a skip, and not the list a mapped step collected from its instances."""
+
+UNIT = "s.step_id || '#' || COALESCE(CAST(s.item_index AS VARCHAR(12)), '')"
+"""What a trajectory counts as one step executed: a step, or one instance of a mapped step."""
 
 
 def _records_of(run: str, bound: str, dialect: str, *, outer: bool = False) -> str:
@@ -492,8 +499,8 @@ class Summary:
         """Each affected production run as the records, outcomes and attribution records up to ``new`` make it."""
         runs = conn.execute(text(f"""
             SELECT r.id AS pk, r.workflow AS workflow, r.created_at AS created_at, MIN(s.started_at) AS first_start,
-                   COUNT(DISTINCT CASE WHEN s.status <> 'skipped' THEN s.step_id END) AS steps,
-                   COUNT(CASE WHEN s.status <> 'skipped' THEN 1 END) AS attempts
+                   COUNT(DISTINCT CASE WHEN {EXECUTED} THEN {UNIT} END) AS steps,
+                   COUNT(CASE WHEN {EXECUTED} THEN 1 END) AS attempts
             FROM runs r {_records_of('r.id', ':hi_records', self.dialect, outer=True)}
             WHERE r.kind = 'run' AND r.id IN ({_AFFECTED}) GROUP BY r.id"""), params).all()
         latest = {int(r.run_pk): r.correct for r in conn.execute(text(f"""
@@ -952,8 +959,8 @@ def live_outcome_counts(read: Read, dialect: str, workflow: str, period: str,
 def live_trajectory_counts(read: Read, workflow: str | None) -> list[TrajectoryCounts]:
     sql = f"""
     SELECT steps, attempts, COUNT(*) AS runs FROM (
-      SELECT r.id, COUNT(s.id) AS attempts, COUNT(DISTINCT s.step_id) AS steps
-      FROM runs r LEFT JOIN step_records s ON s.run_pk = r.id AND s.status <> 'skipped'
+      SELECT r.id, COUNT(s.id) AS attempts, COUNT(DISTINCT {UNIT}) AS steps
+      FROM runs r LEFT JOIN step_records s ON s.run_pk = r.id AND {EXECUTED}
       WHERE {_production(workflow)} GROUP BY r.id) per_run
     GROUP BY steps, attempts ORDER BY steps, attempts"""
     return [TrajectoryCounts(steps=int(r.steps), attempts=int(r.attempts), runs=int(r.runs))

@@ -142,3 +142,11 @@ def test_trace_blames_the_instance_and_stats_count_its_blame_for_the_step(cli, s
     assert traced["candidates"][0]["agent"] == "summarize"
     stats = cli("stats", "--workflow", "map", "--json").json()
     assert stats["blamed_distribution"] == {"summarize": 1.0}
+
+
+def test_reports_count_each_executed_instance_as_a_step_of_the_trajectory(cli, step_log):
+    cli("run", str(FLOW / "map_filtered.yaml"), "--input", "count=4")  # 2 instances run, 2 skipped
+    doc = cli("report", "--workflow", "map-filtered", "--json").json()
+    steps = doc["trajectory_steps"]
+    # retrieve, summarize[0], summarize[2], combine: the skipped instances and the collected list are no work
+    assert steps["max"] == 4 and steps["min"] == 4
