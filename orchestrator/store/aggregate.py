@@ -114,7 +114,11 @@ def step_period_counts(runs: Sequence[RunFact], records: Sequence[RecordFact], p
     out = []
     for (sid, start), observations in by_obs.items():
         flat = [r for recs in observations for r in recs]
-        firsts = [next((r for r in recs if r.gate_count > 0), None) for recs in observations]
+        # gates judge each unit of a run once: the step, or every instance of a mapped step
+        units: dict[tuple[int, int | None], list[RecordFact]] = {}
+        for r in flat:
+            units.setdefault((r.run_pk, r.item_index), []).append(r)
+        firsts = [next((r for r in recs if r.gate_count > 0), None) for recs in units.values()]
         llm = [_llm_numbers(r.llm) for r in flat if r.origin == "executed" and r.llm is not None]
         out.append(StepPeriodCounts(
             step_id=sid, period_start=start, agent=min(r.agent for r in flat), first_record=min(r.id for r in flat),

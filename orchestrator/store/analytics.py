@@ -50,9 +50,10 @@ class StepPeriodCounts:
     runs: int
     """Runs with at least one record of the step."""
     gated_runs: int
-    """Runs in which an attempt of the step was checked by gates."""
+    """Runs in which an attempt of the step was checked by gates; for a mapped step, instances (each
+    instance of each run is judged on its own)."""
     gate_passes: int
-    """Runs whose first gated attempt of the step passed all its gates."""
+    """Of those, the ones whose first gated attempt passed all its gates."""
     attempts: int
     """Records of the step (every attempt, skipped ones included)."""
     failures: int

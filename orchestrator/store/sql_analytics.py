@@ -219,6 +219,10 @@ UNIT = "s.step_id || '#' || COALESCE(CAST(s.item_index AS VARCHAR(12)), '')"
 """What a trajectory counts as one step executed: a step, or one instance of a mapped step."""
 
 
+RUN_UNIT = "CAST(s.run_pk AS VARCHAR(20)) || '#' || COALESCE(CAST(s.item_index AS VARCHAR(12)), '')"
+"""What a gate pass rate counts once: a step in a run, or each instance of a mapped step in a run."""
+
+
 def _records_of(run: str, bound: str, dialect: str, *, outer: bool = False) -> str:
     """A join clause giving ``s``: the step records of the run ``run`` (a column) with ids up to ``bound``.
 
@@ -245,7 +249,7 @@ def _record_aggregates(dialect: str) -> str:
         return llm.format(_json_number("s.llm", path, dialect))
 
     return f"""MIN(s.agent) AS agent, MIN(s.id) AS first_id, COUNT(DISTINCT s.run_pk) AS runs,
-           COUNT(DISTINCT CASE WHEN {_GATE_COUNT} > 0 THEN s.run_pk END) AS gated,
+           COUNT(DISTINCT CASE WHEN {_GATE_COUNT} > 0 THEN {RUN_UNIT} END) AS gated,
            COUNT(*) AS attempts, SUM(CASE WHEN s.status = 'failed' THEN 1 ELSE 0 END) AS failures,
            SUM(CASE WHEN s.status = 'gate_failed' THEN 1 ELSE 0 END) AS gate_failures,
            SUM(CASE WHEN s.attempt > 1 THEN 1 ELSE 0 END) AS retries,
@@ -281,7 +285,7 @@ def _contributions(conn: Connection, dialect: str, runs_sql: str, params: dict[s
     SELECT workflow, step_id, day, SUM(CASE WHEN first_gate % 2 = 0 THEN 1 ELSE 0 END) AS passes FROM (
       SELECT MIN(ar.workflow) AS workflow, s.step_id AS step_id, MIN({day}) AS day,
              MIN(CAST(s.id AS BIGINT) * 2 + CASE WHEN {_GATES_FAILED} > 0 THEN 1 ELSE 0 END) AS first_gate
-      {joined} AND {_GATED} GROUP BY s.run_pk, s.step_id) firsts
+      {joined} AND {_GATED} GROUP BY s.run_pk, s.step_id, s.item_index) firsts
     GROUP BY workflow, step_id, day"""
     values = {**params, "bound_": bound}
     out: dict[tuple[str, str, int], DayCounts] = {}
@@ -920,7 +924,7 @@ def live_step_period_counts(read: Read, dialect: str, workflow: str, period: str
              MIN(CAST(s.id AS BIGINT) * 2 + CASE WHEN {_GATES_FAILED} > 0 THEN 1 ELSE 0 END) AS first_gate
       FROM win w JOIN step_records s ON s.run_pk = w.run_pk
       WHERE {_GATED}
-      GROUP BY s.run_pk, s.step_id, w.period_start),
+      GROUP BY s.run_pk, s.step_id, s.item_index, w.period_start),
     passes AS (
       SELECT step_id, period_start, SUM(CASE WHEN first_gate % 2 = 0 THEN 1 ELSE 0 END) AS passes
       FROM first_gated GROUP BY step_id, period_start)

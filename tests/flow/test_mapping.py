@@ -150,3 +150,11 @@ def test_reports_count_each_executed_instance_as_a_step_of_the_trajectory(cli, s
     steps = doc["trajectory_steps"]
     # retrieve, summarize[0], summarize[2], combine: the skipped instances and the collected list are no work
     assert steps["max"] == 4 and steps["min"] == 4
+
+
+def test_a_mapped_steps_gate_pass_rate_counts_each_instance(cli, step_log):
+    cli("run", str(FLOW / "map.yaml"))  # 5 instances, instance 3 fails its gate
+    stats = cli("stats", "--workflow", "map", "--json").json()
+    summarize = next(s for s in stats["steps"] if s["step_id"] == "summarize")
+    assert summarize["runs"] == 1
+    assert summarize["gated_runs"] == 5 and summarize["gate_pass_rate"] == 0.8
