@@ -95,14 +95,17 @@ class MapRunner:
         outcomes: list[StepOutcome] = []
         todo = [i for i in range(len(items)) if i not in done and unit_name(step.id, i) not in self.state.waiting]
         slots = anyio.Semaphore(step.spec.max_parallel or self.state.concurrency)
+        lost: list[LeaseLostError] = []
         async with anyio.create_task_group() as group:
             for i in todo:
                 await slots.acquire()
                 stop = self.state.stop_reason() or ("failed" if any(o.status == "failed" for o in outcomes) else None)
-                if stop is not None:  # like the scheduler: once a step fails, or a drain asks, start nothing new
+                if stop is not None or lost:  # like the scheduler: once a step fails, or a drain asks, start nothing
                     slots.release()
                     break
-                group.start_soon(self.instance, i, items[i], slots, outcomes)
+                group.start_soon(self.instance, i, items[i], slots, outcomes, lost, group.cancel_scope)
+        if lost:  # the lease was taken over: the scheduler stops the execution, as for a plain step
+            raise lost[0]
         failed = [o for o in outcomes if o.status == "failed"]
         if failed:
             units = tuple(u for o in failed for u in o.units)
@@ -143,14 +146,19 @@ class MapRunner:
                              f"{limit} allowed (ORCHESTRATOR_MAX_ITEMS)")
         return value
 
-    async def instance(self, index: int, item: Any, slots: anyio.Semaphore, outcomes: list[StepOutcome]) -> None:
+    async def instance(self, index: int, item: Any, slots: anyio.Semaphore, outcomes: list[StepOutcome],
+                       lost: list[LeaseLostError], scope: anyio.CancelScope) -> None:
+        """Run one instance; a lost lease cancels its siblings and is raised by the map as one error
+        (raised from here, the task group would wrap it in an exception group the scheduler cannot read)."""
         unit = unit_name(self.step.id, index)
         runner = StepRunner(self.run, self.step, index=index, item=item)
         try:
             outcome = await runner.run_step(self.state.next_attempt.get(unit, 1),
                                             self.state.retry_feedback.pop(unit, []))
-        except LeaseLostError:
-            raise
+        except LeaseLostError as exc:
+            lost.append(exc)
+            scope.cancel()
+            return
         except Exception as exc:  # broke outside the step's code: recorded like the scheduler does for a step
             outcome = await runner.unforeseen_failure(exc)
         finally:

@@ -158,3 +158,15 @@ def test_a_mapped_steps_gate_pass_rate_counts_each_instance(cli, step_log):
     summarize = next(s for s in stats["steps"] if s["step_id"] == "summarize")
     assert summarize["runs"] == 1
     assert summarize["gated_runs"] == 5 and summarize["gate_pass_rate"] == 0.8
+
+
+def test_a_map_whose_lease_is_taken_over_stops_and_writes_nothing_more(cli, step_log, tmp_path, monkeypatch):
+    db = tmp_path / "lost.db"
+    monkeypatch.setenv("STEAL_LEASE_DB", str(db))
+    res = cli("run", str(FLOW / "map_lease_lost.yaml"), "--db", f"sqlite:///{db}", db=False)
+    assert res.exit_code != 0 and "Traceback" not in res.stderr
+    assert "lease" in res.stderr
+    assert executions(step_log) == ["retrieve", "summarize[0]", "summarize[1]"]  # nothing started after the loss
+    doc = cli("show", "--db", f"sqlite:///{db}", "--json", cli("runs", "--db", f"sqlite:///{db}", "--json",
+                                                              db=False).json()[0]["run_id"], db=False).json()
+    assert {s["unit"] for s in doc["steps"]} == {"retrieve", "summarize[0]"}  # instance 1's record was refused
