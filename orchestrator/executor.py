@@ -34,7 +34,7 @@ from orchestrator.lease_keeper import LeaseKeeper, keep_lease
 from orchestrator.mapping import MapRunner, MapState
 from orchestrator.outcomes import Scoring, score_run, scoring_event
 from orchestrator.records import parse_unit
-from orchestrator.runstate import Done, PriorState, RunResult, StepOutcome, finish_run
+from orchestrator.runstate import FAIR_SHARE_SECONDS, Done, PriorState, RunResult, StepOutcome, finish_run
 from orchestrator.store import Lease, NewStepRecord, RunEnd, Store
 from orchestrator.store.base import lease_lost
 from orchestrator.threads import DEFAULT_CONCURRENCY
@@ -47,9 +47,6 @@ dies mid-run is taken over (by ``resume`` or a worker) at most this long after i
 MAX_LEASE_SECONDS = 86400.0
 """The longest lease: a run whose process was killed waits out its lease before anyone takes it over,
 so a lease that never expires (``inf``) would keep it stuck for ever."""
-
-FAIR_SHARE_SECONDS = 0.05
-"""The longest a run's task runs steps back to back before giving the event loop a turn."""
 
 
 def owner_token() -> str:
@@ -251,10 +248,10 @@ class _Schedule:
         self.pending = {sid: sum(1 for d in steps[sid].dependencies if d not in self.done)
                         for sid in self.workflow.order}
         self.ready = [i for i, sid in enumerate(self.workflow.order) if self.pending[sid] == 0]  # already a heap
-        maps = MapState(prior.instances, self.waiting, self.next_attempt, self.retry_feedback, self.stop_reason,
-                        self.executor.max_concurrency)
+        self.maps = MapState(prior.instances, self.waiting, self.next_attempt, self.retry_feedback,
+                             self.stop_reason, self.executor.max_concurrency)
         self.runners: dict[str, StepRunner | MapRunner] = {
-            sid: MapRunner(run, step, maps) if step.spec.mapped else StepRunner(run, step)
+            sid: MapRunner(run, step, self.maps) if step.spec.mapped else StepRunner(run, step)
             for sid, step in steps.items()}
         self.writer = run.writer = GroupCommit(run.store, self.others_running, self.ending)
         self.keeper: LeaseKeeper = _NO_KEEPER
@@ -310,8 +307,9 @@ class _Schedule:
             abandon_on_cancel=True)
 
     def others_running(self) -> bool:
-        """Whether a finishing step has company: other steps in flight whose records may join its commit."""
-        return len(self.in_flight) > 1
+        """Whether a finishing step has company: other steps, or instances of a mapped step, in flight
+        whose records may join its commit."""
+        return len(self.in_flight) > 1 or self.maps.running > 1
 
     def ending(self, record: NewStepRecord) -> RunEnd | None:
         """The run's end, if this record, the only one in flight, completes the last step of a leased

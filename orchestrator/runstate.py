@@ -18,6 +18,9 @@ from orchestrator.records import ReviewView, StepRecordView, parse_unit
 from orchestrator.store import Lease, NewOutcome, Store
 from orchestrator.store.base import lease_lost
 
+FAIR_SHARE_SECONDS = 0.05
+"""The longest a run's task runs steps (or instances of a mapped step) back to back before giving the
+event loop a turn."""
 
 @dataclass
 class RunResult:
