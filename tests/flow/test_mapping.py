@@ -170,3 +170,20 @@ def test_a_map_whose_lease_is_taken_over_stops_and_writes_nothing_more(cli, step
     doc = cli("show", "--db", f"sqlite:///{db}", "--json", cli("runs", "--db", f"sqlite:///{db}", "--json",
                                                               db=False).json()[0]["run_id"], db=False).json()
     assert {s["unit"] for s in doc["steps"]} == {"retrieve", "summarize[0]"}  # instance 1's record was refused
+
+
+def test_max_parallel_bounds_the_instances_running_at_once(cli, tmp_path, monkeypatch):
+    pace_log = tmp_path / "pace.log"
+    monkeypatch.setenv("PACE_LOG", str(pace_log))
+    monkeypatch.setenv("ITEM_SLEEP", "0.05")
+    res = cli("run", str(FLOW / "map_parallel.yaml"), "--json")
+    assert res.exit_code == 0, res.stderr
+    assert res.json()["output"] == list(range(9))
+    running, most, ended = 0, 0, []
+    for line in pace_log.read_text().splitlines():
+        event, index = line.split()
+        running += 1 if event == "begin" else -1
+        most = max(most, running)
+        if event == "end":
+            ended.append(int(index))
+    assert most <= 3 and sorted(ended) == list(range(9))
