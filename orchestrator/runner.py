@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,9 +195,17 @@ def _continuation(store: Store, run_id: str, lease: Lease | None) -> RunResult |
     return _Continuation(workflow, workflow_id, lease or claim(store, run_id), run.trace_id)
 
 
+LONG_REVIEW_WAIT = 5.0
+"""A wait for a review timeout longer than this is announced (``on_wait``): a silent wait looks hung."""
+
+
 def wait_for_review_timeouts(store: Store, result: RunResult, *, max_concurrency: int = DEFAULT_CONCURRENCY,
-                             on_event: EventHook | None = None) -> RunResult:
-    """An unattended pause with ``review_timeout`` waits here and continues when the default applies."""
+                             on_event: EventHook | None = None,
+                             on_wait: Callable[[RunResult, float], None] | None = None) -> RunResult:
+    """An unattended pause with ``review_timeout`` waits here and continues when the default applies.
+
+    ``on_wait(paused result, deadline)`` is told of each wait longer than ``LONG_REVIEW_WAIT`` before it
+    begins. An approval claims the run's lease in its own transaction and the run continues under it."""
     while result.status == "paused":
         from orchestrator.review import apply_review_timeouts, next_review_deadline  # only a paused run reviews
 
@@ -204,17 +213,20 @@ def wait_for_review_timeouts(store: Store, result: RunResult, *, max_concurrency
         deadline = next_review_deadline(store, result.run_id, workflow.spec)
         if deadline is None:
             return result
+        if on_wait is not None and deadline - time.time() > LONG_REVIEW_WAIT:
+            on_wait(result, deadline)
         while time.time() < deadline:
             time.sleep(min(0.5, max(0.0, deadline - time.time())))
             status = store.get_run(result.run_id).status
             if status != "paused":  # someone decided meanwhile and continues the run in their process
                 return RunResult(result.run_id, status)
-        decisions = apply_review_timeouts(store, result.run_id, workflow.spec)
+        lease = new_lease(result.run_id)
+        decisions = apply_review_timeouts(store, result.run_id, workflow.spec, lease=lease)
         if not decisions:
             return result
         if any(d.decision == "reject" for d in decisions):
             return RunResult(result.run_id, "rejected")
-        result = continue_run(store, result.run_id, max_concurrency=max_concurrency, on_event=on_event)
+        result = continue_run(store, result.run_id, max_concurrency=max_concurrency, on_event=on_event, lease=lease)
     return result
 
 

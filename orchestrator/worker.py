@@ -14,6 +14,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from types import FrameType
 
 import anyio
 import anyio.to_thread
@@ -163,19 +164,26 @@ class Worker:
     async def watch_signals(self, everything: TaskGroup, *,
                             task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The first SIGTERM/SIGINT drains; a second one cancels everything (leases are still handed back)."""
-        with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
-            task_status.started()
-            async for signum in signals:
-                if self.summary.signal is None:
-                    self.summary.signal = signal.Signals(signum).name
-                    self.drain.request()
-                    self.stopping.set()
-                    if self.on_stopping is not None:
-                        self.on_stopping(self.summary.signal, len(self.in_flight))
-                else:
-                    self.summary.forced = True
-                    everything.cancel_scope.cancel()
-                    return
+        try:
+            with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+                task_status.started()
+                async for signum in signals:
+                    if self.summary.signal is None:
+                        self.summary.signal = signal.Signals(signum).name
+                        self.drain.request()
+                        self.stopping.set()
+                        if self.on_stopping is not None:
+                            self.on_stopping(self.summary.signal, len(self.in_flight))
+                    else:
+                        self.summary.forced = True
+                        everything.cancel_scope.cancel()
+                        return
+        finally:
+            if self.summary.signal is not None:
+                # the loop put the default actions back; a second signal while the drained worker winds
+                # down (its summary, its store) still means "stop at once": exit 130, not death by SIGTERM
+                for stop_signal in STOP_SIGNALS:
+                    signal.signal(stop_signal, _stop_at_once)
 
 
 def recover_one(store: Store, lease: Lease) -> str | None:
@@ -223,6 +231,10 @@ class ReviewTimeouts:
             self.timeouts[workflow_id] = {} if spec is None else {
                 step.id: step.review_timeout for step in spec.steps if step.review_timeout is not None}
         return self.timeouts[workflow_id]
+
+
+def _stop_at_once(_signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(130)
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:

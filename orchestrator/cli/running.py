@@ -1,10 +1,13 @@
 """Commands that execute workflows: validate, schema, run, resume, worker."""
 
 import json
+import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -152,18 +155,51 @@ class Progress:
             self.live.update(self._table())
 
 
+@dataclass
+class _Stop:
+    terminated: bool = False
+    """The stop came from SIGTERM (``docker stop``, systemd, a CI timeout), not from Ctrl-C."""
+
+
 @contextmanager
 def resumable_on_interrupt(progress: Progress) -> Iterator[None]:
-    """Ctrl-C stops the execution at once (steps in flight are abandoned, unrecorded) and its lease is
-    handed back; this names the run and how to continue it, and exits 130."""
+    """Ctrl-C or SIGTERM stops the execution at once (steps in flight are abandoned, unrecorded) and its
+    lease is handed back; this names the run and how to continue it, and exits 130 (143 on SIGTERM)."""
+    with _sigterm_as_interrupt() as stop:
+        try:
+            yield
+        except KeyboardInterrupt:
+            code, what = (143, "terminated (SIGTERM)") if stop.terminated else (130, "interrupted")
+            run_id = progress.run_id
+            if run_id is None:
+                fail(f"{what} before the run started", code)
+            fail(f"{what}; run {run_id} is resumable: `orchestrator resume {run_id}` finishes it without "
+                 "re-running its completed steps", code)
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[_Stop]:
+    """SIGTERM takes the path of Ctrl-C: whatever handles SIGINT right now is called (during an execution,
+    the handler that cancels it so that its lease is handed back), else KeyboardInterrupt is raised."""
+    stop = _Stop()
+
+    def on_sigterm(_signum: int, frame: FrameType | None) -> None:
+        stop.terminated = True
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler) and handler is not signal.default_int_handler:
+            handler(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt()
+
     try:
-        yield
-    except KeyboardInterrupt:
-        run_id = progress.run_id
-        if run_id is None:
-            fail("interrupted before the run started", 130)
-        fail(f"interrupted; run {run_id} is resumable: `orchestrator resume {run_id}` finishes it without "
-             "re-running its completed steps", 130)
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:  # not the main thread: no signal reaches this call
+        yield stop
+        return
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def report_result(store: "Store", result: "RunResult", as_json: bool) -> None:
@@ -198,6 +234,17 @@ def report_result(store: "Store", result: "RunResult", as_json: bool) -> None:
             if error:
                 out.print(f"  [yellow]{escape(error)}[/]", highlight=False, soft_wrap=True)
     raise typer.Exit(exit_code(result.status))
+
+
+def announce_review_wait(paused: "RunResult", deadline: float) -> None:
+    """What a long wait for a review timeout waits for, and until when (a silent wait looks hung)."""
+    from orchestrator.records import iso
+
+    steps = ", ".join(paused.paused_steps)
+    err.print(f"run {escape(paused.run_id)} paused at {escape(steps)}: waiting for a review until {iso(deadline)}, "
+              f"when its review_timeout applies; decide now with `orchestrator review` or `orchestrator "
+              f"approve|edit|retry|reject {escape(paused.run_id)}` from another terminal", highlight=False,
+              soft_wrap=True)
 
 
 @guarded
@@ -263,7 +310,8 @@ def run(
     with resumable_on_interrupt(progress), progress:
         result = start_run(store, workflow, given, max_concurrency=max_concurrency, on_event=progress, otel=otel,
                            reference=answer)
-        result = wait_for_review_timeouts(store, result, max_concurrency=max_concurrency, on_event=progress)
+        result = wait_for_review_timeouts(store, result, max_concurrency=max_concurrency, on_event=progress,
+                                          on_wait=announce_review_wait)
     report_result(store, result, as_json)
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -19,6 +21,7 @@ from orchestrator.errors import ReviewError
 from orchestrator.runner import start_run
 from orchestrator.spec import load_workflow
 from orchestrator.store import NewReview, open_store
+from orchestrator.worker import ReviewTimeouts
 from tests.conftest import FIXTURES, REPO, calls
 
 
@@ -251,6 +254,40 @@ class TestDecisions:
         assert doc["status"] == "succeeded"
         (rev,) = doc["reviews"]
         assert (rev["decision"], rev["reviewer"]) == ("approve", "review-timeout")
+
+    def test_a_workers_review_timeout_approval_queues_the_run_in_the_same_write(self, store):
+        """Approved and queued at once: a worker killed right after its decision leaves a run any worker
+        claims, never one ``running`` with no lease that nobody would take over."""
+        result = start_run(store, load_workflow(FIXTURES / "gated_review_timeout.yaml"), {})
+        assert result.status == "paused"
+        _wait_until(lambda: review.waiting_records(store, result.run_id)[0].ended_at + 0.5 < time.time())
+        ReviewTimeouts(store).decide()
+        run = store.get_run(result.run_id)
+        assert (run.status, run.lease_expires_at) == ("queued", None)
+        assert [(r.decision, r.reviewer) for r in store.reviews(result.run_id)] == [("approve", "review-timeout")]
+
+    def test_a_long_review_timeout_wait_says_what_it_waits_for_and_until_when(self, tmp_path, db_url):
+        workflow = tmp_path / "long_wait.yaml"
+        workflow.write_text((FIXTURES / "gated_review_timeout.yaml").read_text().replace(
+            "review_timeout: 0.5", "review_timeout: 5.5"))
+        (tmp_path / "steps.py").write_text((FIXTURES / "steps.py").read_text())
+        done = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(workflow), "--db", db_url],
+                              env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        run_id = open_store(db_url).list_runs()[0].run_id
+        waits = [line for line in done.stderr.splitlines() if "waiting for a review until" in line]
+        assert len(waits) == 1, done.stderr
+        assert re.fullmatch(rf"run {run_id} paused at scored: waiting for a review until \S+\+00:00, when its "
+                            r"review_timeout applies; decide now with `orchestrator review` or `orchestrator "
+                            rf"approve\|edit\|retry\|reject {run_id}` from another terminal", waits[0]), waits[0]
+
+
+def _wait_until(condition) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
 
 
 class TestContextAndCritics:

@@ -19,7 +19,7 @@ import pytest
 from orchestrator.runner import enqueue_run
 from orchestrator.spec import load_workflow
 from orchestrator.store import open_store
-from tests.conftest import REPO
+from tests.conftest import FIXTURES, REPO
 
 ORCHESTRATOR = [sys.executable, "-m", "orchestrator"]
 
@@ -178,3 +178,17 @@ def test_a_worker_takes_an_interrupted_run_over_before_a_backlog_of_400_queued_r
     assert fresh.returncode == 0, stderr
     assert store.get_run(killed_run).status == "succeeded"
     assert {store.get_run(r).status for r in backlog} == {"queued"}
+
+
+@pytest.mark.parametrize("seconds", ["inf", "nan", "1e300", "0"])
+@pytest.mark.parametrize("command", ["run", "worker"])
+def test_a_lease_that_never_expires_is_refused_in_one_line_and_nothing_is_stored(cli, store, monkeypatch,
+                                                                                   seconds, command):
+    monkeypatch.setenv("ORCHESTRATOR_LEASE_SECONDS", seconds)
+    args = ("run", str(FIXTURES / "ok.yaml")) if command == "run" else ("worker", "--once")
+    result = cli(*args)
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: ORCHESTRATOR_LEASE_SECONDS={seconds!r} must be a number of seconds above 0 and at most 86400 "
+        "(a day)"]
+    assert set(store.count_rows().values()) == {0}

@@ -191,3 +191,25 @@ def test_ctrl_c_stops_a_run_at_once_names_it_and_resume_finishes_it(tmp_path, du
     _resume_finishes(run_id, durable_url, side)
     lines = _lines(side)
     assert [lines.count(s) for s in ("first start", "nap start", "anap start", "last start")] == [1, 2, 2, 1]
+
+
+def test_sigterm_stops_a_run_like_ctrl_c_exits_143_and_resume_takes_it_at_once(tmp_path, durable_url):
+    """SIGTERM is what `docker stop`, systemd and CI timeouts send: the lease is handed back as on Ctrl-C,
+    so an immediate resume is not refused for the rest of the lease (30 s here)."""
+    workflow, side = _setup(tmp_path)
+    proc = subprocess.Popen([*ORCHESTRATOR, "run", str(workflow), "--db", durable_url], env=_env(side, 60),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: _both_naps_started(side), "the naps never started")
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)  # the naps would take 60 s
+
+    store = open_store(durable_url)
+    run_id = store.list_runs()[0].run_id
+    assert proc.returncode == 143, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"error: terminated (SIGTERM); run {run_id} is resumable: `orchestrator resume {run_id}` finishes it "
+        "without re-running its completed steps")
+    assert store.get_run(run_id).status == "interrupted"
+    _resume_finishes(run_id, durable_url, side)
+    lines = _lines(side)
+    assert [lines.count(s) for s in ("first start", "nap start", "anap start", "last start")] == [1, 2, 2, 1]

@@ -25,6 +25,10 @@ BAD_FILES = [
      r"param_mismatch\.yaml:7: .*input 'val' does not match any parameter of steps:double\(value\)"),
     ("bad_output.yaml", r"bad_output\.yaml:5: output: output names step 'final', which is not defined"),
     ("wrong_type.yaml", r"wrong_type\.yaml:5: steps\.src\.timeout: Input should be a valid number"),
+    ("review_timeout_inf.yaml",
+     r"review_timeout_inf\.yaml:16: steps\.scored\.review_timeout: Input should be a finite number"),
+    ("review_timeout_huge.yaml",
+     r"review_timeout_huge\.yaml:16: steps\.scored\.review_timeout: Input should be less than or equal to 31622400"),
 ]
 
 
