@@ -14,6 +14,11 @@ stored records. Printed (all must be zero except the first):
 - stuck runs: runs not finished after the final drain.
 
 Run: ``.venv/bin/python benchmarks/chaos.py --kills 100 [--db postgresql://postgres@127.0.0.1:5432/test]``.
+
+``--backlog 400`` times something else: two workers work through 400 queued runs while an
+``orchestrator run`` is SIGKILLed inside its run; printed is how long after the kill that run continued (about a
+lease: workers take interrupted runs over before queued ones) and how many steps of other runs
+started meanwhile.
 """
 
 from __future__ import annotations
@@ -164,12 +169,64 @@ class Chaos:
         return dict(out)
 
 
+def recovery_under_backlog(chaos: Chaos, backlog: int, workers: int = 2) -> tuple[float, int]:
+    """Two workers busy with a backlog of queued runs; an ``orchestrator run`` is SIGKILLed inside its run:
+    seconds from the kill until that run's next step starts, and how many steps of other runs started
+    meanwhile."""
+    from orchestrator.runner import enqueue_run
+    from orchestrator.spec import load_workflow
+
+    bound = load_workflow(chaos.workflow)
+    with open_store(chaos.db) as store:
+        for x in range(backlog):
+            enqueue_run(store, bound, {"x": x})
+    fresh = [chaos.orchestrator("worker", "--poll", "0.05") for _ in range(workers)]
+    try:
+        while len(chaos.log.read_text().splitlines()) < 20:  # the backlog is being worked on
+            time.sleep(0.01)
+        victim = chaos.orchestrator("run", str(chaos.workflow), "--input", "x=1")
+        killed_run = None
+        with open_store(chaos.db) as store:
+            while killed_run is None:
+                killed_run = next((r.run_id for r in store.list_runs(status="running")
+                                   if (r.owner or "").endswith(f":{victim.pid}")), None)
+        while f"{killed_run} root" not in chaos.log.read_text():
+            time.sleep(0.005)
+        victim.send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        victim.wait()
+        while True:
+            later = [(run_id, float(at)) for run_id, _, at in
+                     (line.split() for line in chaos.log.read_text().splitlines()) if float(at) > killed_at]
+            resumed = [at for run_id, at in later if run_id == killed_run]
+            if resumed:
+                return resumed[0] - killed_at, sum(1 for run_id, at in later if run_id != killed_run
+                                                   and at < resumed[0])
+            time.sleep(0.05)
+    finally:
+        for proc in fresh:
+            proc.send_signal(signal.SIGTERM)
+        for proc in fresh:
+            proc.wait(timeout=60)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=100)
     parser.add_argument("--db", default=None, help="a database URL (default: a fresh SQLite file)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--backlog", type=int, default=0,
+                        help="instead: time the take-over of a killed worker's run behind this many queued runs")
     args = parser.parse_args(argv)
+    if args.backlog:
+        with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
+            db = fresh_postgres_schema(args.db) if args.db and args.db.startswith("postgres") \
+                else args.db or f"sqlite:///{tmp}/chaos.db"
+            seconds, before = recovery_under_backlog(Chaos(db, Path(tmp), args.seed), args.backlog)
+        print(f"recovery under a backlog of {args.backlog} queued runs on {db.split('?')[0].split('@')[-1]}: the "
+              f"killed worker's run continued {seconds:.2f} s after the SIGKILL (lease {LEASE:g} s), after "
+              f"{before} step start(s) of other runs")
+        return 0
     with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
         db = args.db or f"sqlite:///{tmp}/chaos.db"
         if args.db and args.db.startswith("postgres"):
