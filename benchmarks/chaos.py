@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", default=None, help="a database URL (default: a fresh SQLite file)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--backlog", type=int, default=0,
-                        help="instead: time the take-over of a killed worker's run behind this many queued runs")
+                        help="instead: time the take-over of a SIGKILLed run behind this many queued runs")
     args = parser.parse_args(argv)
     if args.backlog:
         with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                 else args.db or f"sqlite:///{tmp}/chaos.db"
             seconds, before = recovery_under_backlog(Chaos(db, Path(tmp), args.seed), args.backlog)
         print(f"recovery under a backlog of {args.backlog} queued runs on {db.split('?')[0].split('@')[-1]}: the "
-              f"killed worker's run continued {seconds:.2f} s after the SIGKILL (lease {LEASE:g} s), after "
+              f"killed run continued {seconds:.2f} s after the SIGKILL (lease {LEASE:g} s), after "
               f"{before} step start(s) of other runs")
         return 0
     with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
