@@ -212,11 +212,11 @@ class ReviewApp(App[None]):
         event = message.event
         in_flight = self.running_steps.setdefault(message.run_id, set())
         if isinstance(event, StepStarted):
-            in_flight.add(event.step_id)
-            doing = f"running {event.step_id} (attempt {event.attempt})"
+            in_flight.add(event.unit)
+            doing = f"running {event.unit} (attempt {event.attempt})"
         elif isinstance(event, StepFinished):
-            in_flight.discard(event.step_id)
-            doing = f"{event.step_id} {event.status}"
+            in_flight.discard(event.unit)
+            doing = f"{event.unit} {event.status}"
         else:
             doing = _event_words(event)
         if message.run_id in self.continuing:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.records import unit_name
+
 if TYPE_CHECKING:
     from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView
     from orchestrator.store import Store
@@ -92,9 +94,15 @@ def filter_runs(rows: list[RunRow], *, status: str | None = None, workflow: str 
     return [r for r in rows if (status is None or r.status == status) and needle in r.workflow.lower()]
 
 
+INSTANCES_SHOWN = 20
+"""A mapped step with more instances than this shows a summary row plus the ones waiting or failed, as
+``orchestrator show`` does (``orchestrator.cli.inspecting.INSTANCES_SHOWN``)."""
+
+
 @dataclass
 class StepItem:
-    """One step of a run as the run screen shows it: its latest record plus its history."""
+    """One row of the run screen: a step, or one instance of a mapped step (``summarize[7]``), with its
+    latest record plus its history; or the summary row of a mapped step's many instances."""
 
     step_id: str
     step_type: str
@@ -112,7 +120,28 @@ class StepItem:
     inputs: dict[str, Any] | None = None
     """The inputs it ran with; references to upstream records are replaced by their outputs."""
     upstream: list[str] = field(default_factory=list)
-    """The steps whose records it consumed (or, before it ran, the steps it depends on)."""
+    """The units whose records it consumed (or, before it ran, the steps it depends on)."""
+    index: int | None = None
+    """The item's position for an instance of a mapped step; None for a step (and a summary row)."""
+    unit: str = ""
+    """The row's key and what decisions name: the step id, ``summarize[7]`` for an instance, or
+    ``summarize[0..49]`` for the summary row of a collapsed map."""
+    summary: str | None = None
+    """On a summary row: how many instances are in each state (``50 instances: 49 succeeded, 1 gate_failed``)."""
+
+    def __post_init__(self) -> None:
+        if not self.unit:
+            self.unit = unit_name(self.step_id, self.index)
+
+    @property
+    def instance(self) -> bool:
+        """Whether the row is an instance of a mapped step (or the summary of its instances)."""
+        return self.index is not None or self.summary is not None
+
+    @property
+    def skip_reason(self) -> str | None:
+        """Why a skipped step or instance did not run (its ``when`` and the values read, or an upstream skip)."""
+        return self.record.skip_reason if self.record is not None and self.status == "skipped" else None
 
     @property
     def duration(self) -> float | None:
@@ -144,11 +173,13 @@ class RunDetail:
 
     @property
     def waiting(self) -> list[str]:
-        return [s.step_id for s in self.steps if s.waiting]
+        """The units waiting for a decision (``score``, ``summarize[3]``), in the order the rows show them."""
+        return [s.unit for s in self.steps if s.waiting]
 
-    def step(self, step_id: str) -> StepItem | None:
+    def step(self, unit: str) -> StepItem | None:
+        """The row of ``unit``: a step id, an instance ``summarize[7]`` or a summary row's key."""
         for item in self.steps:
-            if item.step_id == step_id:
+            if item.unit == unit:
                 return item
         return None
 
@@ -161,40 +192,73 @@ def load_run_detail(store: Store, run_id: str) -> RunDetail:
     run = store.get_run(run_id)
     records = store.step_records(run_id)
     reviews = store.reviews(run_id)
-    waiting = {r.step_id for r in waiting_records(store, run_id)} if run.status == "paused" else set()
+    waiting = {r.unit for r in waiting_records(store, run_id)} if run.status == "paused" else set()
     definition, _ = store.workflow_definition(run.workflow_id)
     order, declared = _plan(definition)
     by_id = {r.id: r for r in records}
     history: dict[str, list[StepRecordView]] = {}
+    instances: dict[str, dict[int, str]] = {}
     for rec in records:
-        history.setdefault(rec.step_id, []).append(rec)
-    for sid in history:  # records of steps the stored definition lacks still get shown
-        if sid not in order:
-            order.append(sid)
-    steps = []
-    for sid in order:
-        attempts = history.get(sid, [])
+        history.setdefault(rec.unit, []).append(rec)
+        if rec.index is not None:
+            instances.setdefault(rec.step_id, {})[rec.index] = rec.unit
+        if rec.step_id not in order:  # records of steps the stored definition lacks still get shown
+            order.append(rec.step_id)
+
+    def row(step_id: str, index: int | None = None) -> StepItem:
+        unit = unit_name(step_id, index)
+        attempts = history.get(unit, [])
         latest = attempts[-1] if attempts else None
-        spec = declared.get(sid, {})
-        steps.append(StepItem(
-            step_id=sid,
+        spec = declared.get(step_id, {})
+        return StepItem(
+            step_id=step_id,
             step_type=latest.step_type if latest else spec.get("type", "reasoning"),
-            agent=latest.agent if latest else spec.get("agent") or sid,
+            agent=latest.agent if latest else spec.get("agent") or step_id,
             status=latest.status if latest else "pending",
             attempt=latest.attempt if latest else 0,
-            waiting=sid in waiting,
+            waiting=unit in waiting,
             record=latest,
             gate_record=next((r for r in reversed(attempts) if r.gates), None),
             attempts=attempts,
-            reviews=[r for r in reviews if r.step_id == sid],
+            reviews=[r for r in reviews if r.step_id == unit],
             inputs=_resolved_inputs(latest.inputs, by_id) if latest else None,
-            upstream=[c["step_id"] for c in latest.consumed] if latest and latest.consumed
+            upstream=[_consumed_unit(c, by_id) for c in latest.consumed] if latest and latest.consumed
             else list(spec.get("_deps", [])),
-        ))
+            index=index,
+        )
+
+    steps = []
+    for sid in order:
+        steps.append(row(sid))
+        steps.extend(instance_rows([row(sid, i) for i in sorted(instances.get(sid, {}))]))
     chosen = explaining_record(store.attributions(run_id))
     return RunDetail(run=run, steps=steps, outcomes=store.outcomes(run_id),
                      blamed_step=chosen.blamed_step if chosen else None, attribution=chosen,
                      model_usage=call_totals(store.model_calls([run_id])))
+
+
+def instance_rows(items: list[StepItem]) -> list[StepItem]:
+    """A mapped step's instance rows: all of them up to :data:`INSTANCES_SHOWN`, else a summary row
+    (``summarize[0..49]``, the count of each state) followed by the instances that wait or failed."""
+    if len(items) <= INSTANCES_SHOWN:
+        return items
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item.status] = counts.get(item.status, 0) + 1
+    first, top = items[0], max(item.index or 0 for item in items)
+    status = "failed" if counts.get("failed") else "gate_failed" if counts.get("gate_failed") else \
+        "running" if counts.get("running") or counts.get("pending") else "succeeded"
+    summary = StepItem(step_id=first.step_id, step_type=first.step_type, agent=first.agent, status=status,
+                       attempt=max(item.attempt for item in items), waiting=False,
+                       unit=f"{first.step_id}[0..{top}]",
+                       summary=f"{len(items)} instances: " + ", ".join(f"{n} {st}" for st, n in sorted(counts.items())))
+    return [summary, *(item for item in items if item.waiting or item.status in ("failed", "gate_failed"))]
+
+
+def _consumed_unit(consumed: dict[str, Any], by_id: dict[int, StepRecordView]) -> str:
+    """The unit a consumed link points at (an instance's record names ``summarize[3]``)."""
+    source = by_id.get(consumed.get("record_id"))  # type: ignore[arg-type]
+    return source.unit if source is not None else str(consumed["step_id"])
 
 
 def _plan(definition: dict[str, Any]) -> tuple[list[str], dict[str, dict[str, Any]]]:

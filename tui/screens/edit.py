@@ -75,9 +75,9 @@ class EditScreen(Screen[None]):
 
     def on_edit_target_loaded(self, message: EditTargetLoaded) -> None:
         rec = self.record = message.record
-        self.step = rec.step_id
+        self.step = rec.unit
         title = Text()
-        title.append(f"Edit the output of step {rec.step_id}", style="bold")
+        title.append(f"Edit the output of step {rec.unit}", style="bold")
         title.append(f" (run {self.run_id}, attempt {rec.attempt})")
         if message.gates:
             title.append(f"\nmust pass: {', '.join(message.gates)}")

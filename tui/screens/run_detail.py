@@ -36,8 +36,9 @@ FIXABLE_RUNS = ("paused", "failed")
 
 
 class RunDetailScreen(Screen[None]):
-    """Opens on the paused step; decisions apply to the selected step when it waits for review, and
-    `e`/`r` on a completed step of a paused or failed run fix it there (its descendants run again)."""
+    """Opens on the paused step (or instance, ``summarize[3]``); decisions apply to the selected row when it
+    waits for review, and `e`/`r` on a completed step or instance of a paused or failed run fix it there
+    (its descendants run again)."""
 
     app: ReviewApp
 
@@ -114,7 +115,7 @@ class RunDetailScreen(Screen[None]):
     async def on_run_loaded(self, message: RunLoaded) -> None:
         detail = self.detail = message.detail
         for item in detail.steps:  # steps in flight in this app have no record yet
-            if item.step_id in self.app.running_steps.get(self.run_id, ()):
+            if item.unit in self.app.running_steps.get(self.run_id, ()):
                 item.status = "running"
         # On opening, and when the run pauses again further on, select the step that now waits.
         new_waits = [s for s in detail.waiting if s not in self._seen_waiting]
@@ -227,9 +228,9 @@ class RunDetailScreen(Screen[None]):
         selected = self.query_one(StepList).selected_step
         item = self.detail.step(selected) if selected else None
         if item is None or item.waiting or item.status != "succeeded" or item.record is None \
-                or item.record.superseded:
+                or item.record.superseded or item.summary is not None:
             return None
-        return item.step_id
+        return item.unit
 
     def _target_step(self) -> str | None:
         """The selected step if it waits for review, else the only waiting step."""

@@ -70,7 +70,7 @@ class StepDetail(VerticalScroll):
     async def show(self, item: StepItem | None, *, now: float) -> None:
         """Show ``item``; a refresh that changes nothing about it keeps the pane (and its scroll) as is."""
         key = None if item is None else (
-            item.step_id, item.status, item.waiting, item.record.id if item.record else None,
+            item.unit, item.status, item.waiting, item.record.id if item.record else None,
             len(item.attempts), len(item.reviews))
         if key is not None and key == self._shown:
             return
@@ -144,7 +144,9 @@ class StepDetail(VerticalScroll):
     @staticmethod
     def _title(item: StepItem) -> Text:
         text = Text()
-        text.append(item.step_id, style="bold")
+        text.append(item.unit, style="bold")
+        if item.index is not None:
+            text.append(f"  instance {item.index} of {item.step_id}")
         text.append(f"  {item.step_type} · agent {item.agent}")
         if item.attempt:
             text.append(f" · attempt {item.attempt}")
@@ -157,6 +159,10 @@ class StepDetail(VerticalScroll):
         text.append(step_status_words(item.status, item.waiting, decision), style=STATUS_STYLE.get(item.status, ""))
         if item.record is not None and item.record.error and item.status != "gate_failed":
             text.append(f": {item.record.error}")
+        if item.skip_reason:  # the condition and the values it read, or the upstream step that was skipped
+            text.append(f": {item.skip_reason}")
+        if item.summary is not None:
+            text.append(f"\n{item.summary}; the ones waiting or failed are listed below it")
         mark = step_mark(item)
         if mark.note:  # approved despite / edited after failing verdicts, or failed warnings
             text.append(f"\n{mark.icon} {mark.note}", style=mark.style)

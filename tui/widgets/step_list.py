@@ -1,6 +1,8 @@
 """The run's steps in topological order: status icon, step, agent, attempt and duration.
 
-A step that passed only on a reviewer's word or with a failed warning gets its own icon (``step_marks``)."""
+A mapped step's instances follow it as child rows (``└ summarize[3]``), each with its own icon; beyond
+``INSTANCES_SHOWN`` a summary row stands for them, followed by the ones that wait or failed. A step that
+passed only on a reviewer's word or with a failed warning gets its own icon (``step_marks``)."""
 
 from __future__ import annotations
 
@@ -18,8 +20,18 @@ SHARE = 0.55
 STEP_WIDTH, AGENT_WIDTH = 22, 12
 
 
+CHILD = "└ "
+"""What an instance row's name starts with, under its step's row."""
+
+
+def row_label(item: StepItem) -> str:
+    """``summarize`` for a step, ``└ summarize[3]`` for an instance, ``└ summarize[0..49]`` for a summary row."""
+    return CHILD + item.unit if item.instance else item.step_id
+
+
 class StepList(DataTable[str | Text]):
-    """Steps keyed by step id. The screen decides which one is selected.
+    """Rows keyed by unit (a step id, or ``summarize[3]`` for an instance). The screen decides which one is
+    selected.
 
     When the columns would not fit in their share of the terminal (long step ids at 80 columns),
     the agent column is left out: the detail pane names the agent, and attempt and duration stay.
@@ -27,7 +39,7 @@ class StepList(DataTable[str | Text]):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", show_header=True, cell_padding=1, **kwargs)
-        self._shown: tuple[tuple[str, str, str, bool, str, int, str, bool], ...] = ()
+        self._shown: tuple[tuple[str, str, str, bool, str, int, str, bool, str], ...] = ()
         self._with_agent: bool | None = None
         self._steps: list[StepItem] = []
         self._blamed: str | None = None
@@ -40,7 +52,7 @@ class StepList(DataTable[str | Text]):
         return row_key.value
 
     def _fits_agent(self, steps: list[StepItem]) -> bool:
-        step = min(STEP_WIDTH, max((len(s.step_id) for s in steps), default=4))
+        step = min(STEP_WIDTH, max((len(row_label(s)) for s in steps), default=4))
         agent = min(AGENT_WIDTH, max((len(s.agent) for s in steps), default=5))
         needed = 1 + step + agent + 3 + 6 + 2 * 5 + 2  # cells, their padding, the scrollbar
         return needed <= int(self.app.size.width * SHARE)
@@ -66,20 +78,20 @@ class StepList(DataTable[str | Text]):
         keep = select or self.selected_step
         self._set_columns(self._fits_agent(steps))
         marks = [step_mark(s) for s in steps]
-        cells = tuple((s.step_id, m.icon, m.style, s.waiting, s.agent, s.attempt, format_duration(s.duration),
-                       s.step_id == blamed) for s, m in zip(steps, marks, strict=True))
+        cells = tuple((s.unit, m.icon, m.style, s.waiting, s.agent, s.attempt, format_duration(s.duration),
+                       s.unit == blamed, row_label(s)) for s, m in zip(steps, marks, strict=True))
         if cells != self._shown:
             self._shown = cells
             self.clear()
-            for step_id, icon, style, waiting, agent, attempt, duration, is_blamed in cells:
-                name = Text(truncate(step_id, STEP_WIDTH), style="bold" if waiting else "")
+            for unit, icon, style, waiting, agent, attempt, duration, is_blamed, label in cells:
+                name = Text(truncate(label, STEP_WIDTH), style="bold" if waiting else "")
                 if is_blamed:
                     name.append(" ◀", style="bold red")
                 row: list[str | Text] = [Text(icon, style=style), name]
                 if self._with_agent:
                     row.append(Text(truncate(agent, AGENT_WIDTH)))
                 row += [Text(str(attempt) if attempt else "", justify="right"), Text(duration, justify="right")]
-                self.add_row(*row, key=step_id)
+                self.add_row(*row, key=unit)
         ids = [c[0] for c in cells]
         if keep in ids and keep != self.selected_step:
             self.move_cursor(row=ids.index(keep))

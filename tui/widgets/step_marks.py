@@ -28,7 +28,7 @@ class StepMark:
 
 def step_mark(item: StepItem) -> StepMark:
     """The glyph, its style and the explaining line of a step, from its latest record and its history."""
-    override = overrides(item.attempts, item.reviews).get(item.step_id) if item.record is not None else None
+    override = overrides(item.attempts, item.reviews).get(item.unit) if item.record is not None else None
     if override is not None and item.status == "succeeded":
         icon = APPROVED_DESPITE if override.review.decision == "approve" else EDITED_AFTER
         return StepMark(icon, "bold yellow", override.text())
