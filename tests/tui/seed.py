@@ -22,6 +22,8 @@ from orchestrator.store import Store
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DEMO = FIXTURES / "review_demo.yaml"
+MAP = Path(__file__).parents[1] / "fixtures" / "flow" / "map.yaml"
+"""retrieve -> summarize (for_each, max_words 5 per instance: document 3 is too long) -> combine."""
 TRIAGE = FIXTURES / "triage_demo.yaml"
 
 EPOCH = 1_767_225_600.0
@@ -92,3 +94,10 @@ def seed_demo(store: Store) -> Seeded:
         triage = start(store, TRIAGE)
         retryable = start(store, DEMO, {"quality": 0.3, "topic": "nitrile gloves"})
     return Seeded(paused_twice, succeeded, triage, retryable)
+
+
+def seed_maps(store: Store, first_id: int) -> tuple[str, str]:
+    """Two map runs paused at ``summarize[3]``: one over 6 documents (r{first_id}), one over 25 (collapsed
+    on the run screen, as in ``show``)."""
+    with frozen(first_id=first_id):
+        return start(store, MAP, {"count": 6}), start(store, MAP, {"count": 25})

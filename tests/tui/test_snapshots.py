@@ -38,6 +38,25 @@ def pressing(*keys: str):
     return run_before
 
 
+def with_maps() -> App:
+    """The snapshot app with two map runs paused at summarize[3] as well (r0005: 6 documents, r0006: 25)."""
+    from tests.tui.snapshot_app import build
+
+    return build(maps=True)
+
+
+def opening(run_id: str):
+    """Open ``run_id`` on the run screen."""
+    async def run_before(pilot: Pilot) -> None:
+        from tui.screens.run_detail import RunDetailScreen
+
+        await loaded(pilot)
+        await pilot.app.push_screen(RunDetailScreen(run_id))
+        await loaded(pilot)
+
+    return run_before
+
+
 def tracing(run_id: str):
     """Open ``run_id`` on the run screen and press `t`."""
     async def run_before(pilot: Pilot) -> None:
@@ -83,6 +102,18 @@ class TestRunDetail:
         and alice's retry with her comment."""
         assert snap_compare(SNAPSHOT_APP, terminal_size=(100, 30),
                             run_before=pressing("down", "down", "enter", "tab", "end"))
+
+
+class TestInstances:
+    def test_instances_under_their_step(self, snap_compare) -> None:
+        """r0005: summarize's six instances are child rows under it, ✓ but the waiting `summarize[3]` (!),
+        which is selected: its detail names it instance 3 of summarize and shows its failing max_words gate."""
+        assert snap_compare(with_maps(), terminal_size=(110, 32), run_before=opening("r0005"))
+
+    def test_many_instances_collapse(self, snap_compare) -> None:
+        """r0006 (25 instances): a summary row `summarize[0..24]` stands for them, then the waiting
+        `summarize[3]`, selected."""
+        assert snap_compare(with_maps(), terminal_size=(110, 32), run_before=opening("r0006"))
 
 
 class TestEdit:
