@@ -23,7 +23,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("orchestrator.model", "orchestrator.graph", "orchestrator.errors", "orchestrator.jsonio",
      "orchestrator.context", "orchestrator.records", "orchestrator.inputs", "orchestrator.events",
      "orchestrator.jsonschema", "orchestrator.attribution.shapley", "orchestrator.llm.config",
-     "orchestrator.overrides"),
+     "orchestrator.overrides", "orchestrator.conditions", "orchestrator.llm.template", "orchestrator.llm.errors",
+     "orchestrator.llm.records"),
     # 1: binding a spec to code; gates; clients of models and tracing backends
     ("orchestrator.resolve", "orchestrator.invoke", "orchestrator.threads", "orchestrator.isolation",
      "orchestrator.binding", "orchestrator.spec", "orchestrator.files", "orchestrator.evaluation",
@@ -33,7 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
     # 3: executing and explaining runs
     ("orchestrator.runstate", "orchestrator.attempt", "orchestrator.executor", "orchestrator.attribution",
      "orchestrator.outcomes", "orchestrator.documents", "orchestrator.group_commit", "orchestrator.blocking",
-     "orchestrator.lease_keeper"),
+     "orchestrator.lease_keeper", "orchestrator.mapping"),
     # 4: what every face calls
     ("orchestrator.runner", "orchestrator.review", "orchestrator.labels", "orchestrator.worker",
      "orchestrator.listing"),
