@@ -619,14 +619,12 @@ def skip_reason(step: BoundStep, done: Mapping[str, Done], inputs: dict[str, Any
             return f"every upstream step was skipped ({', '.join(skipped)})"
     if spec.when is None:
         return None
-    condition = conditions.parse(spec.when)
-    reads_item = bool(condition.names & conditions.CONDITION_NAMES_ON_MAPPED_STEP)
+    names = conditions.names_read(spec.when)
+    reads_item = bool(names & conditions.CONDITION_NAMES_ON_MAPPED_STEP)
     if spec.mapped and reads_item != per_instance:
         return None  # decided at the other level
-    values: dict[str, Any] = {name: done[name].output for name in condition.names if name in done}
+    values: dict[str, Any] = {name: done[name].output for name in names if name in done}
     values["inputs"] = inputs
     if per_instance:
         values["item"], values["index"] = item, index
-    if condition.evaluate(values):
-        return None
-    return f"when {spec.when} was false ({condition.explain(values)})"
+    return conditions.false_reason(spec.when, values, step.condition)

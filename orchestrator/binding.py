@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from gates.base import BUILTIN_GATES, GateConfigError, is_async_gate
 from gates.factory import build_gate
@@ -29,7 +29,7 @@ from orchestrator import graph, jsonio
 from orchestrator.context import NextNeed
 from orchestrator.errors import ResolveError, SpecError, SpecProblem
 from orchestrator.invoke import StepFunction
-from orchestrator.model import GateSpec, OnGateFail, StepSpec, WorkflowSpec
+from orchestrator.model import ConditionCall, GateSpec, OnGateFail, StepSpec, WorkflowSpec
 from orchestrator.resolve import resolve_callable
 
 Locate = Callable[[str], int | None]
@@ -95,6 +95,8 @@ class BoundStep:
     on_gate_fail: OnGateFail
     simulate: StepFunction | None = None
     """The dry run replays call instead of a side-effecting step (``simulate:``), else None."""
+    condition: Callable[..., Any] | None = None
+    """The function of a ``when`` given as one (:class:`~orchestrator.model.ConditionCall`), else None."""
     may_skip: bool = False
     """Whether the step can be skipped: it has a ``when``, or a step upstream of it has one. Steps of a
     workflow without conditions never check (the common case costs nothing)."""
@@ -285,6 +287,7 @@ def _bind_step(step: StepSpec, spec: WorkflowSpec, by_id: Mapping[str, StepSpec]
                              f"step {step.id!r} gate {g.label!r} reads step {source!r}, which is not defined. "
                              f"Defined steps: {list(by_id)}")
     retry_on = _bind_retry_exceptions(step, resolver, problems)
+    condition = _bind_condition(step, resolver, problems)
     users = consumers.get(step.id, [])
     needs = tuple(NextNeed(step_id=u, agent=by_id[u].agent_name, needs=by_id[u].needs,
                            description=by_id[u].description)
@@ -294,7 +297,33 @@ def _bind_step(step: StepSpec, spec: WorkflowSpec, by_id: Mapping[str, StepSpec]
     return BoundStep(spec=step, function=function, baseline=baseline, gates=gates,
                      dependencies=tuple(step.step_dependencies()), consumers=tuple(users), next_needs=needs,
                      injected_json=jsonio.dumps([n.to_json() for n in needs]) if needs else None,
-                     retry_on=retry_on, on_gate_fail=step.on_gate_fail, simulate=simulate)
+                     retry_on=retry_on, on_gate_fail=step.on_gate_fail, simulate=simulate, condition=condition)
+
+
+def _bind_condition(step: StepSpec, resolver: _Resolver, problems: _Problems) -> Callable[..., Any] | None:
+    """The function of a ``when: {call: ...}``: a plain function that accepts every name it reads."""
+    when = step.when
+    if not isinstance(when, ConditionCall):
+        return None
+    where = f"steps.{step.id}.when"
+    try:
+        fn = resolver.step_callable(step.id, "when", when.call)
+    except ResolveError as exc:
+        problems.add(where, f"step {step.id!r} when: {exc}")
+        return None
+    if inspect.iscoroutinefunction(fn):
+        problems.add(where, f"step {step.id!r} when: {when.call} is async; a condition is a plain function "
+                            "returning true or false")
+        return None
+    try:
+        inspect.signature(fn).bind(**dict.fromkeys(when.reads))
+    except TypeError as exc:
+        problems.add(where, f"step {step.id!r} when: {when.call} cannot be called with "
+                            f"{', '.join(when.reads) or 'no arguments'} as keyword arguments ({exc})")
+        return None
+    except ValueError:
+        pass  # no signature to check (a builtin): the call says what is wrong
+    return cast("Callable[..., Any]", fn)
 
 
 def _bind_function(step: StepSpec, resolver: _Resolver, problems: _Problems) -> StepFunction | None:

@@ -9,6 +9,10 @@ starting with ``_``, calls into Python internals).
 When a condition is false the step is skipped, and its reason shows the values the condition
 read (``classify.category = 'technical'``), so a reviewer sees why the route was taken without
 opening the upstream record.
+
+A condition may also be a Python function (``@wf.step(when=fn)``, stored as a
+:class:`~orchestrator.model.ConditionCall`): it is called with the names it reads as keyword
+arguments, and the same rules apply to those names.
 """
 
 from __future__ import annotations
@@ -19,7 +23,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeAlias
+
     from jinja2 import nodes
+
+    from orchestrator.model import ConditionCall
+
+    When: TypeAlias = str | ConditionCall
+    """What a step's ``when`` holds: an expression, or a function's reference and the names it reads
+    (the model imports this module, so the type is only named here; at run time a ``when`` that is not a
+    string is a ConditionCall)."""
 
 CONDITION_NAMES_ON_ANY_STEP = frozenset({"inputs"})
 """Names a condition may read besides step ids."""
@@ -58,8 +72,7 @@ class Condition:
             except Exception as exc:
                 shown.append(f"{probe}: {type(exc).__name__}")
                 continue
-            text = repr(value)
-            shown.append(f"{probe} = {text if len(text) <= 80 else text[:77] + '...'}")
+            shown.append(f"{probe} = {_shown(value)}")
         return ", ".join(shown)
 
 
@@ -85,18 +98,54 @@ def parse(text: str) -> Condition:
     return Condition(text, names, tuple(dict.fromkeys(_probes(tree))))
 
 
-def problems(text: str, *, steps: Iterable[str], mapped: bool, extra: Iterable[str] = ()) -> list[str]:
+def names_read(when: When) -> frozenset[str]:
+    """The top-level names a condition reads (step ids, ``inputs``, ``item``, ``index``); ConditionError
+    when an expression does not parse."""
+    return parse(when).names if isinstance(when, str) else frozenset(when.reads)
+
+
+def describe(when: When) -> str:
+    """How a reason names the condition: the expression, or ``module:fn(classify, inputs)``."""
+    return when if isinstance(when, str) else f"{when.call}({', '.join(when.reads)})"
+
+
+def false_reason(when: When, values: Mapping[str, Any], function: Callable[..., Any] | None = None) -> str | None:
+    """None when the condition holds for ``values``, else the skip reason showing what it read
+    (``when classify.category == 'refund' was false (classify.category = 'technical')``).
+    ``function`` is the bound function of a :class:`ConditionCall`. ConditionError when it raises."""
+    if isinstance(when, str):
+        condition = parse(when)
+        return None if condition.evaluate(values) else f"when {when} was false ({condition.explain(values)})"
+    if function is None:
+        raise ConditionError(f"when {describe(when)}: the function is not bound")
+    arguments = {name: values.get(name) for name in when.reads}
+    try:
+        holds = bool(function(**arguments))
+    except Exception as exc:
+        raise ConditionError(f"when {describe(when)} raised {type(exc).__name__}: {exc}") from None
+    if holds:
+        return None
+    return f"when {describe(when)} was false ({', '.join(f'{k} = {_shown(v)}' for k, v in arguments.items())})"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def problems(when: When, *, steps: Iterable[str], mapped: bool, extra: Iterable[str] = ()) -> list[str]:
     """Why a condition cannot run in its step (empty when it can): syntax, unknown names, item/index
     off a mapped step."""
+    text = describe(when)
     try:
-        condition = parse(text)
+        names = names_read(when)
     except ConditionError as exc:
         return [str(exc)]
     allowed = set(steps) | CONDITION_NAMES_ON_ANY_STEP | set(extra)
     if mapped:
         allowed |= CONDITION_NAMES_ON_MAPPED_STEP
     found = []
-    for name in sorted(condition.names - allowed):
+    for name in sorted(names - allowed):
         if name in CONDITION_NAMES_ON_MAPPED_STEP:
             found.append(f"condition {text!r} reads {name!r}, which only a step with for_each has")
         else:
@@ -105,11 +154,11 @@ def problems(text: str, *, steps: Iterable[str], mapped: bool, extra: Iterable[s
     return found
 
 
-def step_names(text: str) -> list[str]:
+def step_names(when: When) -> list[str]:
     """The names a condition reads, in a stable order; those that are step ids are dependencies.
     A condition that does not parse reads nothing (validate reports it)."""
     try:
-        return sorted(parse(text).names - CONDITION_NAMES_ON_ANY_STEP - CONDITION_NAMES_ON_MAPPED_STEP)
+        return sorted(names_read(when) - CONDITION_NAMES_ON_ANY_STEP - CONDITION_NAMES_ON_MAPPED_STEP)
     except ConditionError:
         return []
 

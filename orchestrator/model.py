@@ -162,6 +162,22 @@ class GateSpec(_Strict):
         return self.name or self.gate
 
 
+class ConditionCall(_Strict):
+    """A ``when`` that is a Python function rather than an expression: ``{call: module:fn, reads: [classify]}``.
+
+    The spec holds the function's reference and the names it is called with (as keyword arguments:
+    step ids for their outputs, ``inputs``, and on a mapped step ``item``/``index``), so the steps it
+    reads are dependencies before anything is imported, and a resume in another process finds the
+    function by reference as it finds step functions. ``@wf.step(when=fn)`` fills both in from the
+    function; an expression stays a string, so a YAML twin and a Python twin compare equal.
+    """
+
+    call: str
+    """``module:function`` resolved next to the workflow file first, as ``run:`` is."""
+    reads: list[str] = Field(default_factory=_empty_list)
+    """The keyword arguments it is called with, in order."""
+
+
 class StepSpec(_Strict):
     """One node of the workflow DAG."""
 
@@ -224,10 +240,10 @@ class StepSpec(_Strict):
     llm: LLMConfig | None = None
     """Overrides of the workflow's ``llm:`` block for this step."""
     # -- control flow -------------------------------------------------------------------------
-    when: str | None = None
+    when: str | ConditionCall | None = None
     """A Jinja2 expression (the prompts' sandbox) over step ids, ``inputs`` and, on a mapped step,
-    ``item``/``index``: the step runs only if it is true, else its record is ``skipped`` with the reason.
-    The steps it names are dependencies."""
+    ``item``/``index``, or a function (:class:`ConditionCall`): the step runs only if it is true, else its
+    record is ``skipped`` with the reason. The steps it names are dependencies."""
     join: Literal["all", "any"] = "all"
     """``all``: skipped when any upstream step was skipped. ``any``: runs when at least one upstream step
     ran, with ``null`` for the outputs of skipped ones (skipped if none ran)."""

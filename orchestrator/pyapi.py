@@ -14,6 +14,12 @@ decorates a function that post-processes the model's answer (it receives the ste
 ``reply``), and ``wf.llm_step(id=..., prompt=...)`` declares one with no function. Objects given
 for ``output_schema`` (a pydantic model class) and ``tools`` (callables) become ``module:qualname``
 references in the spec and travel in ``Workflow.objects`` like step functions.
+
+Control flow takes the YAML keys too: ``when=`` an expression (kept as the same string, so the YAML twin
+compares equal) or a function called with the upstream outputs its parameters name (stored as a
+:class:`~orchestrator.model.ConditionCall`, the function travelling in ``objects`` like a step's);
+``join=``, ``for_each=`` and ``max_parallel=``. On a mapped step a parameter named ``item`` reads
+``$item`` and one named ``index`` reads ``$index``.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from orchestrator.binding import BoundWorkflow, bind, gate_object_key, step_obje
 from orchestrator.errors import SpecError, SpecProblem
 from orchestrator.llm.config import LLMConfig
 from orchestrator.llm.step import REPLY_PARAMETER
-from orchestrator.model import GateSpec, StepSpec, WorkflowSpec
+from orchestrator.model import ConditionCall, GateSpec, StepSpec, WorkflowSpec
 
 STEP_KEYS = frozenset(StepSpec.model_fields) - {"run"}
 """The keywords ``@wf.step(...)`` and ``@wf.llm(...)`` accept: the YAML step keys (``run`` is the function itself)."""
@@ -93,8 +99,10 @@ class Workflow:
         Keyword options are the YAML step keys (``id``, ``type``, ``agent``, ``inputs``, ``after``,
         ``needs``, ``description``, ``gates``, ``on_gate_fail``, ``retry``, ``timeout``, ``baseline``,
         ``verifies``, ``side_effects``, ``simulate``, ``params`` (literal keyword arguments),
-        ``isolation``, ``inline``, ``review_timeout``, ``on_review_timeout``); an
-        unknown one is a SpecError naming it and the valid keys, as in YAML.
+        ``isolation``, ``inline``, ``review_timeout``, ``on_review_timeout``, ``when``, ``join``,
+        ``for_each``, ``max_parallel``); an unknown one is a SpecError naming it and the valid keys, as
+        in YAML. ``when`` may be a function: it is called with the outputs of the steps its parameters
+        name (and ``inputs``, ``item``, ``index``) and the step runs when it returns something true.
         """
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
             self._check_keys(options, options.get("id", func.__name__), "step", _where(func))
@@ -197,12 +205,16 @@ class Workflow:
                     objects[gate_object_key(step_id, index)] = obj
             baseline = opts.pop("baseline", None)
             simulate = opts.pop("simulate", None)
+            when = opts.get("when")
+            if callable(when):
+                opts["when"] = _condition_call(when)
+                objects[step_object_key(step_id, "when")] = when
             for key, value in _object_refs(opts, objects, registered.where).items():
                 opts[key] = value
             inputs = opts.pop("inputs", None)
             if inputs is None:
                 inputs = (self._infer_inputs(fn, known, calls_model=opts.get("prompt") is not None,
-                                             literal=opts.get("params") or {})
+                                             literal=opts.get("params") or {}, mapped=opts.get("for_each") is not None)
                           if fn is not None else self._template_inputs(opts, known))
             try:
                 step = StepSpec(id=step_id, run=_ref(fn), inputs=inputs, baseline=_ref(baseline),
@@ -231,14 +243,18 @@ class Workflow:
         return workflow, objects
 
     def _infer_inputs(self, fn: Callable[..., Any], known: set[str], *, calls_model: bool = False,
-                      literal: Mapping[str, Any]) -> dict[str, Any]:
+                      literal: Mapping[str, Any], mapped: bool = False) -> dict[str, Any]:
         """Inputs from parameter names; an LLM step's ``reply`` (the model's answer) and the parameters
-        given under ``params`` (literal values) are not ones."""
+        given under ``params`` (literal values) are not ones. On a mapped step ``item`` and ``index``
+        read the instance's item and position."""
         inputs: dict[str, Any] = {}
         for name, param in inspect.signature(fn).parameters.items():
             if name == "ctx" or name in literal or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
                 continue
             if calls_model and name == REPLY_PARAMETER:
+                continue
+            if mapped and name in ("item", "index") and name not in known and name not in self.inputs:
+                inputs[name] = f"${name}"
                 continue
             self._infer_one(name, known, inputs)
         return inputs
@@ -271,6 +287,14 @@ class _Registered:
         self.fn = fn
         self.options = options
         self.where = where
+
+
+def _condition_call(fn: Callable[..., Any]) -> ConditionCall:
+    """A ``when`` function as the spec holds it: its reference and the names its parameters read (the
+    binder checks it can be called with them; the step ids among them become dependencies)."""
+    reads = [name for name, param in inspect.signature(fn).parameters.items()
+             if param.kind not in (param.VAR_KEYWORD, param.VAR_POSITIONAL)]
+    return ConditionCall(call=str(_ref(fn)), reads=reads)
 
 
 def _keep(objects: dict[str, Any], ref: str, obj: Any, where: str) -> None:
