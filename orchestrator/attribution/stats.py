@@ -47,6 +47,8 @@ class TrendPoint(BaseModel):
     """Incorrect outcomes in this period (all steps)."""
     blamed: int = 0
     blamed_share: float | None = None
+    skipped_runs: int = 0
+    """Runs of the period in which a condition skipped the step (the route not taken)."""
 
 
 class ModelUsage(BaseModel):
@@ -70,6 +72,9 @@ class StepStats(BaseModel):
     blamed_share: float = 0.0
     """Share of the workflow's incorrect outcomes attributed to this step."""
     trend: list[TrendPoint] = Field(default_factory=list)
+    skipped_runs: int = 0
+    """Runs in which the step's ``when`` (or a skipped upstream step) kept it from running; ``runs`` less
+    these ran it: the route distribution of a conditional step."""
     attempts: int = 0
     """Attempts of the step in the runs counted (every record, retries and skips included)."""
     failures: int = 0
@@ -290,7 +295,7 @@ def _step_stats(step_id: str, agent: str | None, rows: Sequence[StepPeriodCounts
         label, iso_start = labels[start]
         point = TrendPoint(period=label, start=iso_start, incorrect=incorrect, blamed=blamed_in[(start, step_id)])
         if row is not None:
-            point.runs, point.gated_runs = row.runs, row.gated_runs
+            point.runs, point.gated_runs, point.skipped_runs = row.runs, row.gated_runs, row.skipped_runs
             point.gate_pass_rate = _rate(row.gate_passes, row.gated_runs)
         point.blamed_share = _rate(point.blamed, incorrect)
         trend.append(point)
@@ -299,6 +304,7 @@ def _step_stats(step_id: str, agent: str | None, rows: Sequence[StepPeriodCounts
     return StepStats(step_id=step_id, agent=agent, runs=sum(r.runs for r in rows), gated_runs=gated,
                      gate_pass_rate=_rate(sum(r.gate_passes for r in rows), gated), blamed=blamed,
                      blamed_share=_rate(blamed, incorrect_total) or 0.0, trend=trend,
+                     skipped_runs=sum(r.skipped_runs for r in rows),
                      attempts=sum(r.attempts for r in rows), failures=sum(r.failures for r in rows),
                      gate_failures=sum(r.gate_failures for r in rows), retries=sum(r.retries for r in rows),
                      **_model_usage(calls))

@@ -258,7 +258,8 @@ def stats(workflow: WorkflowOption = None,
         table.add_column(col, **kw)
     for s in report_.steps:
         rates = [f"{p.gate_pass_rate:.0%}" for p in s.trend if p.gate_pass_rate is not None][-6:]
-        cells = [escape(s.step_id), escape(s.agent or ""), str(s.runs),
+        ran = str(s.runs) if not s.skipped_runs else f"{s.runs - s.skipped_runs} ran, {s.skipped_runs} skipped"
+        cells = [escape(s.step_id), escape(s.agent or ""), ran,
                  f"{s.gate_pass_rate:.0%}" if s.gate_pass_rate is not None else "-",
                  " -> ".join(rates) or "-", f"{s.blamed_share:.0%}" if s.blamed else ""]
         if models:

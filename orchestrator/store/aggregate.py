@@ -53,6 +53,7 @@ class RecordFact:
     inputs_digest: str | None
     output_digest: str | None
     item_index: int | None = None
+    skip_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +130,9 @@ def step_period_counts(runs: Sequence[RunFact], records: Sequence[RecordFact], p
             retries=sum(1 for r in flat if r.attempt > 1), model_records=len(llm),
             model_calls=sum(c[0] for c in llm), input_tokens=sum(c[1] for c in llm),
             output_tokens=sum(c[2] for c in llm), priced_records=sum(1 for c in llm if c[3] is not None),
-            cost=sum(c[3] or 0.0 for c in llm)))
+            cost=sum(c[3] or 0.0 for c in llm),
+            skipped_runs=sum(1 for recs in observations if any(
+                r.status == "skipped" and r.skip_reason is not None and r.item_index is None for r in recs))))
     return sorted(out, key=lambda s: (s.period_start, s.first_record))
 
 

@@ -70,6 +70,9 @@ class StepPeriodCounts:
     priced_records: int = 0
     """Of the LLM attempts, those with a known cost."""
     cost: float = 0.0
+    skipped_runs: int = 0
+    """Runs in which the step's ``when`` (or a skipped upstream step) kept it from running: with ``runs``,
+    the route distribution of a conditional step."""
     """USD summed over the priced LLM attempts."""
 
 

@@ -642,7 +642,8 @@ class MemoryStore(Store):
                                   attempt=r.attempt, started_at=r.started_at, origin=r.origin,
                                   gate_count=len(r.gates), gates_failed=sum(1 for g in r.gates if not g.passed),
                                   llm=r.llm, has_output=r.output is not None, inputs_digest=r.inputs_digest,
-                                  output_digest=r.output_digest, item_index=r.item_index)
+                                  output_digest=r.output_digest, item_index=r.item_index,
+                                  skip_reason=r.skip_reason)
                        for r in self.records.values()]
             outcomes = [OutcomeFact(id=o.id, run_pk=o.run_pk, value=o.value, correct=o.correct, source=o.source,
                                     termination=o.termination) for o in self.outcomes_by_id.values()]

@@ -171,7 +171,7 @@ def attribution_rank_sql(alias: str) -> str:
 # -- what one set of runs contributes per step and day ----------------------------------------------------
 
 COUNTERS = ("runs", "gated_runs", "gate_passes", "attempts", "failures", "gate_failures", "retries", "model_records",
-            "model_calls", "input_tokens", "output_tokens", "priced_records")
+            "model_calls", "input_tokens", "output_tokens", "priced_records", "skipped_runs")
 
 
 @dataclass(slots=True)
@@ -193,6 +193,7 @@ class DayCounts:
     output_tokens: int = 0
     priced_records: int = 0
     cost: float = 0.0
+    skipped_runs: int = 0
 
     def add(self, other: DayCounts, sign: int = 1) -> None:
         """Add (``sign`` 1) or take away (-1) another's counts; the smallest agent and record id only grow
@@ -208,7 +209,7 @@ class DayCounts:
 
 
 RECORD_COLUMNS = ("id", "run_pk", "step_id", "agent", "status", "attempt", "origin", "llm", "gate_count",
-                  "gates_failed", "started_at", "item_index")
+                  "gates_failed", "started_at", "item_index", "skip_reason")
 """What the counts read of a step record (never its inputs or output)."""
 
 
@@ -218,6 +219,9 @@ EXECUTED = "s.status <> 'skipped' AND s.origin <> 'collected'"
 UNIT = "s.step_id || '#' || COALESCE(CAST(s.item_index AS VARCHAR(12)), '')"
 """What a trajectory counts as one step executed: a step, or one instance of a mapped step."""
 
+
+SKIPPED_BY_CONDITION = "s.status = 'skipped' AND s.skip_reason IS NOT NULL AND s.item_index IS NULL"
+"""A step that its ``when`` (or a skipped upstream step) kept from running: the route a run did not take."""
 
 RUN_UNIT = "CAST(s.run_pk AS VARCHAR(20)) || '#' || COALESCE(CAST(s.item_index AS VARCHAR(12)), '')"
 """What a gate pass rate counts once: a step in a run, or each instance of a mapped step in a run."""
@@ -255,7 +259,8 @@ def _record_aggregates(dialect: str) -> str:
            SUM(CASE WHEN s.attempt > 1 THEN 1 ELSE 0 END) AS retries,
            COUNT({llm.format('1')}) AS model_records, SUM({number('calls')}) AS calls,
            SUM({number('usage', 'input_tokens')}) AS tin, SUM({number('usage', 'output_tokens')}) AS tout,
-           COUNT({number('cost')}) AS priced, SUM({number('cost')}) AS cost"""
+           COUNT({number('cost')}) AS priced, SUM({number('cost')}) AS cost,
+           COUNT(DISTINCT CASE WHEN {SKIPPED_BY_CONDITION} THEN s.run_pk END) AS skipped"""
 
 
 def _aggregated(row: Any) -> dict[str, Any]:
@@ -265,7 +270,8 @@ def _aggregated(row: Any) -> dict[str, Any]:
             "gate_failures": int(row.gate_failures), "retries": int(row.retries),
             "model_records": int(row.model_records or 0), "model_calls": int(row.calls or 0),
             "input_tokens": int(row.tin or 0), "output_tokens": int(row.tout or 0),
-            "priced_records": int(row.priced or 0), "cost": float(row.cost or 0.0)}
+            "priced_records": int(row.priced or 0), "cost": float(row.cost or 0.0),
+            "skipped_runs": int(row.skipped or 0)}
 
 
 def _contributions(conn: Connection, dialect: str, runs_sql: str, params: dict[str, Any],
@@ -929,7 +935,7 @@ def live_step_period_counts(read: Read, dialect: str, workflow: str, period: str
       SELECT step_id, period_start, SUM(CASE WHEN first_gate % 2 = 0 THEN 1 ELSE 0 END) AS passes
       FROM first_gated GROUP BY step_id, period_start)
     SELECT f.step_id, f.period_start, f.agent, f.first_id, f.runs, f.gated, p.passes, f.attempts, f.failures,
-           f.gate_failures, f.retries, f.model_records, f.calls, f.tin, f.tout, f.priced, f.cost
+           f.gate_failures, f.retries, f.model_records, f.calls, f.tin, f.tout, f.priced, f.cost, f.skipped
     FROM flat f LEFT JOIN passes p ON p.step_id = f.step_id AND p.period_start = f.period_start
     ORDER BY f.period_start, f.first_id"""
     rows = read(text(sql).bindparams(workflow=workflow, since=EARLIEST if since is None else since))

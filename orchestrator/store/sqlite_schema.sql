@@ -21,6 +21,7 @@ CREATE TABLE analytics_days (
 	output_tokens BIGINT NOT NULL, 
 	priced_records BIGINT NOT NULL, 
 	cost FLOAT NOT NULL, 
+	skipped_runs BIGINT DEFAULT '0' NOT NULL, 
 	PRIMARY KEY (series, day)
 )
  WITHOUT ROWID

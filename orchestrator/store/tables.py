@@ -282,6 +282,7 @@ analytics_days = Table(
         "runs", "gated_runs", "gate_passes", "attempts", "failures", "gate_failures", "retries", "model_records",
         "model_calls", "input_tokens", "output_tokens", "priced_records")),
     Column("cost", Float, nullable=False),
+    Column("skipped_runs", BigInteger, nullable=False, server_default="0"),
     sqlite_with_rowid=False,
 )
 """:class:`~orchestrator.store.analytics.StepPeriodCounts` of one step over the runs starting on one

@@ -109,3 +109,16 @@ def test_a_routers_choice_is_blamed_and_the_record_says_which_branch_each_replay
         doc["evidence"]["explanation"]
     replay = cli("show", by_step["classify"]["evidence"]["replay_run_id"], "--json").json()
     assert {s["unit"]: s["status"] for s in replay["steps"]}["refund"] == "skipped"
+
+
+def test_stats_show_how_often_each_conditional_step_ran(cli, step_log):
+    for ticket in ("I was charged twice", "error 12", "error 13", "hello"):
+        assert cli("run", str(FLOW / "route.yaml"), "--input", f"ticket={ticket}").exit_code == 0
+    doc = cli("stats", "--workflow", "route", "--json").json()
+    steps = {s["step_id"]: s for s in doc["steps"]}
+    assert (steps["refund"]["runs"], steps["refund"]["skipped_runs"]) == (4, 3)
+    assert (steps["technical"]["runs"], steps["technical"]["skipped_runs"]) == (4, 2)
+    assert steps["reply"]["skipped_runs"] == 1 and steps["classify"]["skipped_runs"] == 0
+    assert steps["refund"]["trend"][-1]["skipped_runs"] == 3
+    shown = cli("stats", "--workflow", "route")
+    assert "1 ran, 3 skipped" in shown.stdout and "2 ran, 2 skipped" in shown.stdout
