@@ -1,4 +1,4 @@
-"""The database schema, declared with SQLModel. Only the SQL stores read or write these tables.
+"""The database schema, declared with SQLModel on private MetaData. Only the SQL stores use these tables.
 
 Timestamps are epoch seconds (REAL), JSON is TEXT: both work unchanged on SQLite and
 PostgreSQL, and a small step costs well under 300 bytes. Records are append-only: a review
@@ -7,11 +7,33 @@ adds a record or a row, it never rewrites what a step produced.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Column, Float, Index, Integer, String, Table, Text, UniqueConstraint
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
+metadata = MetaData()
+"""The schema every SQL store creates: private to the store, never SQLModel's process-wide
+``SQLModel.metadata``, so an application with its own SQLModel ``runs`` table can import the store,
+and its ``create_all`` never creates our tables in its database."""
 
-class WorkflowRow(SQLModel, table=True):
+
+class StoreModel(SQLModel, registry=registry(metadata=metadata)):
+    """The base of the store's table classes: they register on :data:`metadata` alone."""
+
+
+class WorkflowRow(StoreModel, table=True):
     """One version of a workflow definition, identified by the hash of its spec."""
 
     __tablename__ = "workflows"
@@ -25,7 +47,7 @@ class WorkflowRow(SQLModel, table=True):
     created_at: float
 
 
-class RunRow(SQLModel, table=True):
+class RunRow(StoreModel, table=True):
     """One execution of a workflow; replays and forks point at their parent."""
 
     __tablename__ = "runs"
@@ -56,7 +78,7 @@ class RunRow(SQLModel, table=True):
     """JSON text of the run's reference answer (``run --reference``, ``label --reference``) for its evaluator."""
 
 
-class StepRecordRow(SQLModel, table=True):
+class StepRecordRow(StoreModel, table=True):
     """One attempt of one step in one run."""
 
     __tablename__ = "step_records"
@@ -108,7 +130,7 @@ class StepRecordRow(SQLModel, table=True):
     upstream step that was skipped."""
 
 
-class GateResultRow(SQLModel, table=True):
+class GateResultRow(StoreModel, table=True):
     """One gate (or critic) verdict on one step record."""
 
     __tablename__ = "gate_results"
@@ -128,7 +150,7 @@ class GateResultRow(SQLModel, table=True):
     duration: float = 0.0
 
 
-class ModelCallTableRow(SQLModel, table=True):
+class ModelCallTableRow(StoreModel, table=True):
     """One call to a model: by a step, a judge gate, a critic, an edit's validation or ``ctx.llm``."""
 
     __tablename__ = "model_calls"
@@ -157,7 +179,7 @@ class ModelCallTableRow(SQLModel, table=True):
     response: str | None = Field(default=None, sa_column=Column(Text))
 
 
-class ReviewRow(SQLModel, table=True):
+class ReviewRow(StoreModel, table=True):
     """A human decision on a paused step. One decision per paused record: the database says who won."""
 
     __tablename__ = "reviews"
@@ -177,7 +199,7 @@ class ReviewRow(SQLModel, table=True):
     created_at: float
 
 
-class OutcomeRow(SQLModel, table=True):
+class OutcomeRow(StoreModel, table=True):
     """A final-output signal: reward, source and termination condition."""
 
     __tablename__ = "outcomes"
@@ -194,7 +216,7 @@ class OutcomeRow(SQLModel, table=True):
     """Why the evaluator gave this score, when it returned a reason with it."""
 
 
-class AttributionRow(SQLModel, table=True):
+class AttributionRow(StoreModel, table=True):
     """How an outcome was distributed over steps and agents (a credit assignment log entry)."""
 
     __tablename__ = "attributions"
@@ -212,9 +234,6 @@ class AttributionRow(SQLModel, table=True):
     """Step executions spent (replays), so accuracy can be weighed against price."""
     created_at: float
 
-
-metadata = SQLModel.metadata
-"""The schema every SQL store creates."""
 
 TABLES: dict[str, Table] = {
     name: metadata.tables[name]
