@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from orchestrator.store.base import NewStepRecord
+from orchestrator.store.bounded import BoundedCache
 
 DigestLookup = Callable[[Iterable[int]], Mapping[int, str | None]]
 """Output digests of stored records by id (ids not stored are left out)."""
@@ -90,15 +91,11 @@ class DigestCache:
     the store's own lookup.
     """
 
-    def __init__(self, size: int = 65536) -> None:
-        self.size = size
-        self.digests: dict[int, str | None] = {}
+    def __init__(self, size: int | None = None) -> None:
+        self.digests: BoundedCache[int, str | None] = BoundedCache(size)
 
     def remember(self, record_id: int, digest: str | None) -> None:
         self.digests[record_id] = digest
-        if len(self.digests) > self.size:
-            for key in list(self.digests)[: max(1, self.size // 4)]:  # the oldest quarter (dicts keep insertion order)
-                self.digests.pop(key, None)
 
     def lookup(self, ids: Iterable[int], fallback: DigestLookup) -> dict[int, str | None]:
         wanted = list(ids)
@@ -113,7 +110,7 @@ class RecordDigests:
     """What a store's write path calls: :meth:`fill` a record's digests before the INSERT, then
     :meth:`remember` its id, so the records consuming it find its output digest without a query."""
 
-    def __init__(self, fallback: DigestLookup, size: int = 65536) -> None:
+    def __init__(self, fallback: DigestLookup, size: int | None = None) -> None:
         self.fallback = fallback
         self.cache = DigestCache(size)
 

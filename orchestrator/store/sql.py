@@ -53,6 +53,7 @@ from orchestrator.store.base import (
     already_decided,
     lease_lost,
 )
+from orchestrator.store.bounded import BoundedCache
 from orchestrator.store.digests import RecordDigests
 from orchestrator.store.rows import (
     GATE_COLUMNS,
@@ -126,7 +127,7 @@ class SqlStore(Store):
             raise InputError(f"cannot open the database {self.display_url}: {detail}; "
                              "check --db or ORCHESTRATOR_DB") from None
         self.lock = threading.RLock()
-        self.run_pks: dict[str, int] = {}
+        self.run_pks: BoundedCache[str, int] = BoundedCache()
         self.digests = RecordDigests(self.stored_output_digests)
 
     def create_engine(self) -> Engine:

@@ -36,6 +36,7 @@ from orchestrator.store.base import (
     Store,
     lease_lost,
 )
+from orchestrator.store.bounded import BoundedCache
 from orchestrator.store.delegating import DelegatingStore
 from orchestrator.store.digests import RecordDigests
 from orchestrator.store.rows import (
@@ -214,8 +215,8 @@ class SqliteStore(DelegatingStore):
             else:
                 file.parent.mkdir(parents=True, exist_ok=True)
         self.lock = threading.RLock()
-        self.run_pks: dict[str, int] = {}
-        self.workflow_ids: dict[tuple[str, str, str | None], int] = {}
+        self.run_pks: BoundedCache[str, int] = BoundedCache()
+        self.workflow_ids: BoundedCache[tuple[str, str, str | None], int] = BoundedCache()
         self.delegate: SqliteSqlStore | None = None
         self.digests = RecordDigests(self.stored_output_digests)
         try:
