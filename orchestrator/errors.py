@@ -6,12 +6,17 @@ and an exit code, never a traceback::
     ├── SpecError            the workflow file is invalid (exit 2); holds SpecProblem rows
     ├── ResolveError         a ``module:callable`` reference cannot be imported (exit 2)
     ├── InputError           workflow inputs or CLI arguments are wrong (exit 2)
+    │   └── DatabaseUnreachableError  the database did not answer when opened (a worker waits for it)
     ├── ReviewError          a review decision does not apply (not paused, already decided,
     │                        an edit that fails the step's gates) (exit 2)
     ├── NotFoundError        an unknown run or step id (exit 2)
     ├── StoreMismatchError   stored records disagree with the workflow spec on resume (exit 2)
     ├── LeaseHeldError       another live process holds the run's lease (exit 2)
-    └── LeaseLostError       this process's lease was taken over; it stopped writing (exit 1)
+    ├── LeaseLostError       this process's lease was taken over; it stopped writing (exit 1)
+    └── StoreError           the database failed a store call; the message never holds SQL (exit 1)
+        ├── StoreUnavailableError  it did not answer (connection lost, server restarting, SQLite
+        │                          busy) for as long as the store retries
+        └── StoreFullError         the disk (or the server's) is full
 """
 
 from __future__ import annotations
@@ -63,6 +68,11 @@ class InputError(OrchestratorError):
     """Workflow inputs or command arguments are invalid."""
 
 
+class DatabaseUnreachableError(InputError):
+    """Opening the store found no server answering (refused, restarting, timed out). A command exits 2
+    naming --db, since the URL is the likeliest culprit; a worker waits for the database instead."""
+
+
 class ReviewError(OrchestratorError):
     """A review decision cannot be applied."""
 
@@ -88,3 +98,24 @@ class LeaseLostError(OrchestratorError):
     """The lease was taken over (this process stalled past its expiry); nothing more was written."""
 
     exit_code = 1
+
+
+class StoreError(OrchestratorError):
+    """The database failed a store call. The message names the driver's error in one line, never the
+    SQL statement or its bound parameters (they may hold a run's data). Never a step's failure: the
+    executor stops the execution and hands the lease back, leaving the run resumable."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, driver_error: str = "") -> None:
+        super().__init__(message)
+        self.driver_error = driver_error
+        """The driver's exception type (``OperationalError``), for callers that tell errors apart."""
+
+
+class StoreUnavailableError(StoreError):
+    """A transient error (a lost connection, a server restarting, SQLite busy) outlasted the store's retries."""
+
+
+class StoreFullError(StoreError):
+    """The database could not grow (SQLite ``database or disk is full``, PostgreSQL ``disk_full``)."""

@@ -27,7 +27,7 @@ import anyio.to_thread
 from orchestrator import jsonio
 from orchestrator.attempt import RunContext, StepRunner
 from orchestrator.binding import BoundWorkflow
-from orchestrator.errors import InputError, LeaseLostError, OrchestratorError, StoreMismatchError
+from orchestrator.errors import InputError, LeaseLostError, OrchestratorError, StoreError, StoreMismatchError
 from orchestrator.events import EventHook, RunFinished, RunStarted, shielded
 from orchestrator.group_commit import GroupCommit
 from orchestrator.lease_keeper import LeaseKeeper, keep_lease
@@ -176,11 +176,15 @@ class Executor:
             if lease is not None and not schedule.lost:
                 release_lease(self.store, lease)
             raise
-        if schedule.renewal_error is not None:  # the lease could not be renewed: hand it back if the store allows
+        if schedule.renewal_error is not None:  # the store failed (a write, a renewal): hand the lease back if it can
             if lease is not None:
                 with contextlib.suppress(Exception):
                     release_lease(self.store, lease)
-            raise schedule.renewal_error
+            error = schedule.renewal_error
+            if isinstance(error, StoreError):
+                raise type(error)(f"run {run_id} stopped, its steps' records intact; `orchestrator resume {run_id}` "
+                                  f"or any worker continues it: {error}", driver_error=error.driver_error) from None
+            raise error
         if schedule.lost:
             raise lease_lost(run_id)
         if schedule.held_back:  # drained with steps left to run
@@ -258,7 +262,7 @@ class _Schedule:
         self.lost = False
         """The lease was taken over: nothing more may be written or started."""
         self.renewal_error: Exception | None = None
-        """Why the lease could not be renewed (the store unreachable): the execution stopped with it."""
+        """Why the store failed the execution (a record's write, a renewal): it stopped with this error."""
         self.held_back = False
         """A drain kept ready steps from starting: the run did not end."""
         self.scoring: Scoring | None = None
@@ -383,13 +387,19 @@ class _Schedule:
             except LeaseLostError:
                 self.stop()
                 return
+            except StoreError as exc:  # the database failed, not the step: stop, leave the run resumable
+                self.stop(exc)
+                return
             except Exception as exc:  # a bug in the executor itself: still record the attempt, report a value
                 try:
                     outcome = await self.runners[next_job.step_id].unforeseen_failure(exc)
                 except Exception:
                     outcome = StepOutcome(next_job.step_id, "failed", -1, error=f"{type(exc).__name__}: {exc}")
             next_job = self.report(outcome)
-        await self.finish_when_idle()
+        try:
+            await self.finish_when_idle()
+        except StoreError as exc:  # reading the run to score it
+            self.stop(exc)
 
     def report(self, outcome: StepOutcome) -> _Handoff | None:
         """Called by a step's task when it has its outcome (its record is committed)."""

@@ -10,7 +10,10 @@ worker continues it at once). A second signal stops at once: the steps in flight
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -21,7 +24,14 @@ import anyio.to_thread
 from anyio.abc import TaskGroup, TaskStatus
 from pydantic import ValidationError
 
-from orchestrator.errors import LeaseLostError, SpecError, StoreMismatchError
+from orchestrator.errors import (
+    DatabaseUnreachableError,
+    LeaseLostError,
+    SpecError,
+    StoreError,
+    StoreFullError,
+    StoreMismatchError,
+)
 from orchestrator.events import EventHook
 from orchestrator.executor import Drain, RunHandedBack, new_lease, release_lease
 from orchestrator.model import WorkflowSpec
@@ -33,6 +43,33 @@ from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.threads import DEFAULT_CONCURRENCY
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+log = logging.getLogger("orchestrator.worker")
+
+
+class DatabaseWait:
+    """A worker's back-off while its database does not answer (or is full): claims pause, from 0.5 s
+    doubling to 30 s between tries, each try logged, until the database answers or the worker is told
+    to stop. The runs it holds go on meanwhile, each on its own retries."""
+
+    FIRST = 0.5
+    LONGEST = 30.0
+
+    def __init__(self) -> None:
+        self.tries = 0
+
+    async def wait(self, error: StoreError, stopping: anyio.Event) -> None:
+        pause = min(self.FIRST * 2 ** self.tries, self.LONGEST)
+        self.tries += 1
+        what = "disk full" if isinstance(error, StoreFullError) else "database unavailable"
+        log.warning("%s; claims paused, try %d in %.1f s: %s", what, self.tries + 1, pause, error)
+        with anyio.move_on_after(pause):
+            await stopping.wait()
+
+    def answered(self) -> None:
+        if self.tries:
+            log.warning("the database answers again; claiming runs")
+        self.tries = 0
 
 
 @dataclass
@@ -97,6 +134,7 @@ class Worker:
         self.summary = WorkSummary()
         self.in_flight: set[str] = set()
         self.review_timeouts = ReviewTimeouts(store)
+        self.database_wait = DatabaseWait()
 
     async def run(self, stop_on_signals: bool) -> None:
         self.stopping = anyio.Event()
@@ -120,18 +158,30 @@ class Worker:
             lease = new_lease()
             # interrupted runs first: a run whose executor died is taken over within about a lease,
             # not after the whole backlog of queued runs
-            run_id = (recover_one(self.store, lease) if options.recover else None) \
-                or self.store.claim_queued_run(lease)
+            try:
+                run_id = (recover_one(self.store, lease) if options.recover else None) \
+                    or self.store.claim_queued_run(lease)
+            except StoreError as exc:  # the database is away (or full): no claim until it answers again
+                slots.release()
+                await self.database_wait.wait(exc, self.stopping)
+                continue
             if run_id is None:
                 slots.release()
-                await anyio.to_thread.run_sync(self.review_timeouts.decide)
-                if self.store.list_runs(status="queued", limit=1):
+                try:
+                    await anyio.to_thread.run_sync(self.review_timeouts.decide)
+                    more = bool(self.store.list_runs(status="queued", limit=1))
+                except StoreError as exc:
+                    await self.database_wait.wait(exc, self.stopping)
+                    continue
+                self.database_wait.answered()
+                if more:
                     continue
                 if options.once:
                     break
                 with anyio.move_on_after(options.poll):
                     await self.stopping.wait()
                 continue
+            self.database_wait.answered()
             claimed += 1
             self.in_flight.add(run_id)
             runs.start_soon(self.execute, replace(lease, run_id=run_id), slots)
@@ -147,6 +197,12 @@ class Worker:
             result = RunResult(run_id, "failed", error=str(exc))
         except LeaseLostError:
             return  # this worker stalled and another took the run over; it wrote nothing more
+        except StoreError as exc:  # this run's store call failed past its retries; the other runs go on
+            log.warning("run %s handed back: %s", run_id, exc)
+            with contextlib.suppress(Exception):  # the lease expires by itself if the database is still away
+                release_lease(self.store, lease)
+            self.summary.handed_back.append(run_id)
+            return
         except RunHandedBack:
             self.summary.handed_back.append(run_id)
             return
@@ -184,6 +240,28 @@ class Worker:
                 # down (its summary, its store) still means "stop at once": exit 130, not death by SIGTERM
                 for stop_signal in STOP_SIGNALS:
                     signal.signal(stop_signal, _stop_at_once)
+
+
+def open_when_answering(open_store: Callable[[], Store]) -> Store | None:
+    """``open_store()``, retried with :class:`DatabaseWait`'s back-off (each try logged) while the
+    database does not answer, as for a worker started before its database; None when SIGTERM or
+    SIGINT came first (needs the main thread, as the CLI's worker has)."""
+    stop = threading.Event()
+    handlers = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}
+    try:
+        tries = 0
+        while True:
+            try:
+                return open_store()
+            except DatabaseUnreachableError as exc:
+                pause = min(DatabaseWait.FIRST * 2 ** tries, DatabaseWait.LONGEST)
+                tries += 1
+                log.warning("database unavailable; waiting for it, try %d in %.1f s: %s", tries + 1, pause, exc)
+                if stop.wait(pause):
+                    return None
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
 
 
 def recover_one(store: Store, lease: Lease) -> str | None:

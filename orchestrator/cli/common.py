@@ -125,6 +125,22 @@ def is_read_only(message: str) -> bool:
     return "readonly database" in message or "read-only transaction" in message
 
 
+def show_warnings() -> None:
+    """The store's and the worker's warnings on stderr, one line each: a database that does not
+    answer and each retry, a run handed back. Printed through :data:`err`, which finds the current
+    stderr at each line (a test runner swaps it)."""
+    import logging
+
+    class ToStderr(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            err.print(f"[yellow]warning:[/] {escape(record.getMessage())}", highlight=False, soft_wrap=True)
+
+    logger = logging.getLogger("orchestrator")
+    if not any(type(h).__name__ == "ToStderr" for h in logger.handlers):
+        logger.addHandler(ToStderr(logging.WARNING))
+        logger.setLevel(logging.WARNING)
+
+
 def quiet_stdout() -> None:
     """After a broken pipe: point stdout at devnull so the interpreter's last flush cannot fail
     (the recipe of the Python docs, "Note on SIGPIPE")."""

@@ -26,6 +26,7 @@ from orchestrator.cli.common import (
     out,
     print_json,
     read_json_file,
+    show_warnings,
     status_markup,
 )
 from orchestrator.cli.fixes import print_critic_fixes
@@ -296,6 +297,7 @@ def run(
     answer = read_json_file(reference, "--reference") if reference is not None else None
     if answer is None and input_file is not None:
         answer = in_file_reference
+    show_warnings()
     store = open_store(db)
     if queue:
         from orchestrator.runner import enqueue_run
@@ -325,6 +327,7 @@ def resume(run_id: Annotated[str, typer.Argument(help="Run id.")], as_json: Json
     from orchestrator.runstate import RunResult
     from orchestrator.stored_workflow import load_run_workflow
 
+    show_warnings()
     store = open_store(db)
     run_view = store.get_run(run_id)
     if run_view.status == "paused":
@@ -354,9 +357,13 @@ def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queu
     SIGTERM or Ctrl-C drains: no more claims, the steps in flight finish and are recorded, unfinished
     runs are handed back (resumable at once), exit 0; a second signal stops at once (exit 130).
     """
-    from orchestrator.worker import work
+    from orchestrator.worker import open_when_answering, work
 
-    store = open_store(db)
+    show_warnings()
+    store = open_when_answering(lambda: open_store(db))
+    if store is None:
+        err.print("worker stopped before its database answered: 0 run(s) executed", highlight=False)
+        return
 
     def report(result: "RunResult") -> None:
         out.print(f"run {escape(result.run_id)} {status_markup(result.status)}", highlight=False)

@@ -9,6 +9,7 @@ hottest writes with a DBAPI fast path.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -20,7 +21,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 import orchestrator.store.sql_analytics as sql_analytics
 from orchestrator import jsonio
-from orchestrator.errors import InputError, NotFoundError, RunBusyError
+from orchestrator.errors import DatabaseUnreachableError, InputError, NotFoundError, RunBusyError
 from orchestrator.records import (
     AttributionView,
     GateView,
@@ -72,6 +73,7 @@ from orchestrator.store.rows import (
     step_values,
 )
 from orchestrator.store.tables import TABLES
+from orchestrator.store.transient import RetriedStore, classify, insert_once, is_database_error
 from orchestrator.store.triage import RunPage, RunQuery
 
 workflows_t = TABLES["workflows"]
@@ -113,7 +115,7 @@ class NotPausedError(Exception):
     """Aborts a decision transaction because the run left ``paused``."""
 
 
-class SqlStore(Store):
+class SqlStore(RetriedStore, Store):
     """A store on any SQLAlchemy URL; the schema is created on first use."""
 
     def __init__(self, url: str) -> None:
@@ -124,11 +126,24 @@ class SqlStore(Store):
             self.conn: Connection = self.engine.connect()
         except (SQLAlchemyError, ImportError, OSError) as exc:
             detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise InputError(f"cannot open the database {self.display_url}: {detail}; "
-                             "check --db or ORCHESTRATOR_DB") from None
+            error = DatabaseUnreachableError if is_database_error(exc) and classify(exc) == "transient" \
+                else InputError
+            raise error(f"cannot open the database {self.display_url}: {detail}; "
+                        "check --db or ORCHESTRATOR_DB") from None
         self.lock = threading.RLock()
         self.run_pks: BoundedCache[str, int] = BoundedCache()
         self.digests = RecordDigests(self.stored_output_digests)
+
+    def reconnect(self) -> None:
+        """Replace the held connection with a fresh one from the pool (pre-pinged); the old one may be
+        dead after a transient error. Raises while the server is still unreachable."""
+        with self.lock:
+            fresh = self.engine.connect()  # first: while the server is away, the old one stays (invalidated,
+            old, self.conn = self.conn, fresh  # it reconnects on its next use)
+            with contextlib.suppress(Exception):
+                old.invalidate()
+            with contextlib.suppress(Exception):
+                old.close()
 
     def create_engine(self) -> Engine:
         """The engine for this URL; dialect stores override it to add their settings."""
@@ -197,8 +212,12 @@ class SqlStore(Store):
         values = run_values(run_id, workflow_id, workflow, inputs, status=status, kind=kind,
                             parent_run_id=parent_run_id, parent_step=parent_step, owner=owner, lease=lease,
                             reference=reference)
-        self.run_pks[run_id] = self.insert_run(values)
+        self.run_pks[run_id] = insert_once(self, lambda: self.insert_run(values), lambda: self.find_run_pk(run_id))
         return run_id
+
+    def find_run_pk(self, run_id: str) -> int | None:
+        rows = self.read(select(runs_t.c.id).where(runs_t.c.run_id == run_id))
+        return int(rows[0].id) if rows else None
 
     def insert_run(self, values: tuple[Any, ...]) -> int:
         """Insert a run row (values in ``RUN_COLUMNS`` order); returns its primary key."""
@@ -209,10 +228,10 @@ class SqlStore(Store):
         """The integer key of a run (cached: run ids never change)."""
         pk = self.run_pks.get(run_id)
         if pk is None:
-            rows = self.read(select(runs_t.c.id).where(runs_t.c.run_id == run_id))
-            if not rows:
+            pk = self.find_run_pk(run_id)
+            if pk is None:
                 raise NotFoundError(f"no run {run_id!r} in {self.display_url}; list runs with `orchestrator runs`")
-            pk = self.run_pks[run_id] = int(rows[0].id)
+            self.run_pks[run_id] = pk
         return pk
 
     def set_run_status(self, run_id: str, status: str, *, output: Any = None, error: str | None = None,

@@ -57,6 +57,7 @@ from orchestrator.store.rows import (
 )
 from orchestrator.store.sqlite_ddl import create_if_empty
 from orchestrator.store.sqlite_pragmas import apply_pragmas
+from orchestrator.store.transient import RetriedStore, insert_once
 
 if TYPE_CHECKING:
     from orchestrator.store.sqlite_sql import SqliteSqlStore
@@ -187,7 +188,7 @@ def connect_target(url: str) -> tuple[str, str | None, str]:
     return path, path, url
 
 
-class SqliteStore(DelegatingStore):
+class SqliteStore(RetriedStore, DelegatingStore):
     """SQLite: the embedded default (``sqlite:///path``; ``sqlite://`` alone is in memory).
 
     ``create=False`` (read-only commands) refuses a path with no database instead of creating
@@ -332,18 +333,34 @@ class SqliteStore(DelegatingStore):
         values = run_values(run_id, workflow_id, workflow, inputs, status=status, kind=kind,
                             parent_run_id=parent_run_id, parent_step=parent_step, owner=owner, lease=lease,
                             reference=reference)
-        with self.lock:
-            self.run_pks[run_id] = int(self.connection.execute(_INSERT_RUN, values).lastrowid or 0)
+        self.run_pks[run_id] = insert_once(self, lambda: self.insert_run(values), lambda: self.find_run_pk(run_id))
         return run_id
+
+    def insert_run(self, values: tuple[Any, ...]) -> int:
+        with self.lock:
+            return int(self.connection.execute(_INSERT_RUN, values).lastrowid or 0)
+
+    def find_run_pk(self, run_id: str) -> int | None:
+        rows = self.read("SELECT id FROM runs WHERE run_id = ?", (run_id,))
+        return int(rows[0].id) if rows else None
+
+    def reconnect(self) -> None:
+        """The file's connection survives a busy error; only a transaction it left open is ended (and the
+        SQLAlchemy store on the same file, if opened, replaces its connection)."""
+        with self.lock:
+            if self.connection.in_transaction:
+                self.connection.rollback()
+            if self.delegate is not None:
+                self.delegate.reconnect()
 
     def run_pk(self, run_id: str) -> int:
         """The integer key of a run (cached: run ids never change)."""
         pk = self.run_pks.get(run_id)
         if pk is None:
-            rows = self.read("SELECT id FROM runs WHERE run_id = ?", (run_id,))
-            if not rows:
+            pk = self.find_run_pk(run_id)
+            if pk is None:
                 raise NotFoundError(f"no run {run_id!r} in {self.display_url}; list runs with `orchestrator runs`")
-            pk = self.run_pks[run_id] = int(rows[0].id)
+            self.run_pks[run_id] = pk
         return pk
 
     def set_run_status(self, run_id: str, status: str, *, output: Any = None, error: str | None = None,

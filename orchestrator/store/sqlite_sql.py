@@ -42,6 +42,12 @@ class SqliteSqlStore(SqlStore):
         event.listen(engine, "connect", pragma_listener(self.synchronous))
         return engine
 
+    def reconnect(self) -> None:
+        """A busy or locked file leaves the connection usable (and a shared memory database lives only as
+        long as it does): end the transaction the error left, keep the connection."""
+        with self.lock:
+            self.conn.rollback()
+
 
 def ensure_schema(url: str, synchronous: str) -> None:
     """Create the schema of a new SQLite database, or bring an older one up to date.
