@@ -36,11 +36,11 @@ earlier) leaves its old day's rows, whose smallest agent and record id are then 
 **Which ids are safe.** Ids up to a summarised id must all be final: a row committed later with a
 smaller id would never be summarised. SQLite has one writer at a time, and the summary is taken
 under the write lock (``BEGIN IMMEDIATE``): every id below the largest one is committed. On
-PostgreSQL sequences hand out ids before commit, so the safe id of each table is read right after
-``LOCK TABLE ... IN SHARE MODE`` (granted once every transaction writing that table has ended, held
-for one ``SELECT max(id)``, one table at a time so it cannot deadlock): ids handed out later are
-larger. A database this process may not write (a read-only file or role) gets the live
-aggregation of before, slow but exact.
+PostgreSQL sequences hand out ids before commit, so the safe id of each table is found with no
+lock at all: the largest ids are read, then the summary waits for the transactions that held a
+writer's lock on those tables at that moment (:meth:`Summary.settled`); ids handed out later are
+larger. Writers never wait for a summary. A database this process may not write (a read-only file
+or role) gets the live aggregation of before, slow but exact.
 
 Two expressions differ by dialect: rounding a timestamp down to its day (``CAST`` truncates on
 SQLite, rounds on PostgreSQL) and reading a number out of the JSON text of an LLM attempt.
@@ -95,6 +95,18 @@ CHUNK = 250_000
 chunks, so on SQLite writers wait for one chunk (about a second) at a time, not for the whole."""
 
 SOURCES = ("runs", "step_records", "outcomes", "attributions")
+
+SETTLE_SECONDS = 5.0
+"""PostgreSQL: how long a summary waits for the writers in flight before aggregating live instead."""
+
+_WRITERS = ("SELECT DISTINCT virtualtransaction FROM pg_locks WHERE locktype = 'relation' "
+            "AND mode = 'RowExclusiveLock' AND pid <> pg_backend_pid() "
+            "AND relation IN (SELECT to_regclass(t)::oid FROM unnest(CAST(:tables AS text[])) AS t)")
+"""The transactions that may be writing the summarised tables right now."""
+
+_LIVE = ("SELECT virtualxid FROM pg_locks WHERE locktype = 'virtualxid' "
+         "AND virtualxid = ANY(CAST(:writers AS text[]))")
+"""Which of them have not ended (a transaction holds the lock on its own virtual id while it lives)."""
 
 NO_JIT = "SET LOCAL jit = off"
 """PostgreSQL: the per-record gate-count fallback (a correlated subquery) inflates cost estimates past JIT's
@@ -357,6 +369,8 @@ class Summary:
                 if stored.covers(visible):
                     return stored
                 target = self.settled() if self.dialect == "postgresql" else visible
+                if target is None:
+                    return None
                 reached = self.catch_up(target)
                 if reached.records - stored.records >= ANALYZE_AFTER and self.dialect == "postgresql":
                     self.analyze()
@@ -424,21 +438,34 @@ class Summary:
         row = conn.execute(text(f"SELECT {', '.join(f'(SELECT MAX(id) FROM {t})' for t in SOURCES)}")).one()
         return Marks(*(int(v or 0) for v in row))
 
-    def settled(self) -> Marks:
-        """PostgreSQL: each table's largest id once every transaction writing it has ended (see the module doc).
+    def settled(self) -> Marks | None:
+        """PostgreSQL: each table's largest id once every transaction that could still commit a smaller one
+        has ended (see the module doc), found without taking a lock: None when they outlast
+        :data:`SETTLE_SECONDS` (the caller then aggregates live).
 
-        One short transaction per table: ``SHARE`` waits for the table's writers and holds new ones back
-        for one index lookup, and holding one table's lock at a time cannot take part in a deadlock."""
+        The largest ids are read first. A smaller id taken but not yet committed belongs to a transaction
+        that held the table's ROW EXCLUSIVE lock before it drew the id (the lock is taken as its statement
+        starts) and holds it until it ends; any id drawn after the read is larger. So the transactions
+        holding that lock when :data:`_WRITERS` is read next are all there is to wait for, and waiting
+        for them (polling their virtual transaction ids) holds no writer back, where ``LOCK TABLE ... IN
+        SHARE MODE`` queued every new writer behind the wait."""
         conn = self.store.conn
-        found = []
-        for table in SOURCES:
+        try:
+            marks = self.visible(conn)
+            writers = [row[0] for row in conn.execute(text(_WRITERS), {"tables": list(SOURCES)})]
+        finally:
+            conn.rollback()
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while writers:
             try:
-                conn.execute(text("SET LOCAL lock_timeout = '5s'"))
-                conn.execute(text(f"LOCK TABLE {table} IN SHARE MODE"))
-                found.append(int(conn.execute(text(f"SELECT MAX(id) FROM {table}")).scalar() or 0))
+                writers = [row[0] for row in conn.execute(text(_LIVE), {"writers": writers})]
             finally:
                 conn.rollback()
-        return Marks(*found)
+            if writers:
+                if time.monotonic() > deadline:
+                    return None
+                time.sleep(0.005)
+        return marks
 
     @contextmanager
     def writing(self) -> Iterator[Connection]:
