@@ -107,10 +107,12 @@ class StoreError(OrchestratorError):
 
     exit_code = 1
 
-    def __init__(self, message: str, *, driver_error: str = "") -> None:
+    def __init__(self, message: str, *, driver_error: str = "", detail: str = "") -> None:
         super().__init__(message)
         self.driver_error = driver_error
         """The driver's exception type (``OperationalError``), for callers that tell errors apart."""
+        self.detail = detail
+        """The driver's own one-line message (``attempt to write a readonly database``)."""
 
 
 class StoreUnavailableError(StoreError):

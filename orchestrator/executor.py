@@ -183,7 +183,8 @@ class Executor:
             error = schedule.renewal_error
             if isinstance(error, StoreError):
                 raise type(error)(f"run {run_id} stopped, its steps' records intact; `orchestrator resume {run_id}` "
-                                  f"or any worker continues it: {error}", driver_error=error.driver_error) from None
+                                  f"or any worker continues it: {error}", driver_error=error.driver_error,
+                                  detail=error.detail) from None
             raise error
         if schedule.lost:
             raise lease_lost(run_id)

@@ -73,7 +73,7 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn OrchestratorErrors into one line and their exit code; never show a traceback for bad input."""
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from orchestrator.errors import OrchestratorError, SpecError
+        from orchestrator.errors import OrchestratorError, SpecError, StoreError
 
         try:
             with json_owns_stdout(bool(kwargs.get("as_json"))):
@@ -90,6 +90,9 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             for problem in exc.problems:
                 err.print(f"[bold red]error:[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
+        except StoreError as exc:  # the driver's reason, in one line: the same checks as a raw driver error
+            fail_on_database_problem(exc.detail)
+            fail(str(exc), exc.exit_code)
         except OrchestratorError as exc:
             fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:  # commands that execute a run name it themselves (resumable_on_interrupt)
@@ -101,13 +104,8 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
                 quiet_stdout()
                 fail(f"cannot write the output: {exc.strerror}", 1)
             db_error = type(exc).__module__.startswith(("sqlalchemy", "sqlite3"))
-            text = str(exc)
-            if db_error and ("database disk image is malformed" in text or "file is not a database" in text):
-                fail(f"the database {_opened or 'in use'} is corrupt (or not a SQLite database): "
-                     f"{text.splitlines()[0]}")
-            if db_error and is_read_only(text):
-                fail(f"the database {_opened or 'in use'} is read-only ({text.splitlines()[0]}): this command "
-                     "writes to it; check the file's permissions, or --db")
+            if db_error:
+                fail_on_database_problem(str(exc))
             what = "database error" if db_error else "internal error"
             fail(f"{what}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
                  "(set ORCHESTRATOR_DEBUG=1 for the traceback)", 1)
@@ -117,6 +115,16 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 _OUTPUT_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 """Errors writing the output (a full disk or quota, a file too large, a device error): the reader is
 still there, unlike a broken pipe, but nothing more can be written."""
+
+
+def fail_on_database_problem(text: str) -> None:
+    """A corrupt or read-only database, named by a database error's text: exit 2 saying so (else return)."""
+    line = text.splitlines()[0] if text else ""
+    if "database disk image is malformed" in text or "file is not a database" in text:
+        fail(f"the database {_opened or 'in use'} is corrupt (or not a SQLite database): {line}")
+    if is_read_only(text):
+        fail(f"the database {_opened or 'in use'} is read-only ({line}): this command writes to it; check the "
+             "file's permissions, or --db")
 
 
 def is_read_only(message: str) -> bool:

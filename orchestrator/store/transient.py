@@ -106,13 +106,17 @@ def classify(exc: BaseException) -> Kind:
     return "other"
 
 
+def detail(exc: BaseException) -> str:
+    """The driver's message, first line only: never the SQL statement or its parameters, which
+    SQLAlchemy appends to its own text on later lines."""
+    lines = str(driver_error(exc)).strip().splitlines()
+    return lines[0] if lines else ""
+
+
 def reason(exc: BaseException) -> str:
-    """The driver's error in one line, ``OperationalError: connection failed: ...``: never the SQL
-    statement or its parameters, which SQLAlchemy appends to its own text on later lines."""
-    error = driver_error(exc)
-    lines = str(error).strip().splitlines()
-    text = lines[0] if lines else ""
-    name = type(error).__name__
+    """The driver's error in one line: ``OperationalError: connection failed: ...``."""
+    text = detail(exc)
+    name = type(driver_error(exc)).__name__
     return f"{name}: {text}" if text else name
 
 
@@ -120,13 +124,13 @@ def store_error(exc: BaseException, display_url: str, *, waited: float = 0.0, tr
     """The StoreError to raise for a database error that will not be retried (any more)."""
     kind = classify(exc)
     why = reason(exc)
-    name = type(driver_error(exc)).__name__
+    facts = {"driver_error": type(driver_error(exc)).__name__, "detail": detail(exc)}
     if kind == "full":
-        return StoreFullError(f"the database {display_url} is full: {why}", driver_error=name)
+        return StoreFullError(f"the database {display_url} is full: {why}", **facts)
     if kind == "transient":
         return StoreUnavailableError(f"the database {display_url} did not answer ({tries} tries over {waited:.1f} s): "
-                                     f"{why}", driver_error=name)
-    return StoreError(f"database error in {display_url}: {why}", driver_error=name)
+                                     f"{why}", **facts)
+    return StoreError(f"database error in {display_url}: {why}", **facts)
 
 
 @contextlib.contextmanager
