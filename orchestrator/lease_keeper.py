@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import heapq
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -34,7 +35,10 @@ from typing import Protocol
 import anyio
 from anyio.abc import TaskGroup
 
+from orchestrator.errors import StoreUnavailableError
 from orchestrator.store import Lease, Store
+
+log = logging.getLogger("orchestrator.lease")
 
 RENEWALS_PER_LEASE = 3
 """A lease is renewed this many times per duration: two renewals may fail (a slow commit) before it lapses."""
@@ -165,7 +169,9 @@ class _Renewer:
                         batch.append((held, loop))
             for held, loop in batch:  # outside the lock: registering never waits for a commit
                 verdict = held.confirm()
-                if verdict is True:
+                if verdict is True or isinstance(verdict, StoreUnavailableError):  # away for now: the steps go on,
+                    if verdict is not True:  # the next renewal tries again (a step only starts on a fresh lease)
+                        log.warning("run %s: its lease could not be renewed: %s", held.lease.run_id, verdict)
                     self.add(held, loop)
                 elif not held.stopped:
                     with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: its executions are over
@@ -198,7 +204,7 @@ class _TaskKeeper:
             while True:
                 await anyio.sleep(self.held.interval)
                 verdict = self.held.confirm()
-                if verdict is not True:
+                if verdict is not True and not isinstance(verdict, StoreUnavailableError):
                     self.held.lose(verdict)
                     return
 
