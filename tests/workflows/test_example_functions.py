@@ -22,8 +22,11 @@ from gates.factory import build_gate
 from orchestrator.context import NextNeed, StepContext
 from orchestrator.model import GateResult, WorkflowSpec, parse_reference
 from orchestrator.resolve import resolve_callable
+from orchestrator.runner import start_run
+from orchestrator.runstate import RunResult
 from orchestrator.spec import load_spec as load_any_spec
 from orchestrator.spec import load_workflow
+from orchestrator.store import Store
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
 PROCUREMENT = WORKFLOWS / "procurement" / "procurement.yaml"
@@ -297,34 +300,48 @@ def test_hello_python_and_yaml_define_the_same_workflow() -> None:
     assert load_any_spec(HELLO.parent / "hello.py").definition() == load_spec(HELLO).definition()
 
 
-# -- research -----------------------------------------------------------------------------------
+# -- research ---------------------------------------------------------------------------------
+# One mapped step (for_each) answers the sub-questions, so these run the workflow itself: instances
+# and their collected list are the executor's, which the walker above does not reproduce.
 
-def test_research_fans_out_to_one_researcher_agent_and_back_in() -> None:
+def run_research(store: Store, inputs: dict[str, Any] | None = None) -> tuple[RunResult, dict[str, Any]]:
+    result = start_run(store, load_workflow(RESEARCH), inputs or {})
+    return result, {r.unit: r.output for r in store.step_records(result.run_id, latest_only=True)}
+
+
+def test_research_maps_one_researcher_step_over_the_sub_questions() -> None:
     spec = load_spec(RESEARCH)
-    researchers = [s.id for s in spec.steps if s.agent == "researcher"]
-    assert len(researchers) == 3
-    assert set(spec.step("write_draft").step_dependencies()) >= set(researchers)
+    researchers = [s for s in spec.steps if s.agent == "researcher"]
+    assert [(s.id, s.for_each) for s in researchers] == [("research", "plan_questions.sub_questions")]
+    assert "research" in spec.step("write_draft").step_dependencies()
     assert {s.agent for s in spec.steps} == {"planner", "researcher", "writer", "editor"}
 
 
-def test_research_publishes_a_cited_brief_the_editor_approves() -> None:
-    outputs = walk(RESEARCH)
+def test_research_python_twin_gives_an_equal_spec_and_content_hash() -> None:
+    twin, from_yaml = load_workflow(RESEARCH.with_name("research_py.py")), load_workflow(RESEARCH)
+    assert twin.spec == from_yaml.spec and twin.content_hash == from_yaml.content_hash
+
+
+def test_research_publishes_a_cited_brief_the_editor_approves(store: Store) -> None:
+    result, outputs = run_research(store)
+    assert result.status == "succeeded"
+    assert [outputs[f"research[{i}]"]["question_id"] for i in range(3)] == ["definition", "methods", "pitfalls"]
+    assert outputs["research"] == [outputs[f"research[{i}]"] for i in range(3)]
     assert outputs["edit_review"]["passed"] is True
-    researched = {i for s in ("research_definition", "research_methods", "research_pitfalls")
-                  for i in outputs[s]["note_ids"]}
+    researched = {i for part in outputs["research"] for i in part["note_ids"]}
     assert {s["id"] for s in outputs["publish"]["sources"]} == researched
-    assert [(s, g) for s, g, r in evaluate_gates(RESEARCH, outputs) if not r.passed] == []
 
 
-def test_research_editor_rejects_a_fabricated_citation() -> None:
-    outputs = walk(RESEARCH)
+def test_research_editor_rejects_a_fabricated_citation(store: Store) -> None:
+    _, outputs = run_research(store)
     review = resolve_callable("research:edit_review", RESEARCH.parent)
     draft = outputs["write_draft"] + "- Everyone agrees. [N-13]\n"
-    verdict = review(draft=draft, plan=outputs["plan_questions"], definition=outputs["research_definition"],
-                     methods=outputs["research_methods"], pitfalls=outputs["research_pitfalls"])
+    verdict = review(draft=draft, plan=outputs["plan_questions"], parts=outputs["research"])
     assert verdict.passed is False and "N-13" in verdict.reason
 
 
-def test_research_off_topic_fails_the_relevance_gate() -> None:
-    outputs = walk(RESEARCH, {"topic": "tomato gardening"})
-    assert outputs["research_definition"]["findings"] == []
+def test_research_off_topic_pauses_every_instance_at_its_relevance_gate(store: Store) -> None:
+    result, outputs = run_research(store, {"topic": "tomato gardening"})
+    assert result.status == "paused"
+    assert result.paused_steps == ["research[0]", "research[1]", "research[2]"]
+    assert outputs["research[0]"]["findings"] == []

@@ -1,8 +1,9 @@
 """Step functions of the multi-agent research example.
 
-Four agents: a ``planner`` splits the topic into three sub-questions, three steps of one
-``researcher`` agent answer them in parallel from a local notes corpus (``notes.json``), a
-``writer`` merges the findings into a cited draft (fan-in), and an ``editor`` critic checks
+Four agents: a ``planner`` splits the topic into three sub-questions, one mapped step of the
+``researcher`` agent answers each in parallel from a local notes corpus (``notes.json``;
+``for_each: plan_questions.sub_questions``, instances ``research[0..2]``), a ``writer`` merges
+the list of findings into a cited draft (fan-in), and an ``editor`` critic checks
 that every citation comes from the research and every sub-question is answered before the
 ``editor`` publishes. Offline and deterministic.
 """
@@ -73,11 +74,10 @@ def _first_sentence(text: str) -> str:
     return match.group(1) if match else text
 
 
-def write_draft(plan: dict[str, Any], definition: dict[str, Any], methods: dict[str, Any],
-                pitfalls: dict[str, Any]) -> str:
+def write_draft(plan: dict[str, Any], parts: list[dict[str, Any]]) -> str:
     """Writer (fan-in): one section per sub-question, one cited sentence per finding."""
     lines = [f"# {plan['topic'][:1].upper()}{plan['topic'][1:]}", ""]
-    for part in (definition, methods, pitfalls):
+    for part in parts:
         lines.append(f"## {part['question']}")
         for f in part["findings"]:
             lines.append(f"- {_first_sentence(f['text'])} [{f['id']}]")
@@ -85,10 +85,9 @@ def write_draft(plan: dict[str, Any], definition: dict[str, Any], methods: dict[
     return "\n".join(lines).rstrip() + "\n"
 
 
-def edit_review(draft: str, plan: dict[str, Any], definition: dict[str, Any], methods: dict[str, Any],
-                pitfalls: dict[str, Any]) -> GateResult:
+def edit_review(draft: str, plan: dict[str, Any], parts: list[dict[str, Any]]) -> GateResult:
     """Editor (critic): every citation must come from the research; every question must be answered."""
-    researched = {i for part in (definition, methods, pitfalls) for i in part["note_ids"]}
+    researched = {i for part in parts for i in part["note_ids"]}
     cited = CITATION.findall(draft)
     unknown = sorted(set(cited) - researched)
     sections = re.split(r"^## ", draft, flags=re.M)[1:]
