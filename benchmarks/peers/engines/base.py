@@ -86,6 +86,16 @@ class Engine(ABC):
     def runs_per_second(self, seconds: float) -> float:
         """Start sequential 5-step runs, each with a new run id, for about ``seconds``; runs per second."""
 
+    def map_us_per_item(self, n: int) -> float:
+        """Run one map of ``n`` no-op items, persisting each item's result: a step returns the list
+        ``0 .. n-1``, one instance per item returns its item, one step collects the list; µs per item."""
+        raise Unsupported("no map measured for this engine")
+
+    def static_fanout_us_per_item(self, n: int) -> float:
+        """The same work with the ``n`` items known when the workflow is written: ``n`` steps of the
+        workflow, each returning its own item, joined by one step; µs per item."""
+        raise Unsupported("no static fan-out measured for this engine")
+
     def bytes_per_step(self, n: int) -> float:
         """Bytes the database grows by per persisted step of an ``n``-step chain (checkpointed file size)."""
         raise Unsupported("not measured for this engine")

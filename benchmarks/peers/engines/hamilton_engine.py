@@ -10,6 +10,13 @@ Hamilton's nodes are functions named after their outputs, so the chain's module 
 into the temp dir (real source, which the cache's code fingerprint needs). The async driver
 cannot take the cache adapter (two adapters would both implement
 ``do_node_execute``), so the fan-out runs without persistence, said beside its number.
+
+The map is Hamilton's ``Parallelizable``/``Collect`` (dynamic execution): ``item`` yields each
+element of ``items``, ``same`` runs once per item, ``count`` collects them. Its nodes are plain
+functions (the async driver has no dynamic execution), run one after another on this thread by
+the synchronous executor: with Hamilton's default multithreading executor for the parallel block,
+its thread-local metadata connections contend for the SQLite write lock and a map of 600 items
+or more fails with "database is locked".
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any
 from hamilton import async_driver, driver
 from hamilton.caching.stores.file import FileResultStore
 from hamilton.caching.stores.sqlite import SQLiteMetadataStore
+from hamilton.execution import executors
 
 from engines.base import SLEEP, Engine, Level, apply_pragmas, describe
 
@@ -60,6 +68,28 @@ def fanout_source(width: int) -> str:
     return "\n".join(lines)
 
 
+MAP_SOURCE = """\
+from hamilton.htypes import Collect, Parallelizable
+
+
+def items(x: int) -> list[int]:
+    return list(range(x))
+
+
+def item(items: list[int]) -> Parallelizable[int]:
+    yield from items
+
+
+def same(item: int) -> int:
+    return item
+
+
+def count(same: Collect[int]) -> int:
+    return len(list(same))
+"""
+"""The map: ``items`` -> ``same`` per item (``Parallelizable``) -> ``count`` (``Collect``)."""
+
+
 class Hamilton(Engine):
     """Hamilton's sync driver with its SQLite-metadata cache (or without a cache)."""
 
@@ -91,12 +121,15 @@ class Hamilton(Engine):
     def _driver(self, n: int) -> Any:
         self.modules += 1
         module = _module(self.tmpdir, f"hamilton_chain_{n}_{self.modules}", chain_source(n))
-        builder = driver.Builder().with_modules(module)
+        return self._cached(driver.Builder().with_modules(module)).build()
+
+    def _cached(self, builder: Any) -> Any:
+        """``builder`` with the cache at this level (none with no persistence)."""
         if self.metadata is not None:
             builder = builder.with_cache(
                 metadata_store=self.metadata, result_store=FileResultStore(path=str(self.tmpdir / "cache" / "results"))
             )
-        return builder.build()
+        return builder
 
     def chain_us_per_step(self, n: int) -> float:
         dr = self._driver(n)
@@ -110,6 +143,8 @@ class Hamilton(Engine):
     def caveat(self, workload: str) -> str:
         if workload == "fanout" and self.metadata is not None:
             return "not persisted: the async driver cannot take the cache adapter"
+        if workload == "map":
+            return "sync functions, run one by one: dynamic execution has no async driver"
         return ""
 
     def fanout_seconds(self, width: int) -> float:
@@ -125,6 +160,20 @@ class Hamilton(Engine):
             return elapsed
 
         return asyncio.run(main())
+
+    def map_us_per_item(self, n: int) -> float:
+        self.modules += 1
+        module = _module(self.tmpdir, f"hamilton_map_{self.modules}", MAP_SOURCE)
+        builder = (driver.Builder().with_modules(module).enable_dynamic_execution(allow_experimental_mode=True)
+                   .with_local_executor(executors.SynchronousLocalTaskExecutor())
+                   .with_remote_executor(executors.SynchronousLocalTaskExecutor()))
+        dr = self._cached(builder).build()
+        t = time.perf_counter()
+        out = dr.execute(["count"], inputs={"x": n})
+        elapsed = time.perf_counter() - t
+        if out["count"] != n:
+            raise RuntimeError(f"count saw {out['count']} outputs, not {n}")
+        return elapsed / n * 1e6
 
     def runs_per_second(self, seconds: float) -> float:
         """One driver; each ``execute`` is a new cache run id, and new inputs miss the cache."""

@@ -39,6 +39,21 @@ async def gather(**values: int) -> int:
     return len(values)
 
 
+async def items(n: int) -> list[int]:
+    """The map's list, known only at run time: ``0 .. n-1``."""
+    return list(range(n))
+
+
+async def same(value: int) -> int:
+    """One no-op item: its value back."""
+    return value
+
+
+async def count(values: list[int]) -> int:
+    """The map's collecting step: how many outputs it got."""
+    return len(values)
+
+
 def _runnable(wf: Workflow) -> Any:
     """What ``start_run`` takes: the bound workflow."""
     return wf.bind()
@@ -60,6 +75,25 @@ def fanout_workflow(width: int) -> Any:
     for i in range(width):
         wf.step(id=f"nap{i}", inputs={"value": "root"})(nap)
     wf.step(id="join", inputs={f"v{i}": f"nap{i}" for i in range(width)})(gather)
+    return _runnable(wf)
+
+
+def map_workflow(n: int) -> Any:
+    """``items`` -> ``same`` once per item (``for_each``) -> ``count`` of the collected list."""
+    wf = Workflow(f"peers-map-{n}", inputs={"x": "integer"}, output="count")
+    wf.step(id="items", inputs={"n": "$inputs.x"})(items)
+    wf.step(id="same", for_each="items", inputs={"value": "$item"})(same)
+    wf.step(id="count", inputs={"values": "same"})(count)
+    return _runnable(wf)
+
+
+def static_fanout_workflow(n: int) -> Any:
+    """The same work written out: ``items`` -> ``n`` steps, each with its item as a literal -> ``count``."""
+    wf = Workflow(f"peers-static-{n}", inputs={"x": "integer"}, output="count")
+    wf.step(id="items", inputs={"n": "$inputs.x"})(items)
+    for i in range(n):
+        wf.step(id=f"same{i}", params={"value": i}, after=["items"])(same)
+    wf.step(id="count", inputs={f"v{i}": f"same{i}" for i in range(n)})(gather)
     return _runnable(wf)
 
 
@@ -128,6 +162,22 @@ class Ours(Engine):
         t = time.perf_counter()
         self._run(workflow, 0)  # the default concurrency: what a user gets with no flag
         return time.perf_counter() - t
+
+    def map_us_per_item(self, n: int) -> float:
+        return self._per_item(map_workflow(n), n)
+
+    def static_fanout_us_per_item(self, n: int) -> float:
+        return self._per_item(static_fanout_workflow(n), n)
+
+    def _per_item(self, workflow: Any, n: int) -> float:
+        """One run of a workflow whose ``count`` step sees ``n`` outputs, at the default concurrency."""
+        gc.collect()
+        t = time.perf_counter()
+        result = self._run(workflow, n)
+        elapsed = time.perf_counter() - t
+        if result.output != n:
+            raise RuntimeError(f"the collecting step saw {result.output!r} outputs, not {n}")
+        return elapsed / n * 1e6
 
     def bytes_per_step(self, n: int) -> float:
         if self.path is None:
