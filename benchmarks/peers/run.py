@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from engines import REFERENCE, REGISTRY, NotInstalled, make  # noqa: E402
-from engines.base import SLEEP, Engine, Unsupported  # noqa: E402
+from engines.base import SLEEP, Engine, Level, Unsupported  # noqa: E402
 
 RESULTS = HERE / "RESULTS.md"
 MAP_BEGIN, MAP_END = "<!-- map workloads: begin -->", "<!-- map workloads: end -->"
@@ -183,56 +184,68 @@ def worker(name: str, args: argparse.Namespace) -> dict[str, Any]:
     if "steps" in args.workloads:
         step_workloads(engine, out, args.chain, args.width, args.runs_seconds, args.warmup)
     if "map" in args.workloads and name in MAP_ENGINES:
-        map_workloads(engine, out, args.items)
+        map_workloads(engine, out, args.items, args.map_repeats)
     return out
 
 
-def map_workloads(engine: Engine, out: dict[str, Any], items: int) -> None:
-    """The map of ``items`` no-op items (and, for ours, the static fan-out of as many steps) at each
-    level, each after a 20-item warm-up; map and fan-out in a random order, so neither always runs
-    on the warmer process."""
-    for level in ("full", "normal", "none"):
-        with tempfile.TemporaryDirectory(prefix="bench-peers-map-") as tmp:
-            try:
-                out["durability"][level] = engine.setup(Path(tmp), level)
-            except Unsupported as exc:
-                out["results"][f"map_{level}"] = {"na": str(exc)}
-                continue
-            try:
-                pairs = [("map", engine.map_us_per_item), ("static", engine.static_fanout_us_per_item)]
-                random.shuffle(pairs)
-                for kind, measure in pairs:
-                    _cell(measure, 20)
-                    out["results"][f"{kind}_{level}"] = _cell(measure, items, caveat=engine.caveat(kind))
-            finally:
-                engine.teardown()
-
-
-def step_workloads(engine: Engine, out: dict[str, Any], chain: int, width: int, runs_seconds: float,
-                   warmup: int) -> None:
-    """The chain, fan-out, runs/s and bytes workloads at each level."""
+def levels(engine: Engine, out: dict[str, Any], first: str) -> Iterator[Level]:
+    """Each level the engine can be set up at, in a fresh temp dir, torn down after the caller's
+    workloads; a level it cannot take is reported in the ``first`` workload's cell."""
+    level: Level
     for level in ("full", "normal", "none"):
         with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
             try:
                 out["durability"][level] = engine.setup(Path(tmp), level)
             except Unsupported as exc:
-                out["results"][f"chain_{level}"] = {"na": str(exc)}
+                out["results"][f"{first}_{level}"] = {"na": str(exc)}
                 continue
             except Exception as exc:
-                out["results"][f"chain_{level}"] = {"error": f"setup: {type(exc).__name__}: {exc}"[:200]}
+                out["results"][f"{first}_{level}"] = {"error": f"setup: {type(exc).__name__}: {exc}"[:200]}
                 continue
             try:
-                _cell(engine.chain_us_per_step, warmup)  # imports, caches, prepared statements
-                out["results"][f"chain_{level}"] = _cell(engine.chain_us_per_step, chain)
-                _cell(engine.fanout_seconds, min(width, 4))
-                fanout = "fanout" if level == "full" else f"fanout_{level}"
-                out["results"][fanout] = _cell(engine.fanout_seconds, width, caveat=engine.caveat("fanout"))
-                if level != "normal":
-                    out["results"][f"rps_{level}"] = _cell(engine.runs_per_second, runs_seconds)
-                if level == "full":
-                    out["results"]["bytes_full"] = _cell(engine.bytes_per_step, chain)
+                yield level
             finally:
                 engine.teardown()
+
+
+def map_workloads(engine: Engine, out: dict[str, Any], items: int, repeats: int) -> None:
+    """The map of ``items`` no-op items (and, for ours, the static fan-out of as many steps) at each
+    level, after a 20-item warm-up of each: ``repeats`` times, map and fan-out alternating in a random
+    order (so neither always runs on the warmer process), the median kept."""
+    for level in levels(engine, out, "map"):
+        pairs = [("map", engine.map_us_per_item), ("static", engine.static_fanout_us_per_item)]
+        random.shuffle(pairs)
+        for _, measure in pairs:
+            _cell(measure, 20)
+        cells: dict[str, list[dict[str, Any]]] = {kind: [] for kind, _ in pairs}
+        for _ in range(repeats):
+            for kind, measure in pairs:
+                cells[kind].append(_cell(measure, items, caveat=engine.caveat(kind)))
+        for kind, got in cells.items():
+            out["results"][f"{kind}_{level}"] = _median_cell(got)
+
+
+def _median_cell(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of the cells that hold a number (with their note), else the first cell's reason."""
+    values = [c["value"] for c in cells if "value" in c]
+    if not values:
+        return cells[0]
+    return {**next(c for c in cells if "value" in c), "value": statistics.median(values)}
+
+
+def step_workloads(engine: Engine, out: dict[str, Any], chain: int, width: int, runs_seconds: float,
+                   warmup: int) -> None:
+    """The chain, fan-out, runs/s and bytes workloads at each level."""
+    for level in levels(engine, out, "chain"):
+        _cell(engine.chain_us_per_step, warmup)  # imports, caches, prepared statements
+        out["results"][f"chain_{level}"] = _cell(engine.chain_us_per_step, chain)
+        _cell(engine.fanout_seconds, min(width, 4))
+        fanout = "fanout" if level == "full" else f"fanout_{level}"
+        out["results"][fanout] = _cell(engine.fanout_seconds, width, caveat=engine.caveat("fanout"))
+        if level != "normal":
+            out["results"][f"rps_{level}"] = _cell(engine.runs_per_second, runs_seconds)
+        if level == "full":
+            out["results"]["bytes_full"] = _cell(engine.bytes_per_step, chain)
 
 
 def memory_worker(store: str, items: int) -> dict[str, Any]:
@@ -275,6 +288,8 @@ def run_worker(name: str, args: argparse.Namespace) -> dict[str, Any]:
         str(args.items),
         "--memory-items",
         str(args.memory_items),
+        "--map-repeats",
+        str(args.map_repeats),
         "--chain",
         str(args.chain),
         "--width",
@@ -441,7 +456,8 @@ def render_map(table: dict[str, Collected], args: argparse.Namespace, elapsed: f
         "## Maps: one instance per item of a list known only at run time",
         "",
         f"Written by `benchmarks/peers/run.py --workloads map` on {_dt.date.today().isoformat()}: "
-        f"{args.rounds} interleaved rounds, maps of {n} items, memory of a {args.memory_items}-item map; "
+        f"{args.rounds} interleaved rounds, maps of {n} items (each round's value the median of "
+        f"{args.map_repeats} runs), memory of a {args.memory_items}-item map; "
         f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores, "
         f"{elapsed:.0f} s in all; load average {load[0]:.1f} at the start, {load[1]:.1f} at the end.",
         "",
@@ -611,6 +627,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs-seconds", type=float, default=2.0, help="seconds per runs/s measurement")
     parser.add_argument("--warmup", type=int, default=50, help="warm-up chain length before each measurement")
     parser.add_argument("--items", type=int, default=1000, help="items of the map workloads (default 1000)")
+    parser.add_argument("--map-repeats", type=int, default=3,
+                        help="maps measured per engine, level and round, the median kept (default 3)")
     parser.add_argument("--memory-items", type=int, default=10_000,
                         help="items of the map whose peak RSS is measured (default 10000)")
     parser.add_argument("--workloads", default="steps,map", type=lambda text: [w.strip() for w in text.split(",")],
@@ -636,7 +654,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown workloads {unknown_groups[0]!r}; choose from steps, map")
     if args.quick:
         args.rounds, args.chain, args.runs_seconds, args.warmup = 2, 200, 0.5, 20
-        args.items, args.memory_items = 200, 1000
+        args.items, args.memory_items, args.map_repeats = 200, 1000, 1
     names = [n.strip() for n in args.engines.split(",")] if args.engines else list(REGISTRY)
     unknown = [n for n in names if n not in REGISTRY]
     if unknown:
