@@ -665,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
         names = [n for n in names if n in MAP_ENGINES]
     elif args.reference not in names:
         names.insert(0, args.reference)
-    if "map" in args.workloads:
+    if "map" in args.workloads and not args.engines:
         names += [n for n in MAP_ENGINES if n not in names]
     jobs = names + (list(MEMORY_JOBS) if "map" in args.workloads else [])
     rng = random.Random(args.seed)
