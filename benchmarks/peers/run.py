@@ -470,18 +470,18 @@ def render_map(table: dict[str, Collected], args: argparse.Namespace, elapsed: f
         "its cache. Each cell is the median over rounds; *ratio* is the row ÷ ours' map, taken per round "
         "(median, and min-max over rounds).",
         "",
-        *durability_table(table, MAP_ENGINES),
+        *durability_table(table, [e for e in MAP_ENGINES if e in table]),
     ]
     for level in ("full", "normal", "none"):
         lines += ["", f"### {n} items, {LEVEL_TITLES[level]} (µs/item)", "",
                   "| engine | median | ratio to ours' map | spread of ratio |", "|---|---|---|---|"]
-        ref_series = table[ASYNC].values.get(f"map_{level}", [])
+        ref_series = table[ASYNC].values.get(f"map_{level}", []) if ASYNC in table else []
         lines += [metric_row(label, table[engine], f"{kind}_{level}", "µs/item", ref_series)
-                  for label, engine, kind in MAP_ROWS]
+                  for label, engine, kind in MAP_ROWS if engine in table]
     lines += ["", f"### Peak RSS of one {args.memory_items}-item map of ours, each in a fresh interpreter (MB)", "",
               "| store | peak RSS (median) | min - max | before the map (after imports and a 10-item map) |",
               "|---|---|---|---|"]
-    for job in MEMORY_JOBS:
+    for job in (j for j in MEMORY_JOBS if j in table):
         peaks = [v for v in table[job].values.get("rss_peak", []) if v is not None]
         bases = [v for v in table[job].values.get("rss_base", []) if v is not None]
         if not peaks:
