@@ -187,3 +187,28 @@ def test_max_parallel_bounds_the_instances_running_at_once(cli, tmp_path, monkey
         if event == "end":
             ended.append(int(index))
     assert most <= 3 and sorted(ended) == list(range(9))
+
+
+def test_validate_names_a_for_each_that_reads_no_defined_step(cli):
+    res = cli("validate", str(FLOW / "bad_for_each_step.yaml"), db=False)
+    assert res.exit_code == 2 and "bad_for_each_step.yaml:4" in res.stderr
+    assert "step 'summarize' for_each reads step 'retreive', which is not defined" in res.stderr
+
+
+def test_validate_names_a_for_each_that_reads_an_undeclared_input(cli):
+    res = cli("validate", str(FLOW / "bad_for_each_input.yaml"), db=False)
+    assert res.exit_code == 2
+    assert "step 'summarize' for_each reads workflow input 'docs', which is not declared" in res.stderr
+
+
+def test_max_parallel_without_for_each_is_refused(cli):
+    res = cli("validate", str(FLOW / "bad_max_parallel.yaml"), db=False)
+    assert res.exit_code == 2
+    assert "max_parallel: bounds the instances of a mapped step; add for_each: (or drop it)" in res.stderr
+
+
+def test_a_max_items_setting_that_is_no_number_fails_the_step_naming_it(cli, step_log, monkeypatch):
+    monkeypatch.setenv("ORCHESTRATOR_MAX_ITEMS", "many")
+    res = cli("run", str(FLOW / "map.yaml"), "--json")
+    assert res.exit_code != 0 and "Traceback" not in res.stderr
+    assert "ORCHESTRATOR_MAX_ITEMS='many' is not a whole number" in res.stdout + res.stderr
