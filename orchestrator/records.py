@@ -103,11 +103,14 @@ class StepRecordView:
     """The item of a ``for_each`` instance (0-based); None for a plain step or a mapped step's collected list."""
     skip_reason: str | None = None
     """Why a ``skipped`` record did not run (its ``when`` condition and the values read, or a skipped upstream)."""
+    iteration: int | None = None
+    """The iteration of a ``repeat:`` step (1-based); None for a step without ``repeat:`` and for a loop's result."""
 
     @property
     def unit(self) -> str:
-        """What this record is a result of: the step id, or ``STEP[i]`` for an instance of a mapped step."""
-        return self.step_id if self.index is None else unit_name(self.step_id, self.index)
+        """What this record is a result of: the step id, ``STEP[i]`` for an instance of a mapped step,
+        ``STEP#n`` for iteration n of a ``repeat:`` step (``STEP[i]#n`` for both)."""
+        return unit_name(self.step_id, self.index, self.iteration)
 
     @property
     def superseded(self) -> bool:
@@ -135,23 +138,33 @@ class StepRecordView:
                 "error": self.error, "gates": [g.to_json() for g in self.gates],
                 "consumed": self.consumed, "injected": self.injected, **({"llm": self.llm} if self.llm else {}),
                 "superseded": self.superseded, "superseded_by": self.superseded_by, "traceback": self.traceback,
-                "index": self.index, "unit": self.unit, "skip_reason": self.skip_reason}
+                "index": self.index, "iteration": self.iteration, "unit": self.unit, "skip_reason": self.skip_reason}
 
 
-def unit_name(step_id: str, index: int | None) -> str:
-    """``summarize[7]`` for instance 7 of mapped step ``summarize``; the step id itself without an index."""
-    return step_id if index is None else f"{step_id}[{index}]"
+def unit_name(step_id: str, index: int | None, iteration: int | None = None) -> str:
+    """``summarize[7]`` for instance 7 of mapped step ``summarize``, ``improve#2`` for iteration 2 of a
+    ``repeat:`` step, ``summarize[7]#2`` for both; the step id itself without either."""
+    unit = step_id if index is None else f"{step_id}[{index}]"
+    return unit if iteration is None else f"{unit}#{iteration}"
 
 
-def parse_unit(unit: str) -> tuple[str, int | None]:
-    """``summarize[7]`` -> ``("summarize", 7)``; a plain step id -> ``(id, None)``. Raises ValueError
-    for a malformed index (``summarize[x]``)."""
+def parse_unit(unit: str) -> tuple[str, int | None, int | None]:
+    """``summarize[7]`` -> ``("summarize", 7, None)``, ``improve#2`` -> ``("improve", None, 2)``,
+    ``summarize[7]#2`` -> ``("summarize", 7, 2)``: step, item index, iteration; a plain step id ->
+    ``(id, None, None)``. Raises
+    ValueError for a malformed index or iteration (``summarize[x]``, ``improve#0``)."""
+    iteration: int | None = None
+    if "#" in unit:
+        unit, _, count = unit.partition("#")
+        if not count.isdigit() or int(count) < 1:
+            raise ValueError(f"{unit + '#' + count!r} is not STEP#ITERATION with a whole ITERATION of 1 or more")
+        iteration = int(count)
     if not unit.endswith("]") or "[" not in unit:
-        return unit, None
+        return unit, None, iteration
     step_id, _, rest = unit[:-1].partition("[")
     if not rest.isdigit():
         raise ValueError(f"{unit!r} is not a step id or STEP[INDEX] with a non-negative whole INDEX")
-    return step_id, int(rest)
+    return step_id, int(rest), iteration
 
 
 def live_records(records: Iterable[StepRecordView]) -> dict[str, StepRecordView]:

@@ -170,7 +170,8 @@ def _accepted_record(rec: StepRecordView, workflow_id: int, origin: str, output_
         consumed=jsonio.dumps([[c["record_id"], c["step_id"], c["delay"]] for c in rec.consumed])
         if rec.consumed else None,
         injected=jsonio.dumps(rec.injected) if rec.injected else None, gates=gates or [],
-        llm=jsonio.dumps(rec.llm) if rec.llm else None, item_index=rec.index)
+        llm=jsonio.dumps(rec.llm) if rec.llm else None, item_index=rec.index,
+        iteration=rec.iteration)
 
 
 def approve(store: Store, run_id: str, *, step: str | None = None, reviewer: str | None = None,
@@ -303,7 +304,7 @@ def plan_fix(store: Store, run_id: str, step: str, workflow: BoundWorkflow, *, r
     """The fix of completed ``step``; a ReviewError (exit 2, nothing stored) says why there is none."""
     run = store.get_run(run_id)
     try:
-        step_id, index = parse_unit(step)
+        step_id, index, _ = parse_unit(step)
     except ValueError as exc:
         raise ReviewError(f"run {run_id}: {exc}") from None
     if step_id not in workflow.steps:

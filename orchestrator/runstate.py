@@ -148,12 +148,14 @@ class PriorState:
 
 
 def in_order(units: Iterable[str], order: Sequence[str]) -> list[str]:
-    """Units (steps, and ``STEP[i]`` instances) in the workflow's order, instances by index."""
+    """Units (steps, ``STEP[i]`` instances, ``STEP#n`` iterations) in the workflow's order, instances by
+    index, iterations by number."""
     position = {sid: i for i, sid in enumerate(order)}
 
-    def key(unit: str) -> tuple[int, int]:
-        step_id, index = parse_unit(unit)
-        return position.get(step_id, len(position)), -1 if index is None else index
+    def key(unit: str) -> tuple[int, int, int]:
+        step_id, index, iteration = parse_unit(unit)
+        return (position.get(step_id, len(position)), -1 if index is None else index,
+                -1 if iteration is None else iteration)
 
     return sorted(units, key=key)
 

@@ -54,6 +54,7 @@ class RecordFact:
     output_digest: str | None
     item_index: int | None = None
     skip_reason: str | None = None
+    iteration: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,6 +102,8 @@ class NewStepRecord:
     """The item of a ``for_each`` instance (0-based); None for a plain step or a mapped step's collected list."""
     skip_reason: str | None = None
     """Why a ``skipped`` record did not run."""
+    iteration: int | None = None
+    """The iteration of a ``repeat:`` step (1-based); None for a step without ``repeat:`` or a loop's result."""
 
 
 @dataclass(frozen=True, slots=True)

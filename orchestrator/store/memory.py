@@ -148,6 +148,7 @@ class _Record:
     traceback: str | None = None
     item_index: int | None = None
     skip_reason: str | None = None
+    iteration: int | None = None
 
 
 @dataclass(slots=True)
@@ -367,13 +368,14 @@ class MemoryStore(Store):
 
     def fill_waiting(self, row: TriageRow) -> None:
         """A paused run's waiting steps and first failing gate reason (caller holds the lock)."""
-        latest: dict[tuple[str, int | None], _Record] = {}
+        latest: dict[tuple[str, int | None, int | None], _Record] = {}
         for rid in self.runs[self.run_pks[row.run.run_id]].records:
-            latest[(self.records[rid].step_id, self.records[rid].item_index)] = self.records[rid]
+            rec = self.records[rid]
+            latest[(rec.step_id, rec.item_index, rec.iteration)] = rec
         waiting = sorted((r for r in latest.values() if r.status == "gate_failed" and r.superseded_by is None
                           and r.id not in self.reviewed_records),
-                         key=lambda r: (r.started_at, r.step_id, r.item_index or 0))
-        row.waiting_steps = [unit_name(r.step_id, r.item_index) for r in waiting]
+                         key=lambda r: (r.started_at, r.step_id, r.item_index or 0, r.iteration or 0))
+        row.waiting_steps = [unit_name(r.step_id, r.item_index, r.iteration) for r in waiting]
         if waiting:
             row.gate_reason = next((g.reason for g in waiting[0].gates if not g.passed), None)
 
@@ -438,7 +440,7 @@ class MemoryStore(Store):
                       error_type=record.error_type, error_message=record.error_message, consumed=record.consumed,
                       injected=record.injected, llm=record.llm, inputs_digest=record.inputs_digest,
                       output_digest=record.output_digest, traceback=record.traceback,
-                      item_index=record.item_index, skip_reason=record.skip_reason)
+                      item_index=record.item_index, skip_reason=record.skip_reason, iteration=record.iteration)
         for g in record.gates:
             row.gates.append(_Gate(id=self.next_id("gate_results"), record_id=pk, run_pk=run.id,
                                    step_id=record.step_id, gate=g.gate, passed=bool(g.passed),
@@ -643,7 +645,7 @@ class MemoryStore(Store):
                                   gate_count=len(r.gates), gates_failed=sum(1 for g in r.gates if not g.passed),
                                   llm=r.llm, has_output=r.output is not None, inputs_digest=r.inputs_digest,
                                   output_digest=r.output_digest, item_index=r.item_index,
-                                  skip_reason=r.skip_reason)
+                                  skip_reason=r.skip_reason, iteration=r.iteration)
                        for r in self.records.values()]
             outcomes = [OutcomeFact(id=o.id, run_pk=o.run_pk, value=o.value, correct=o.correct, source=o.source,
                                     termination=o.termination) for o in self.outcomes_by_id.values()]
@@ -715,4 +717,4 @@ def record_view(r: _Record, run_id: str) -> StepRecordView:
                           error_type=r.error_type, error_message=r.error_message, consumed=consumed,
                           injected=jsonio.loads(r.injected) or [], gates=[gate_view(g) for g in r.gates],
                           llm=jsonio.loads(r.llm), superseded_by=r.superseded_by, traceback=r.traceback,
-                          index=r.item_index, skip_reason=r.skip_reason)
+                          index=r.item_index, skip_reason=r.skip_reason, iteration=r.iteration)

@@ -19,7 +19,7 @@ from orchestrator.store.base import UNCHANGED, GateRow, Lease, ModelCall, NewSte
 STEP_COLUMNS = ("run_pk", "workflow_id", "step_id", "step_type", "agent", "attempt", "status", "origin",
                 "started_at", "ended_at", "inputs", "output", "error_type", "error_message", "consumed",
                 "injected", "llm", "inputs_digest", "output_digest", "gate_count", "gates_failed", "traceback",
-                "item_index", "skip_reason")
+                "item_index", "skip_reason", "iteration")
 GATE_COLUMNS = ("record_id", "run_pk", "step_id", "gate", "passed", "score", "reason", "details", "severity",
                 "duration")
 MODEL_CALL_COLUMNS = ("run_pk", "record_id", "step_id", "attempt", "purpose", "gate", "provider", "model",
@@ -50,7 +50,7 @@ def step_values(record: NewStepRecord, run_pk: int) -> tuple[Any, ...]:
             record.status, record.origin, record.started_at, record.ended_at, record.inputs, record.output,
             record.error_type, record.error_message, record.consumed, record.injected, record.llm,
             record.inputs_digest, record.output_digest, len(record.gates), sum(1 for g in record.gates if not g.passed),
-            record.traceback, record.item_index, record.skip_reason)
+            record.traceback, record.item_index, record.skip_reason, record.iteration)
 
 
 def gate_values(gate: GateRow, record_id: int, run_pk: int, step_id: str) -> tuple[Any, ...]:
@@ -111,4 +111,4 @@ def record_view(r: Any, run_id: str, gates: list[GateView]) -> StepRecordView:
                           error_type=r.error_type, error_message=r.error_message, consumed=consumed,
                           injected=jsonio.loads(r.injected) or [], gates=gates, llm=jsonio.loads(r.llm),
                           superseded_by=r.superseded_by, traceback=r.traceback, index=r.item_index,
-                          skip_reason=r.skip_reason)
+                          skip_reason=r.skip_reason, iteration=r.iteration)

@@ -221,7 +221,7 @@ class DayCounts:
 
 
 RECORD_COLUMNS = ("id", "run_pk", "step_id", "agent", "status", "attempt", "origin", "llm", "gate_count",
-                  "gates_failed", "started_at", "item_index", "skip_reason")
+                  "gates_failed", "started_at", "item_index", "skip_reason", "iteration")
 """What the counts read of a step record (never its inputs or output)."""
 
 

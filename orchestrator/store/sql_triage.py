@@ -95,18 +95,21 @@ def _add_waiting(read: Read, paused: dict[int, TriageRow]) -> None:
     later = steps_t.alias("later")
     newer_record = exists().where(and_(later.c.run_pk == steps_t.c.run_pk, later.c.step_id == steps_t.c.step_id,
                                        later.c.item_index.is_not_distinct_from(steps_t.c.item_index),
+                                       later.c.iteration.is_not_distinct_from(steps_t.c.iteration),
                                        later.c.id > steps_t.c.id))
     answered = exists().where(reviews_t.c.record_id == steps_t.c.id)
     failing = and_(gates_t.c.run_pk == steps_t.c.run_pk, gates_t.c.record_id == steps_t.c.id,
                    gates_t.c.passed == false())
     first_reason = (select(gates_t.c.reason).where(failing)
                     .order_by(gates_t.c.id).limit(1).correlate(steps_t).scalar_subquery())
-    waiting = (select(steps_t.c.run_pk, steps_t.c.step_id, steps_t.c.item_index, first_reason.label("reason"))
+    waiting = (select(steps_t.c.run_pk, steps_t.c.step_id, steps_t.c.item_index, steps_t.c.iteration,
+                      first_reason.label("reason"))
                .where(and_(steps_t.c.run_pk.in_(list(paused)), steps_t.c.status == "gate_failed",
                            steps_t.c.superseded_by.is_(None), ~newer_record, ~answered))
-               .order_by(steps_t.c.run_pk, steps_t.c.started_at, steps_t.c.step_id, steps_t.c.item_index))
+               .order_by(steps_t.c.run_pk, steps_t.c.started_at, steps_t.c.step_id, steps_t.c.item_index,
+                         steps_t.c.iteration))
     for r in read(waiting):
         row = paused[r.run_pk]
         if not row.waiting_steps:
             row.gate_reason = r.reason
-        row.waiting_steps.append(unit_name(r.step_id, r.item_index))
+        row.waiting_steps.append(unit_name(r.step_id, r.item_index, r.iteration))

@@ -121,7 +121,7 @@ SCHEMA: dict[str, tuple[str, ...]] = {
     "runs": ("id", "run_id", "workflow_id", "workflow", "status", "kind", "inputs", "output", "error", "parent_run_id",
              "parent_step", "owner", "heartbeat_at", "trace_id", "lease_token", "lease_expires_at", "created_at",
              "updated_at", "reference"),
-    "step_records": ("id", *STEP_COLUMNS[:-2], "superseded_by", *STEP_COLUMNS[-2:]),
+    "step_records": ("id", *STEP_COLUMNS[:-3], "superseded_by", *STEP_COLUMNS[-3:]),
     "gate_results": ("id", *GATE_COLUMNS),
     "reviews": ("id", "run_pk", "record_id", "step_id", "decision", "reviewer", "comment", "output_before",
                 "output_after", "forced", "rerun_side_effects", "created_at"),

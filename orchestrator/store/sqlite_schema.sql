@@ -238,6 +238,7 @@ CREATE TABLE step_records (
 	superseded_by INTEGER, 
 	item_index INTEGER, 
 	skip_reason TEXT, 
+	iteration INTEGER, 
 	PRIMARY KEY (id), 
 	FOREIGN KEY(run_pk) REFERENCES runs (id)
 )

@@ -128,6 +128,9 @@ class StepRecordRow(StoreModel, table=True):
     skip_reason: str | None = Field(default=None, sa_column=Column(Text))
     """Why a ``skipped`` record did not run: the ``when`` condition and the values it read, or the
     upstream step that was skipped."""
+    iteration: int | None = None
+    """The iteration of a ``repeat:`` step this record belongs to (1-based); NULL for a step without
+    ``repeat:`` and for the record holding a loop's result."""
 
 
 class GateResultRow(StoreModel, table=True):
