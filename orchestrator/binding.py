@@ -18,6 +18,7 @@ import hashlib
 import inspect
 import math
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -34,6 +35,44 @@ from orchestrator.resolve import resolve_callable
 
 Locate = Callable[[str], int | None]
 """Maps a dotted key (``steps.x.inputs.p``) to the line that defines it, when known."""
+
+ChildLoader = Callable[[str, Any], "BoundWorkflow"]
+"""Binds the child workflow of a ``workflow:`` step: ``(the reference as the spec holds it, the object given
+from Python for it or None) -> the bound child``. It raises SpecError with the child's own problems (its
+file and lines), or :class:`IncludeCycleError`. The loader knows where the parent's file is and which
+workflows are being loaded around it; binding reads no files itself."""
+
+
+class DefinesWorkflow(ABC):
+    """A workflow defined in Python (:class:`orchestrator.pyapi.Workflow` derives from this): its spec, the
+    objects the spec refers to, and the file that defined it. Loaders below the Python API know it by this
+    base class."""
+
+    @property
+    @abstractmethod
+    def spec(self) -> WorkflowSpec:
+        """The workflow as plain data."""
+
+    @property
+    @abstractmethod
+    def objects(self) -> Mapping[str, Any]:
+        """The Python objects the spec refers to (step functions, gate objects, child workflows)."""
+
+    @property
+    @abstractmethod
+    def defined_in(self) -> str | None:
+        """The file that defined it (None when unknown: made in an interactive session)."""
+
+
+class IncludeCycleError(SpecError):
+    """A workflow includes itself, directly or through other workflows: ``a.yaml -> b.yaml -> a.yaml``."""
+
+    def __init__(self, chain: list[str]) -> None:
+        self.chain = chain
+        super().__init__([SpecProblem(chain[0], "", self.describe())])
+
+    def describe(self) -> str:
+        return f"workflow includes itself: {' -> '.join(self.chain)}; child workflows must not form a cycle"
 
 
 def gate_object_key(step_id: str, index: int) -> str:
@@ -100,6 +139,8 @@ class BoundStep:
     may_skip: bool = False
     """Whether the step can be skipped: it has a ``when``, or a step upstream of it has one. Steps of a
     workflow without conditions never check (the common case costs nothing)."""
+    child: BoundWorkflow | None = None
+    """The workflow a ``workflow:`` step runs as a child run (bound like this one); None for other steps."""
 
     @property
     def id(self) -> str:
@@ -155,6 +196,17 @@ class BoundWorkflow:
                     stack.append(user)
         return out
 
+    def included_sources(self) -> set[str]:
+        """The files of every workflow this one runs as a child, however deep (a cache of this binding is
+        valid while none of them changed)."""
+        found: set[str] = set()
+        for step in self.steps.values():
+            if step.child is not None:
+                if step.child.source:
+                    found.add(step.child.source)
+                found |= step.child.included_sources()
+        return found
+
     def with_steps(self, changes: Mapping[str, BoundStep]) -> BoundWorkflow:
         """A copy with some bound steps replaced (replays swap functions and gate policies)."""
         return replace(self, steps=MappingProxyType({**self.steps, **changes}))
@@ -183,7 +235,8 @@ def workflow_hash(definition: Mapping[str, Any]) -> str:
 
 
 def bind(spec: WorkflowSpec, *, source: str | None = None, objects: Mapping[str, Any] | None = None,
-         path: str | None = None, locate: Locate | None = None) -> BoundWorkflow:
+         path: str | None = None, locate: Locate | None = None, load_child: ChildLoader | None = None
+         ) -> BoundWorkflow:
     """Check the graph and resolve every reference; SpecError lists every problem found.
 
     Args:
@@ -192,6 +245,8 @@ def bind(spec: WorkflowSpec, *, source: str | None = None, objects: Mapping[str,
         objects: objects given from Python, keyed by the reference the spec holds for them.
         path: how messages name the workflow (default: ``source``).
         locate: maps a dotted key to its line in the file, for messages.
+        load_child: binds the child workflows of ``workflow:`` steps (see :data:`ChildLoader`); needed
+            only when the spec has such steps.
     """
     problems = _Problems(path or source or f"<workflow {spec.name}>", locate)
     if not spec.steps:
@@ -205,7 +260,7 @@ def bind(spec: WorkflowSpec, *, source: str | None = None, objects: Mapping[str,
             problems.add(f"inputs.{name}.default", f"input {name!r} default {mismatch}")
     for cycle in graph.find_cycles(spec):
         problems.add(f"steps.{cycle[0]}", "cycle: " + " -> ".join([*cycle, cycle[0]]) + "; a workflow must be acyclic")
-    resolver = _Resolver(os.path.dirname(source) if source else None, objects or {})
+    resolver = _Resolver(os.path.dirname(source) if source else None, objects or {}, load_child)
     consumers = graph.consumers(spec)
     by_id = {s.id: s for s in spec.steps}
     steps = {s.id: _bind_step(s, spec, by_id, consumers, resolver, problems) for s in spec.steps}
@@ -241,9 +296,10 @@ def _check_price_file(spec: WorkflowSpec, problems: _Problems) -> None:
 
 
 class _Resolver:
-    def __init__(self, base_dir: str | None, objects: Mapping[str, Any]) -> None:
+    def __init__(self, base_dir: str | None, objects: Mapping[str, Any], load_child: ChildLoader | None) -> None:
         self.base_dir = base_dir
         self.objects = objects
+        self.load_child = load_child
 
     def callable(self, ref: str) -> Any:
         if ref in self.objects:
@@ -271,8 +327,13 @@ def _bind_helper(step: StepSpec, key: str, ref: str | None, resolver: _Resolver,
 
 def _bind_step(step: StepSpec, spec: WorkflowSpec, by_id: Mapping[str, StepSpec], consumers: dict[str, list[str]],
                resolver: _Resolver, problems: _Problems) -> BoundStep | None:
-    function = _bind_llm_function(spec, step, resolver, problems) if step.calls_model \
-        else _bind_function(step, resolver, problems)
+    child = _bind_child(step, resolver, problems) if step.runs_child else None
+    if step.runs_child:
+        function = None if child is None else StepFunction.of(_runs_as_child(step))
+    elif step.calls_model:
+        function = _bind_llm_function(spec, step, resolver, problems)
+    else:
+        function = _bind_function(step, resolver, problems)
     baseline = _bind_helper(step, "baseline", step.baseline, resolver, problems)
     simulate = _bind_helper(step, "simulate", step.simulate, resolver, problems)
     bound_gates = [(i, _bind_gate(step.id, i, gate, resolver, problems)) for i, gate in enumerate(step.gates)]
@@ -297,7 +358,55 @@ def _bind_step(step: StepSpec, spec: WorkflowSpec, by_id: Mapping[str, StepSpec]
     return BoundStep(spec=step, function=function, baseline=baseline, gates=gates,
                      dependencies=tuple(step.step_dependencies()), consumers=tuple(users), next_needs=needs,
                      injected_json=jsonio.dumps([n.to_json() for n in needs]) if needs else None,
-                     retry_on=retry_on, on_gate_fail=step.on_gate_fail, simulate=simulate, condition=condition)
+                     retry_on=retry_on, on_gate_fail=step.on_gate_fail, simulate=simulate, condition=condition,
+                     child=child)
+
+
+def _runs_as_child(step: StepSpec) -> Callable[..., Any]:
+    """What stands for a ``workflow:`` step's function: the executor runs the child workflow instead, so
+    anything that would call it (a replay, which does not descend into child runs) fails saying so."""
+    def child_run(**_: Any) -> Any:
+        raise NotImplementedError(f"step {step.id!r} runs workflow {step.workflow} as a child run; it has no "
+                                  "function to call outside an execution of its parent")
+
+    return child_run
+
+
+def _bind_child(step: StepSpec, resolver: _Resolver, problems: _Problems) -> BoundWorkflow | None:
+    """The child workflow of a ``workflow:`` step, bound; its own problems keep its file and lines, and
+    the step's inputs must be its declared inputs (every required one given)."""
+    assert step.workflow is not None
+    where = f"steps.{step.id}.workflow"
+    if resolver.load_child is None:
+        problems.add(where, f"step {step.id!r} runs workflow {step.workflow}, but this workflow was bound without "
+                            "a way to load child workflows; load it with orchestrator.load_workflow")
+        return None
+    try:
+        child = resolver.load_child(step.workflow, resolver.objects.get(step_object_key(step.id, "workflow")))
+    except IncludeCycleError as exc:
+        problems.add(where, f"step {step.id!r}: {exc.describe()}")
+        return None
+    except SpecError as exc:
+        problems.add(where, f"step {step.id!r} runs workflow {step.workflow}, which is invalid "
+                            f"({len(exc.problems)} problem{'s' if len(exc.problems) != 1 else ''} below)")
+        problems.rows.extend(exc.problems)
+        return None
+    except ResolveError as exc:
+        problems.add(where, f"step {step.id!r} workflow: {exc}")
+        return None
+    declared = child.spec.inputs
+    for param in [*step.inputs, *step.params]:
+        if param not in declared:
+            key = "inputs" if param in step.inputs else "params"
+            problems.add(f"steps.{step.id}.{key}.{param}",
+                         f"step {step.id!r} gives input {param!r} to workflow {step.workflow}, which declares no "
+                         f"such input; its inputs: {sorted(declared)}")
+    for name, decl in declared.items():
+        if decl.required and name not in step.inputs and name not in step.params:
+            problems.add(f"steps.{step.id}.inputs",
+                         f"step {step.id!r} does not give workflow {step.workflow} its required input {name!r} "
+                         f"({decl.type}); add it under inputs:")
+    return child
 
 
 def _bind_condition(step: StepSpec, resolver: _Resolver, problems: _Problems) -> Callable[..., Any] | None:

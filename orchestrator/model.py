@@ -253,6 +253,11 @@ class StepSpec(_Strict):
     instances' outputs in item order. Inputs may read ``$item``, ``$item.field`` and ``$index``."""
     max_parallel: int | None = Field(default=None, ge=1)
     """At most this many instances of a mapped step at once (default: the run's concurrency)."""
+    workflow: str | None = None
+    """Another workflow this step runs as a child run: a file (``research.yaml``, ``triage.py``) resolved
+    next to this workflow's file, or ``module:attribute`` naming a Python ``Workflow`` object. Its
+    ``inputs`` are the child's inputs, its output is the child's output and its gates judge that output;
+    with ``for_each``, one child run per item. Paths of units inside it read ``research > retrieve``."""
 
     @field_validator("id")
     @classmethod
@@ -303,6 +308,32 @@ class StepSpec(_Strict):
     def agent_name(self) -> str:
         """The component responsible for this step: ``agent``, else the step id."""
         return self.agent or self.id
+
+    @model_validator(mode="after")
+    def _child_run_is_the_work(self) -> StepSpec:
+        """A ``workflow:`` step's work is its child run: nothing else may say what it computes."""
+        if self.workflow is None:
+            return self
+        if not self.workflow.strip():
+            raise ValueError("workflow: is empty; name a workflow file (research.yaml) or module:attribute")
+        clashing = [key for key, given in (("run", self.run), ("prompt", self.prompt), ("system", self.system),
+                                           ("output_schema", self.output_schema), ("tools", self.tools),
+                                           ("simulate", self.simulate)) if given]
+        if self.isolation == "process":
+            clashing.append("isolation: process")
+        if self.inline:
+            clashing.append("inline")
+        if self.type in ("llm", "critic"):
+            clashing.append(f"type: {self.type}")
+        if clashing:
+            raise ValueError(f"step {self.id!r} runs workflow {self.workflow} as a child run, so it cannot also "
+                             f"have {', '.join(clashing)}; put that work in a step of the child workflow")
+        return self
+
+    @property
+    def runs_child(self) -> bool:
+        """Whether the step runs another workflow as a child run (``workflow:``)."""
+        return self.workflow is not None
 
     @model_validator(mode="after")
     def _parallel_bounds_a_map(self) -> StepSpec:

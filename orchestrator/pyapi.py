@@ -20,21 +20,27 @@ compares equal) or a function called with the upstream outputs its parameters na
 :class:`~orchestrator.model.ConditionCall`, the function travelling in ``objects`` like a step's);
 ``join=``, ``for_each=`` and ``max_parallel=``. On a mapped step a parameter named ``item`` reads
 ``$item`` and one named ``index`` reads ``$index``.
+
+A step that runs another workflow as a child run is declared with ``wf.workflow_step(id=...,
+workflow=child)``: ``child`` is another :class:`Workflow` (stored in the spec as ``module:variable``,
+the object travelling in ``objects``) or a file path resolved next to this workflow's file, as in YAML.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrator.binding import BoundWorkflow, bind, gate_object_key, step_object_key
+from orchestrator.binding import BoundWorkflow, DefinesWorkflow, bind, gate_object_key, step_object_key
 from orchestrator.errors import SpecError, SpecProblem
 from orchestrator.llm.config import LLMConfig
 from orchestrator.llm.step import REPLY_PARAMETER
 from orchestrator.model import ConditionCall, GateSpec, StepSpec, WorkflowSpec
+from orchestrator.spec import child_loader
 
 STEP_KEYS = frozenset(StepSpec.model_fields) - {"run"}
 """The keywords ``@wf.step(...)`` and ``@wf.llm(...)`` accept: the YAML step keys (``run`` is the function itself)."""
@@ -64,7 +70,7 @@ def _where(fn: Callable[..., Any]) -> str:
         return f"{fn.__module__}"
 
 
-class Workflow:
+class Workflow(DefinesWorkflow):
     """A workflow under construction in Python.
 
     Example::
@@ -92,6 +98,25 @@ class Workflow:
         self._bound: tuple[tuple[Any, ...], BoundWorkflow] | None = None
         """The last :meth:`bind` and what it was built from: binding a large workflow (pydantic models,
         signature checks, the definition's hash) costs more than running it, and runs repeat."""
+        caller = inspect.currentframe()
+        caller = caller.f_back if caller is not None else None
+        self._module_globals: dict[str, Any] = caller.f_globals if caller is not None else {}
+        """The namespace of the module that made it: where a parent workflow finds the variable naming it."""
+
+    @property
+    def defined_in(self) -> str | None:
+        """The file of the module that made this workflow (None in an interactive session)."""
+        found = self._module_globals.get("__file__")
+        return str(found) if found else None
+
+    @property
+    def reference(self) -> str:
+        """``module:variable``: how a parent workflow's spec names this one (``workflow:``). A workflow that
+        is no module-level variable is named ``module:NAME`` by its name; it runs in this process, but a
+        child run of it cannot be resumed by another process."""
+        module = self._module_globals.get("__name__", "__main__")
+        variable = next((name for name, value in self._module_globals.items() if value is self), self.name)
+        return f"{module}:{variable}"
 
     def step(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         """Register ``fn`` as a step; usable as ``@wf.step`` or ``@wf.step(type=..., gates=[...])``.
@@ -147,10 +172,35 @@ class Workflow:
         self._steps.append(_Registered(None, {"type": "llm", **options}, where))
         return step_id
 
+    def workflow_step(self, **options: Any) -> str:
+        """Declare a step that runs another workflow as a child run: ``wf.workflow_step(id="research",
+        workflow=research, inputs={"topic": "$inputs.topic"})``.
+
+        ``workflow`` is a :class:`Workflow` object or a file path (resolved next to this workflow's file);
+        the other keywords are the YAML step keys (``inputs`` are the child's inputs; ``gates`` judge the
+        child's output; ``for_each`` runs one child per item). Inputs left out are the child's declared
+        inputs that name a workflow input or an earlier step. Returns the step id.
+        """
+        where = _caller()
+        step_id = options.get("id")
+        self._check_keys(options, step_id or "?", "workflow_step", where)
+        if not isinstance(step_id, str):
+            raise SpecError([SpecProblem(where, "steps", f"{self.name}.workflow_step(...) needs id='STEP_ID'")])
+        child = options.get("workflow")
+        if child is self:
+            raise SpecError([SpecProblem(where, f"steps.{step_id}.workflow",
+                                         f"workflow includes itself: {self.name} -> {self.name}")])
+        if not isinstance(child, (str, Workflow)):
+            raise SpecError([SpecProblem(where, f"steps.{step_id}.workflow",
+                                         f"{self.name}.workflow_step(...) needs workflow= a Workflow object or a "
+                                         f"file path; got {type(child).__name__}")])
+        self._steps.append(_Registered(None, dict(options), where))
+        return step_id
+
     def _check_keys(self, options: Mapping[str, Any], step_id: str, method: str, where: str) -> None:
         unknown = sorted(set(options) - STEP_KEYS)
         if unknown:
-            prefix = "@" if method != "llm_step" else ""
+            prefix = "@" if method not in ("llm_step", "workflow_step") else ""
             raise SpecError([SpecProblem(where, f"steps.{step_id}",
                                          f"unknown key {unknown[0]!r} in {prefix}{self.name}.{method}(...); "
                                          f"valid keys: {', '.join(sorted(STEP_KEYS))}")])
@@ -175,19 +225,26 @@ class Workflow:
 
     def bind(self, source: str | None = None) -> BoundWorkflow:
         """The workflow ready to run in this process; bound again only after the workflow changed."""
-        key = self._fingerprint(source)
+        key = self.fingerprint(source)
         if self._bound is not None and self._bound[0] == key:
             return self._bound[1]
         spec, objects = self._build()
-        bound = bind(spec, source=source, objects=objects, path=source or f"<workflow {self.name}>")
+        base_dir = os.path.dirname(source) if source else (os.path.dirname(self.defined_in)
+                                                          if self.defined_in else None)
+        bound = bind(spec, source=source, objects=objects, path=source or f"<workflow {self.name}>",
+                     load_child=child_loader(base_dir))
         self._bound = (key, bound)
         return bound
 
-    def _fingerprint(self, source: str | None) -> tuple[Any, ...]:
-        """What :meth:`_build` reads: every registration (by identity and options) and every attribute."""
+    def fingerprint(self, source: str | None, seen: frozenset[int] = frozenset()) -> tuple[Any, ...]:
+        """What :meth:`_build` reads: every registration (by identity and options) and every attribute, and
+        those of the child workflows it runs (a child that changed binds the parent again)."""
+        seen = seen | {id(self)}
+        children = tuple(child.fingerprint(None, seen) for child in (r.options.get("workflow") for r in self._steps)
+                         if isinstance(child, Workflow) and id(child) not in seen)
         return (source, self.name, self.version, self.description, repr(self.inputs), self.output,
                 self.outcome, self.outcome_threshold, repr(self.llm_config),
-                tuple((id(r), r.fn, repr(r.options)) for r in self._steps))
+                tuple((id(r), r.fn, repr(r.options)) for r in self._steps), children)
 
     def _build(self) -> tuple[WorkflowSpec, dict[str, Any]]:
         steps: list[StepSpec] = []
@@ -211,8 +268,14 @@ class Workflow:
                 objects[step_object_key(step_id, "when")] = when
             for key, value in _object_refs(opts, objects, registered.where).items():
                 opts[key] = value
+            child = opts.get("workflow")
+            if isinstance(child, Workflow):
+                opts["workflow"] = child.reference
+                objects[step_object_key(step_id, "workflow")] = child
             inputs = opts.pop("inputs", None)
-            if inputs is None:
+            if inputs is None and isinstance(child, Workflow):
+                inputs = self._child_inputs(child, known, literal=opts.get("params") or {})
+            elif inputs is None:
                 inputs = (self._infer_inputs(fn, known, calls_model=opts.get("prompt") is not None,
                                              literal=opts.get("params") or {}, mapped=opts.get("for_each") is not None)
                           if fn is not None else self._template_inputs(opts, known))
@@ -257,6 +320,15 @@ class Workflow:
                 inputs[name] = f"${name}"
                 continue
             self._infer_one(name, known, inputs)
+        return inputs
+
+    def _child_inputs(self, child: Workflow, known: set[str], *, literal: Mapping[str, Any]) -> dict[str, Any]:
+        """A child workflow step's inputs: the child's declared inputs that name a workflow input or an
+        earlier step of this one."""
+        inputs: dict[str, Any] = {}
+        for name in child.inputs:
+            if name not in literal:
+                self._infer_one(name, known, inputs)
         return inputs
 
     def _template_inputs(self, options: Mapping[str, Any], known: set[str]) -> dict[str, Any]:

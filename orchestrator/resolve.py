@@ -20,6 +20,7 @@ import importlib
 import importlib.util
 import sys
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -63,6 +64,11 @@ def loaded_files() -> dict[str, Stamp | None]:
     built from those modules is valid while :func:`unchanged` says so."""
     with _lock:
         return {path: stamp for entry in _loaded.values() for path, stamp in entry.stamps.items()}
+
+
+def file_stamps(paths: Iterable[str]) -> dict[str, Stamp | None]:
+    """The stamps of these files now (None for one that cannot be read), for :func:`unchanged` later."""
+    return {path: _stamp(path) for path in paths}
 
 
 def unchanged(files: dict[str, Stamp | None]) -> bool:

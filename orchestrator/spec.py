@@ -8,18 +8,28 @@ whose parameters do not match) is mapped back to the line of the key that caused
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from orchestrator.binding import BoundWorkflow, bind
-from orchestrator.errors import SpecError, SpecProblem
+from orchestrator.binding import (
+    BoundWorkflow,
+    ChildLoader,
+    DefinesWorkflow,
+    IncludeCycleError,
+    bind,
+    step_object_key,
+)
+from orchestrator.errors import ResolveError, SpecError, SpecProblem
 from orchestrator.files import MAX_WORKFLOW_BYTES, UnreadableFileError, read_capped
 from orchestrator.model import GateSpec, InputSpec, RetryPolicy, StepSpec, WorkflowSpec
-from orchestrator.resolve import import_module, loaded_files, unchanged
+from orchestrator.resolve import file_stamps, import_module, loaded_files, resolve_callable, unchanged
 
 LineMap = dict[tuple[Any, ...], tuple[int, int]]
 
@@ -243,39 +253,120 @@ def parse_yaml(path: str | Path) -> tuple[WorkflowSpec, Any, LineMap]:
 
 _LOADED: dict[tuple[str, str, bytes], tuple[BoundWorkflow, dict[str, bytes | None]]] = {}
 """Bound workflows of this process by (file, how it was named, its bytes), with the step modules'
-files as they were then: a bulk run or a worker loads one file many times; an edited workflow file
-has other bytes, and an edited step module another digest, so either is bound again (a key of
-mtime and size could miss an edit within the file system's timestamp granularity that keeps the
-size)."""
+files (and the files of the child workflows it runs) as they were then: a bulk run or a worker loads
+one file many times; an edited workflow file has other bytes, and an edited step module or child
+workflow another digest, so either is bound again (a key of mtime and size could miss an edit within
+the file system's timestamp granularity that keeps the size)."""
+
+WORKFLOW_SUFFIXES = (".yaml", ".yml", ".json", ".py")
+"""What a workflow file's name ends with; a ``workflow:`` reference that ends so is a file, else
+``module:attribute``."""
+
+_INCLUDING: ContextVar[tuple[tuple[frozenset[str], str], ...]] = ContextVar("including", default=())
+"""The workflows being loaded around the current one, outermost first, as (identities, label): a child
+workflow that is one of them includes itself."""
+
+
+@contextmanager
+def _including(identities: frozenset[str], label: str) -> Iterator[None]:
+    """Load a workflow inside the ones being loaded; IncludeCycleError naming the chain when it is one."""
+    stack = _INCLUDING.get()
+    for position, (outer, _) in enumerate(stack):
+        if outer & identities:
+            raise IncludeCycleError([lbl for _, lbl in stack[position:]] + [label])
+    token = _INCLUDING.set((*stack, (identities, label)))
+    try:
+        yield
+    finally:
+        _INCLUDING.reset(token)
 
 
 def load_workflow(path: str | Path) -> BoundWorkflow:
-    """Load, check and bind a workflow file (``.yaml``/``.yml`` or ``.py``). Raises SpecError.
+    """Load, check and bind a workflow file (``.yaml``/``.yml`` or ``.py``), and the child workflows its
+    ``workflow:`` steps run. Raises SpecError (IncludeCycleError when it includes itself).
 
-    A file loaded before, unchanged since, returns the same (immutable) bound workflow.
+    A file loaded before, unchanged since (its step modules and child workflows too), returns the same
+    (immutable) bound workflow.
     """
     p = Path(path)
     if not p.exists():
         raise SpecError([SpecProblem(str(path), "", "no such file")])
     source = str(p.resolve())
-    key = (source, str(path), read_workflow_bytes(p, str(path)))
-    cached = _LOADED.get(key)
-    if cached is not None and unchanged(cached[1]):
-        return cached[0]
-    bound = _load_workflow(p, path, source)
-    _LOADED[key] = (bound, loaded_files())
-    return bound
+    with _including(frozenset({source}), str(path)):
+        key = (source, str(path), read_workflow_bytes(p, str(path)))
+        cached = _LOADED.get(key)
+        if cached is not None and unchanged(cached[1]):
+            return cached[0]
+        bound = _load_workflow(p, path, source)
+        _LOADED[key] = (bound, {**loaded_files(), **file_stamps(bound.included_sources())})
+        return bound
 
 
 def _load_workflow(p: Path, path: str | Path, source: str) -> BoundWorkflow:
+    load_child = child_loader(os.path.dirname(source))
     if p.suffix == ".py":
         read_text(p, str(path))  # a binary or non-UTF-8 file says so, not "importing failed"
-        spec, objects = load_python(p)
-        return bind(spec, source=source, objects=objects, path=str(path))
+        found = load_python_workflow(p)
+        if isinstance(found, WorkflowSpec):
+            return bind(found, source=source, path=str(path), load_child=load_child)
+        with _including(frozenset({_object_identity(found)}), str(path)):
+            return bind(found.spec, source=source, objects=found.objects, path=str(path), load_child=load_child)
     if p.suffix not in (".yaml", ".yml", ".json"):
         raise SpecError([SpecProblem(str(path), "", "a workflow file ends in .yaml, .yml or .py")])
     spec, data, lines = parse_yaml(p)
-    return bind(spec, source=source, path=str(path), locate=lambda key: _line_for(lines, _key_to_loc(key, data)))
+    return bind(spec, source=source, path=str(path), locate=lambda key: _line_for(lines, _key_to_loc(key, data)),
+                load_child=load_child)
+
+
+def is_file_reference(ref: str) -> bool:
+    """Whether a ``workflow:`` reference names a file (``research.yaml``) rather than ``module:attribute``."""
+    return ref.endswith(WORKFLOW_SUFFIXES) or ":" not in ref
+
+
+def child_loader(base_dir: str | None) -> ChildLoader:
+    """Binds the child workflows of a workflow whose file is in ``base_dir``: a file is resolved next to it,
+    ``module:attribute`` like a step's ``run:`` (next to it first, then the import path), and a Python
+    ``Workflow`` object handed over is bound as it is."""
+    def load(ref: str, given: Any) -> BoundWorkflow:
+        if given is not None:
+            return bind_python_workflow(given, ref)
+        if is_file_reference(ref):
+            path = Path(ref)
+            if not path.is_absolute() and base_dir is not None:
+                path = Path(base_dir) / ref
+            return load_workflow(_shown_path(path))
+        found = resolve_callable(ref, base_dir)
+        if isinstance(found, WorkflowSpec):
+            with _including(frozenset({f"spec:{id(found)}"}), ref):
+                return bind(found, path=ref, load_child=child_loader(base_dir))
+        if not isinstance(found, DefinesWorkflow):
+            raise ResolveError(f"{ref} is {type(found).__name__}, not a Workflow")
+        return bind_python_workflow(found, ref)
+
+    return load
+
+
+def bind_python_workflow(workflow: DefinesWorkflow, label: str) -> BoundWorkflow:
+    """A workflow defined in Python, bound with its objects; the file that defined it is its source, so a
+    child run of it resumes in another process."""
+    if not isinstance(workflow, DefinesWorkflow):
+        raise ResolveError(f"{label} is {type(workflow).__name__}, not a Workflow")
+    source = workflow.defined_in
+    with _including(frozenset({_object_identity(workflow)}), label):
+        return bind(workflow.spec, source=source, objects=workflow.objects, path=source or label,
+                    load_child=child_loader(os.path.dirname(source) if source else None))
+
+
+def _object_identity(workflow: object) -> str:
+    return f"object:{id(workflow)}"
+
+
+def _shown_path(path: Path) -> str:
+    """A child workflow's path as messages show it: relative to the working directory when below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def load_spec(path: str | Path) -> WorkflowSpec:
@@ -289,8 +380,28 @@ def load_spec(path: str | Path) -> WorkflowSpec:
 def load_python(path: Path) -> tuple[WorkflowSpec, Mapping[str, Any]]:
     """Import a Python file; its module-level :class:`~orchestrator.pyapi.Workflow` gives the spec
     and the objects (step functions, gate objects) the spec refers to."""
-    from orchestrator.pyapi import Workflow
+    found = load_python_workflow(path)
+    if isinstance(found, WorkflowSpec):
+        return found, {}
+    return found.spec, found.objects
 
+
+def load_python_workflow(path: Path) -> DefinesWorkflow | WorkflowSpec:
+    """The workflow a Python file defines: its one module-level Workflow object, or, when it defines
+    several, the one that no other runs as a child workflow (the others are its children)."""
+    found = python_workflows(path)
+    if len(found) > 1:
+        children = {id(child) for obj in found.values() for child in _child_objects(obj)}
+        found = {k: v for k, v in found.items() if id(v) not in children} or found
+    if len(found) != 1:
+        what = "no module-level Workflow object" if not found else f"several Workflow objects: {sorted(found)}"
+        raise SpecError([SpecProblem(str(path), "", f"{what}; define exactly one (besides the workflows it runs "
+                                                    "as child workflows), e.g. `wf = Workflow('name')`")])
+    return next(iter(found.values()))
+
+
+def python_workflows(path: Path) -> dict[str, DefinesWorkflow | WorkflowSpec]:
+    """Every module-level Workflow object (or WorkflowSpec) of a Python file, by variable name."""
     name = path.stem
     spec_name = None
     if ":" in name:
@@ -305,13 +416,20 @@ def load_python(path: Path) -> tuple[WorkflowSpec, Mapping[str, Any]]:
     except Exception as exc:
         message = f"importing the file failed: {type(exc).__name__}: {exc}"
         raise SpecError([SpecProblem(str(path), "", message)]) from None
-    found = {k: v for k, v in vars(module).items() if isinstance(v, (Workflow, WorkflowSpec))}
+    found = {k: v for k, v in vars(module).items()
+             if isinstance(v, WorkflowSpec) or (isinstance(v, DefinesWorkflow) and not isinstance(v, type))}
     if spec_name:
         found = {k: v for k, v in found.items() if k == spec_name}
-    if len(found) != 1:
-        what = "no module-level Workflow object" if not found else f"several Workflow objects: {sorted(found)}"
-        raise SpecError([SpecProblem(str(path), "", f"{what}; define exactly one, e.g. `wf = Workflow('name')`")])
-    obj = next(iter(found.values()))
-    if isinstance(obj, Workflow):
-        return obj.spec, obj.objects
-    return obj, {}
+    return found
+
+
+def _child_objects(workflow: DefinesWorkflow | WorkflowSpec) -> list[Any]:
+    """The Workflow objects a Python workflow runs as children (handed over with its objects)."""
+    if isinstance(workflow, WorkflowSpec):
+        return []
+    try:
+        spec, objects = workflow.spec, workflow.objects
+    except SpecError:
+        return []
+    return [objects[key] for key in (step_object_key(s.id, "workflow") for s in spec.steps if s.runs_child)
+            if key in objects]

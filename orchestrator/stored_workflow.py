@@ -8,6 +8,7 @@ started, the run continues under the definition it was started with.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,23 +16,30 @@ from typing import Any
 from orchestrator.binding import BoundWorkflow, bind
 from orchestrator.errors import SpecError, StoreMismatchError
 from orchestrator.model import WorkflowSpec
-from orchestrator.spec import load_python
+from orchestrator.spec import child_loader, python_workflows
 from orchestrator.store import Store
 
 
 def load_run_workflow(store: Store, run_id: str) -> tuple[BoundWorkflow, int]:
-    """The bound workflow of a stored run and its stored workflow id."""
+    """The bound workflow of a stored run and its stored workflow id.
+
+    A Python file may define several workflows (a parent and the child workflows it runs): the one
+    whose definition is the stored one is taken, with its objects. Child workflows of ``workflow:``
+    steps are bound from their files as they are now (a child run already started continues under the
+    definition stored with it)."""
     run = store.get_run(run_id)
     definition, source = store.workflow_definition(run.workflow_id)
     stored = WorkflowSpec.model_validate(definition)
     objects: Mapping[str, Any] = {}
     if source and Path(source).suffix == ".py" and Path(source).exists():
-        current, objects = load_python(Path(source))
-        if current.definition() == definition:
-            stored = current
+        for found in python_workflows(Path(source)).values():
+            current = found if isinstance(found, WorkflowSpec) else found.spec
+            if current.definition() == definition:
+                stored, objects = current, ({} if isinstance(found, WorkflowSpec) else found.objects)
+                break
     try:
-        return bind(stored, source=source, objects=objects, path=source or f"<stored workflow {run.workflow}>"), \
-            run.workflow_id
+        return bind(stored, source=source, objects=objects, path=source or f"<stored workflow {run.workflow}>",
+                    load_child=child_loader(os.path.dirname(source) if source else None)), run.workflow_id
     except SpecError as exc:
         if source and Path(source).suffix == ".py":
             raise StoreMismatchError(f"run {run_id} was started with a different version of {run.workflow!r} "

@@ -50,6 +50,12 @@ def validate(file: Annotated[Path, typer.Argument(help="Workflow file (.yaml or 
     out.print("[green]ok[/] " + escape(f"{file}: workflow {spec.name!r} version {spec.version}, {len(spec.steps)} "
                                        f"steps, output {spec.output_step!r}"), highlight=False, soft_wrap=True)
     out.print("order: " + escape(" -> ".join(workflow.order)), highlight=False, soft_wrap=True)
+    for sid in workflow.order:
+        child = workflow.step(sid).child
+        if child is not None:
+            out.print(escape(f"step {sid} runs workflow {workflow.step(sid).spec.workflow} ({child.name!r}, "
+                             f"{len(child.order)} steps: {' -> '.join(child.order)}) as a child run"),
+                      highlight=False, soft_wrap=True)
 
 
 def warn_about_model_keys(spec: "WorkflowSpec") -> None:
