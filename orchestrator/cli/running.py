@@ -219,9 +219,9 @@ def report_result(store: "Store", result: "RunResult", as_json: bool) -> None:
         out.print(f"run [bold]{escape(result.run_id)}[/] {status_markup(result.status)}", highlight=False)
         if result.status == "paused":
             for rec in store.step_records(result.run_id, latest_only=True):
-                if rec.step_id in result.paused_steps:
+                if rec.unit in result.paused_steps:
                     reasons = "; ".join(g.reason for g in rec.failed_gates) or rec.error_message or ""
-                    out.print(f"  paused at [yellow]{escape(rec.step_id)}[/]: {escape(reasons)}", highlight=False,
+                    out.print(f"  paused at [yellow]{escape(rec.unit)}[/]: {escape(reasons)}", highlight=False,
                               soft_wrap=True)
             out.print(f"  review with `orchestrator review` or `orchestrator approve|edit|retry|reject "
                       f"{result.run_id}`", highlight=False)

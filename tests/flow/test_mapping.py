@@ -43,6 +43,13 @@ def test_one_failing_instance_pauses_alone_and_its_approval_finishes_the_list_in
         ["retrieve", "combine", *(f"summarize[{i}]" for i in range(5))])  # approval re-ran nothing
 
 
+def test_run_names_the_paused_instance_and_its_gate_reason(cli, step_log):
+    res = cli("run", str(FLOW / "map.yaml"))
+    assert res.exit_code == 3, res.stderr
+    paused_lines = [line for line in res.stdout.splitlines() if "paused at" in line]
+    assert len(paused_lines) == 1 and "summarize[3]" in paused_lines[0], res.stdout
+
+
 def test_each_instance_has_its_own_idempotency_key(cli, step_log):
     cli("run", str(FLOW / "map_filtered.yaml"), "--input", "count=4")
     found = keys(step_log)
