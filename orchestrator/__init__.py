@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from orchestrator.errors import OrchestratorError, SpecError
     from orchestrator.events import Event, RunFinished, RunStarted, StepFinished, StepStarted
     from orchestrator.executor import Executor
-    from orchestrator.model import GateResult, GateSpec, StepSpec, WorkflowSpec
+    from orchestrator.model import GateResult, GateSpec, Repeat, StepSpec, WorkflowSpec
     from orchestrator.pyapi import Workflow
     from orchestrator.review import approve, edit, reject, retry
     from orchestrator.runner import continue_run, start_run
@@ -36,6 +36,7 @@ __all__ = [
     "WorkflowSpec",
     "StepSpec",
     "GateSpec",
+    "Repeat",
     "load_workflow",
     "bind",
     "BoundWorkflow",
@@ -74,6 +75,7 @@ EXPORTED_FROM: dict[str, str] = {
     "WorkflowSpec": "orchestrator.model",
     "StepSpec": "orchestrator.model",
     "GateSpec": "orchestrator.model",
+    "Repeat": "orchestrator.model",
     "GateResult": "orchestrator.model",
     "load_workflow": "orchestrator.spec",
     "bind": "orchestrator.binding",

@@ -160,15 +160,22 @@ class StepRunner:
     """Runs one step (or one instance of a mapped step) of one execution through its retry and gate
     policies."""
 
-    def __init__(self, run: RunContext, step: BoundStep, *, index: int | None = None, item: Any = None) -> None:
+    def __init__(self, run: RunContext, step: BoundStep, *, index: int | None = None, item: Any = None,
+                 iteration: int | None = None, previous: Done | None = None) -> None:
         self.run = run
         self.step = step
         self.index = index
         """The item's position when this runs an instance of a mapped step; None for a plain step."""
         self.item = item
-        self.unit = unit_name(step.id, index)
+        self.iteration = iteration
+        """The iteration when this runs one iteration of a ``repeat:`` step (1-based); None otherwise."""
+        self.previous = previous
+        """The iteration before this one (its record and output; None on the first): ``$previous``."""
+        self.unit = unit_name(step.id, index, iteration)
         self.fields: dict[str, Any] = {} if index is None else {"item_index": index}
         """What every record of this runner carries besides the attempt's own fields."""
+        if iteration is not None:
+            self.fields["iteration"] = iteration
         function = step.function
         self.started_attempt = 1
         """The number of the attempt under way (or last begun)."""
@@ -188,7 +195,9 @@ class StepRunner:
                            idempotency_key=self.idempotency_key, next_needs=list(step.next_needs),
                            gate_feedback=list(state.feedback), inputs=kwargs, upstream=UpstreamView(run.done),
                            workflow_inputs=run.inputs, llm_defaults=run.llm_defaults, calls=calls,
-                           llm=LLMClient(run.llm_defaults, calls), previous=state.previous, index=self.index)
+                           llm=LLMClient(run.llm_defaults, calls), previous=state.previous, index=self.index,
+                           iteration=self.iteration,
+                           previous_iteration=None if self.previous is None else self.previous.output)
 
     async def unforeseen_failure(self, exc: Exception) -> StepOutcome:
         """Record an attempt that broke outside the step's own code (its failure could not be recorded
@@ -203,7 +212,7 @@ class StepRunner:
         return StepOutcome(self.step.id, "failed", rid, error=f"{type(exc).__name__}: {message}", units=self.units())
 
     async def run_step(self, first_attempt: int, feedback: list[GateResult]) -> StepOutcome:
-        if self.step.may_skip:
+        if self.step.may_skip and self.iteration is None:  # a loop is skipped (or not) as a whole
             try:
                 reason = skip_reason(self.step, self.run.done, self.run.inputs, index=self.index, item=self.item,
                                      per_instance=self.index is not None)
@@ -212,7 +221,10 @@ class StepRunner:
             if reason is not None:
                 return await self.skipped(first_attempt, reason)
         policy = self.step.spec.retry
-        state = AttemptState(list(feedback), previous=self.run.previous.get(self.step.id) if feedback else None)
+        # the output the feedback is about: the one a reviewer sent back, else (the first iteration of a loop's
+        # new round) the iteration before
+        state = AttemptState(list(feedback), previous=self.run.previous.get(
+            self.unit, None if self.previous is None else self.previous.output) if feedback else None)
         if policy.attempts == 1:  # what tenacity does with one attempt, without building it per step
             try:
                 return await self.attempt(first_attempt, state, is_last=True)
@@ -251,7 +263,7 @@ class StepRunner:
         return StepOutcome(self.step.id, "failed", rid, error=f"ConditionError: {exc}", units=self.units())
 
     def units(self) -> tuple[str, ...]:
-        return () if self.index is None else (self.unit,)
+        return () if self.unit == self.step.id else (self.unit,)
 
     def should_retry(self, exc: BaseException) -> bool:
         if isinstance(exc, GateRetry):
@@ -266,7 +278,8 @@ class StepRunner:
         started = time.time()
         try:
             kwargs, stored_inputs, consumed = resolve_inputs(step, run.inputs, run.done, started, index=self.index,
-                                                             item=self.item)
+                                                             item=self.item, iteration=self.iteration,
+                                                             previous=self.previous)
         except KeyError as exc:
             message = str(exc.args[0]) if exc.args else str(exc)
             rid = await run.record(step, attempt, started, status="failed", ended_at=time.time(),
@@ -275,7 +288,8 @@ class StepRunner:
         ctx = self.context(attempt, kwargs, state) if self.needs_context else None
         if run.on_event is not None:
             run.on_event(StepStarted(run_id=run.run_id, step_id=step.id, attempt=attempt, started_at=started,
-                                     agent=step.spec.agent_name, step_type=step.spec.type, index=self.index))
+                                     agent=step.spec.agent_name, step_type=step.spec.type, index=self.index,
+                                     iteration=self.iteration))
         common: dict[str, Any] = {"inputs": stored_inputs, "consumed": consumed, "injected": step.injected_json,
                                   **self.fields}
         try:
@@ -361,7 +375,8 @@ class StepRunner:
         if self.run.on_event is not None:
             llm = ctx.llm_records[-1] if ctx is not None and ctx.llm_records else None
             self.run.on_event(StepFinished(run_id=self.run.run_id, step_id=self.step.id, status=status,
-                                           attempt=attempt, index=self.index, duration=duration, error=error,
+                                           attempt=attempt, index=self.index, iteration=self.iteration,
+                                           duration=duration, error=error,
                                            gates=len(verdicts), failed_gates=failed_gates, verdicts=verdicts, llm=llm,
                                            model_calls=tuple(ctx.calls.calls) if ctx is not None else ()))
 
@@ -553,9 +568,12 @@ parsed_reference = functools.lru_cache(maxsize=65536)(parse_reference)
 
 
 def resolve_inputs(step: BoundStep, inputs: dict[str, Any], done: Mapping[str, Done], started: float, *,
-                   index: int | None = None, item: Any = None) -> tuple[dict[str, Any], str | None, str | None]:
+                   index: int | None = None, item: Any = None, iteration: int | None = None,
+                   previous: Done | None = None) -> tuple[dict[str, Any], str | None, str | None]:
     """The attempt's keyword arguments, the inputs as stored (links to records), and causal links.
-    ``index``/``item``: an instance's position and item, for ``$index`` and ``$item`` references."""
+    ``index``/``item``: an instance's position and item, for ``$index`` and ``$item`` references;
+    ``iteration``/``previous``: a loop's iteration and the one before it (None on the first), for
+    ``$iteration`` and ``$previous`` (stored as a link to that iteration's record)."""
     kwargs: dict[str, Any] = {}
     stored: dict[str, Any] = {}
     for param, ref in step.spec.inputs.items():
@@ -575,6 +593,23 @@ def resolve_inputs(step: BoundStep, inputs: dict[str, Any], done: Mapping[str, D
                     raise KeyError(f"input {param!r} of step {unit_name(step.id, index)!r}: item {index} has no "
                                    f"field {parsed[2]!r}") from None
             kwargs[param] = stored[param] = value
+        elif parsed[0] == "iteration":
+            kwargs[param] = stored[param] = iteration
+        elif parsed[0] == "previous":
+            if previous is None:  # the first iteration: nothing before it
+                kwargs[param] = stored[param] = None
+                continue
+            value = previous.output
+            if parsed[2]:
+                try:
+                    value = field_value(value, parsed[2])
+                except KeyError:
+                    raise KeyError(f"input {param!r} of step {unit_name(step.id, index, iteration)!r}: the previous "
+                                   f"iteration's output has no field {parsed[2]!r}") from None
+                stored[param] = {"$record": previous.record_id, "field": parsed[2]}
+            else:
+                stored[param] = {"$record": previous.record_id}
+            kwargs[param] = value
         else:
             source = done[parsed[1]]
             value = source.output
@@ -596,6 +631,9 @@ def resolve_inputs(step: BoundStep, inputs: dict[str, Any], done: Mapping[str, D
         kwargs[param] = stored[param] = literal
     consumed = [[done[dep].record_id, dep, round(max(0.0, started - done[dep].ended_at), 6)]
                 for dep in step.dependencies]
+    if previous is not None and iteration is not None:  # an iteration follows from the one before it
+        consumed.append([previous.record_id, unit_name(step.id, index, iteration - 1),
+                         round(max(0.0, started - previous.ended_at), 6)])
     return kwargs, jsonio.dumps(stored) if stored else None, jsonio.dumps(consumed) if consumed else None
 
 

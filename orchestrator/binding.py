@@ -259,7 +259,8 @@ def bind(spec: WorkflowSpec, *, source: str | None = None, objects: Mapping[str,
         if mismatch:
             problems.add(f"inputs.{name}.default", f"input {name!r} default {mismatch}")
     for cycle in graph.find_cycles(spec):
-        problems.add(f"steps.{cycle[0]}", "cycle: " + " -> ".join([*cycle, cycle[0]]) + "; a workflow must be acyclic")
+        problems.add(f"steps.{cycle[0]}", "cycle: " + " -> ".join([*cycle, cycle[0]]) + "; a workflow must be acyclic "
+                     "(to run a step again until a condition holds, give it repeat: {until: EXPR, max: N})")
     resolver = _Resolver(os.path.dirname(source) if source else None, objects or {}, load_child)
     consumers = graph.consumers(spec)
     by_id = {s.id: s for s in spec.steps}

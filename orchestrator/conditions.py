@@ -41,6 +41,10 @@ CONDITION_NAMES_ON_ANY_STEP = frozenset({"inputs"})
 CONDITION_NAMES_ON_MAPPED_STEP = frozenset({"item", "index"})
 """Names only a step with ``for_each`` has: the item of the instance and its position."""
 
+UNTIL_NAMES = frozenset({"output", "iteration", "previous"})
+"""Names a ``repeat.until`` condition reads besides those of ``when``: the iteration's output, its number
+(1-based) and the output of the iteration before it (null on the first)."""
+
 
 class ConditionError(Exception):
     """A condition does not parse, names something it cannot read, or raised while evaluated."""
@@ -152,6 +156,25 @@ def problems(when: When, *, steps: Iterable[str], mapped: bool, extra: Iterable[
             found.append(f"condition {text!r} reads {name!r}, which is no step of this workflow "
                          f"(it may read step ids, {', '.join(sorted(allowed - set(steps)))})")
     return found
+
+
+def until_step_names(until: str) -> list[str]:
+    """The step ids a ``repeat.until`` condition reads (dependencies of its step); empty when it does not parse."""
+    try:
+        return sorted(parse(until).names - CONDITION_NAMES_ON_ANY_STEP - CONDITION_NAMES_ON_MAPPED_STEP - UNTIL_NAMES)
+    except ConditionError:
+        return []
+
+
+def until_false_reason(until: str, values: Mapping[str, Any]) -> str | None:
+    """None when a loop's ``until`` holds for ``values``, else what it read (``output.passed = False``).
+    ConditionError (naming ``repeat until``) when it raises."""
+    condition = parse(until)
+    try:
+        holds = bool(_compiled(until)(**values))
+    except Exception as exc:
+        raise ConditionError(f"repeat until {until} raised {type(exc).__name__}: {exc}") from None
+    return None if holds else condition.explain(values)
 
 
 def step_names(when: When) -> list[str]:

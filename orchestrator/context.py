@@ -118,6 +118,10 @@ class StepContext:
     recorded and traced like the step's own. ``await ctx.llm.acomplete(prompt)`` or ``ctx.llm.complete``."""
     index: int | None = None
     """The item's position when this attempt is an instance of a ``for_each`` step; None otherwise."""
+    iteration: int | None = None
+    """The iteration (1-based) when this attempt belongs to a ``repeat:`` step; None otherwise."""
+    previous_iteration: Any = None
+    """On a ``repeat:`` step: the output of the iteration before this one (None on the first)."""
 
     def upstream_output(self, step_id: str) -> Any:
         """The recorded output of an earlier step; KeyError names the step when it has none."""

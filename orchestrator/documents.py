@@ -38,7 +38,8 @@ def run_document(store: Store, run_id: str) -> dict[str, Any]:
         "parent_step": run.parent_step,
         "output_step": output_step(store, run.workflow_id),
         "steps": [step_json(rec, overridden.get(rec.unit)) for rec in grouped(latest.values())],
-        "attempts": [{"step_id": r.step_id, "index": r.index, "unit": r.unit, "attempt": r.attempt,
+        "attempts": [{"step_id": r.step_id, "index": r.index, "iteration": r.iteration, "unit": r.unit,
+                      "attempt": r.attempt,
                       "status": r.status, "origin": r.origin, "error": r.error, "record_id": r.id,
                       "superseded": r.superseded, "superseded_by": r.superseded_by, "skip_reason": r.skip_reason}
                      for r in records],
@@ -66,13 +67,15 @@ def output_step(store: Store, workflow_id: int) -> str | None:
 
 
 def grouped(records: Iterable[StepRecordView]) -> list[StepRecordView]:
-    """Records in execution order, each mapped step's instances right after its first record, by index
-    (instances finish in any order; a reader looks for ``summarize[7]`` after ``summarize[6]``)."""
+    """Records in execution order, each step's own record first, then a mapped step's instances by index and
+    a loop's iterations by number (``summarize[3]``, ``summarize[3]#1``, ``summarize[3]#2``, ``summarize[4]``):
+    instances finish in any order, and a loop's own record is written after its iterations."""
     first: dict[str, int] = {}
     ordered = list(records)
     for position, rec in enumerate(ordered):
         first.setdefault(rec.step_id, position)
-    return sorted(ordered, key=lambda r: (first[r.step_id], -1 if r.index is None else r.index))
+    return sorted(ordered, key=lambda r: (first[r.step_id], -1 if r.index is None else r.index,
+                                          -1 if r.iteration is None else r.iteration))
 
 
 def call_totals(calls: Sequence[ModelCallView]) -> dict[str, Any] | None:

@@ -34,10 +34,12 @@ class StepStarted:
     step_type: str = ""
     index: int | None = None
     """The item of a ``for_each`` instance; None for a plain step."""
+    iteration: int | None = None
+    """The iteration of a ``repeat:`` step (1-based); None for a plain step (or a loop's result)."""
 
     @property
     def unit(self) -> str:
-        return self.step_id if self.index is None else f"{self.step_id}[{self.index}]"
+        return _unit(self.step_id, self.index, self.iteration)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +70,18 @@ class StepFinished:
     """Every model call of the attempt (the step's, its gates', ``ctx.llm``'s) with its real start and end."""
     index: int | None = None
     """The item of a ``for_each`` instance; None for a plain step (or a mapped step's collected list)."""
+    iteration: int | None = None
+    """The iteration of a ``repeat:`` step (1-based); None for a plain step (or a loop's result)."""
 
     @property
     def unit(self) -> str:
-        return self.step_id if self.index is None else f"{self.step_id}[{self.index}]"
+        return _unit(self.step_id, self.index, self.iteration)
+
+
+def _unit(step_id: str, index: int | None, iteration: int | None) -> str:
+    """``summarize[7]``, ``improve#2``, ``summarize[7]#2`` or the step id (as ``records.unit_name`` spells it)."""
+    unit = step_id if index is None else f"{step_id}[{index}]"
+    return unit if iteration is None else f"{unit}#{iteration}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -31,6 +31,7 @@ from orchestrator.errors import InputError, LeaseLostError, OrchestratorError, S
 from orchestrator.events import EventHook, RunFinished, RunStarted, shielded
 from orchestrator.group_commit import GroupCommit
 from orchestrator.lease_keeper import LeaseKeeper, keep_lease
+from orchestrator.looping import LoopRunner, LoopState
 from orchestrator.mapping import MapRunner, MapState
 from orchestrator.outcomes import Scoring, score_run, scoring_event
 from orchestrator.records import parse_unit
@@ -242,7 +243,7 @@ class _Schedule:
         self.run_context = run
         self.done: dict[str, Done] = run.done
         self.waiting = set(prior.waiting)
-        """Units (steps, and ``STEP[i]`` instances of mapped steps) waiting for review."""
+        """Units (steps, ``STEP[i]`` instances of mapped steps, ``STEP#n`` iterations of loops) waiting for review."""
         self.retry_feedback = prior.retry_feedback
         self.next_attempt = prior.next_attempt
         self.blocked = self.workflow.descendants(step_of(u) for u in self.waiting) if self.waiting else set()
@@ -253,10 +254,13 @@ class _Schedule:
         self.pending = {sid: sum(1 for d in steps[sid].dependencies if d not in self.done)
                         for sid in self.workflow.order}
         self.ready = [i for i, sid in enumerate(self.workflow.order) if self.pending[sid] == 0]  # already a heap
+        self.loops = LoopState(prior.iterations, self.waiting, self.next_attempt, self.retry_feedback,
+                               self.stop_reason)
         self.maps = MapState(prior.instances, self.waiting, self.next_attempt, self.retry_feedback,
-                             self.stop_reason, self.executor.max_concurrency)
-        self.runners: dict[str, StepRunner | MapRunner] = {
-            sid: MapRunner(run, step, self.maps) if step.spec.mapped else StepRunner(run, step)
+                             self.stop_reason, self.executor.max_concurrency, loops=self.loops)
+        self.runners: dict[str, StepRunner | MapRunner | LoopRunner] = {
+            sid: MapRunner(run, step, self.maps) if step.spec.mapped
+            else LoopRunner(run, step, self.loops) if step.spec.loops else StepRunner(run, step)
             for sid, step in steps.items()}
         self.writer = run.writer = GroupCommit(run.store, self.others_running, self.ending)
         self.keeper: LeaseKeeper = _NO_KEEPER
@@ -325,7 +329,8 @@ class _Schedule:
         record (a quitting TUI) must leave such a run resumable, so that ``resume`` ends it and
         scores it; a run that ended with its record would stay unscored."""
         if (self.lease is None or self.workflow.outcome is not None or record.status != "succeeded"
-                or record.item_index is not None or self.failed or self.waiting or self.lost
+                or record.item_index is not None or record.iteration is not None
+                or self.failed or self.waiting or self.lost
                 or self.ready or self.in_flight != {record.step_id}
                 or len(self.done) != len(self.workflow.order) - 1):
             return None

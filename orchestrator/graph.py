@@ -55,6 +55,13 @@ def check_references(spec: WorkflowSpec) -> list[Problem]:
                                      f"step {step.id!r} input {param!r} reads {ref!r}, which only a step with "
                                      "for_each has"))
                 continue
+            if kind in ("previous", "iteration"):
+                if not step.loops:
+                    problems.append((f"steps.{step.id}.inputs.{param}",
+                                     f"step {step.id!r} input {param!r} reads {ref!r}, which only a step with "
+                                     "repeat: has (" + ("the previous iteration's output)" if kind == "previous"
+                                                        else "the iteration's number)")))
+                continue
             if kind == "input" and name not in spec.inputs:
                 problems.append((f"steps.{step.id}.inputs.{param}",
                                  f"step {step.id!r} input {param!r} references workflow input {name!r}, "
@@ -97,10 +104,19 @@ def _control_flow_problems(spec: WorkflowSpec, step: StepSpec, ids: list[str]) -
         if step.id in conditions.step_names(step.when):
             found.append((f"steps.{step.id}.when", f"step {step.id!r} when: the condition reads the step's own "
                                                   "output, which does not exist before it runs"))
+    if step.repeat is not None:
+        until = step.repeat.until
+        where = f"steps.{step.id}.repeat.until"
+        for message in conditions.problems(until, steps=ids, mapped=step.mapped,
+                                           extra=conditions.UNTIL_NAMES):
+            found.append((where, f"step {step.id!r} repeat until: {message}"))
+        if step.id in conditions.until_step_names(until):
+            found.append((where, f"step {step.id!r} repeat until: the condition reads the step's own id; its "
+                                 "output is `output` (and the iteration before's `previous`)"))
     if step.for_each is not None:
         parsed = parse_reference(step.for_each)
         where = f"steps.{step.id}.for_each"
-        if parsed is None or parsed[0] in ("item", "index"):
+        if parsed is None or parsed[0] in ("item", "index", "previous", "iteration"):
             found.append((where, f"step {step.id!r} for_each: {step.for_each!r} must be STEP, STEP.field or "
                                  "$inputs.KEY (a list known at run time)"))
         elif parsed[0] == "input" and parsed[1] not in spec.inputs:

@@ -27,9 +27,10 @@ from orchestrator.binding import BoundStep
 from orchestrator.conditions import ConditionError
 from orchestrator.errors import InputError, LeaseLostError
 from orchestrator.events import StepFinished, StepStarted
+from orchestrator.looping import LoopRunner, LoopState
 from orchestrator.model import GateResult, field_value, parse_reference
-from orchestrator.records import unit_name
-from orchestrator.runstate import FAIR_SHARE_SECONDS, Done, StepOutcome
+from orchestrator.records import parse_unit, unit_name
+from orchestrator.runstate import FAIR_SHARE_SECONDS, Done, StepOutcome, in_order
 
 DEFAULT_MAX_ITEMS = 10_000
 
@@ -61,6 +62,8 @@ class MapState:
     stop_reason: Callable[[], str | None]
     """Why no new work may start: ``"drain"`` (hand the run back), ``"failed"`` (a step failed), else None."""
     concurrency: int
+    loops: LoopState | None = None
+    """The loops of the execution: an instance of a ``repeat:`` step is a loop of its own."""
     running: int = 0
     """Workers of the maps running now: a finishing instance's record may share a commit with the records
     of theirs."""
@@ -130,13 +133,21 @@ class MapRunner:
         if failed:
             units = tuple(u for o in failed for u in o.units)
             return StepOutcome(step.id, "failed", failed[0].record_id, error=failed[0].error, units=units)
-        waiting = tuple(unit_name(step.id, i) for i in range(len(items))
-                        if unit_name(step.id, i) in self.state.waiting)
+        waiting = tuple(in_order(self.waiting_units(len(items)), [step.id]))
         if waiting:
             return StepOutcome(step.id, "gate_failed", -1, units=waiting)
         if len(done) < len(items):  # stopped before every instance ran: a drain, or another step failed
             return StepOutcome(step.id, "held", -1)
         return await self.collect(first_attempt, started, [done[i] for i in range(len(items))])
+
+    def waiting_units(self, count: int) -> list[str]:
+        """The step's units waiting for review: instances, or iterations of instances that loop."""
+        found = []
+        for unit in self.state.waiting:
+            step_id, index, _ = parse_unit(unit)
+            if step_id == self.step.id and index is not None and index < count:
+                found.append(unit)
+        return found
 
     async def unforeseen_failure(self, exc: Exception) -> StepOutcome:
         """The map itself broke (not one of its instances): the step's own record says how."""
@@ -184,7 +195,11 @@ class MapRunner:
         """Run one instance; a lost lease cancels its siblings and is raised by the map as one error
         (raised from here, the task group would wrap it in an exception group the scheduler cannot read)."""
         unit = unit_name(self.step.id, index)
-        runner = StepRunner(self.run, self.step, index=index, item=item)
+        runner: StepRunner | LoopRunner
+        if self.state.loops is not None and self.step.spec.loops:
+            runner = LoopRunner(self.run, self.step, self.state.loops, index=index, item=item)
+        else:
+            runner = StepRunner(self.run, self.step, index=index, item=item)
         try:
             outcome = await runner.run_step(self.state.next_attempt.get(unit, 1),
                                             self.state.retry_feedback.pop(unit, []))
@@ -199,7 +214,7 @@ class MapRunner:
             self.state.instances[self.step.id][index] = Done(outcome.record_id, outcome.output, outcome.ended_at,
                                                              skipped=outcome.status == "skipped")
         elif outcome.status == "gate_failed":
-            self.state.waiting.add(unit)
+            self.state.waiting.update(outcome.units or (unit,))
         elif outcome.status == "failed":
             batch.failed = True
         batch.outcomes.append(outcome)

@@ -178,6 +178,28 @@ class ConditionCall(_Strict):
     """The keyword arguments it is called with, in order."""
 
 
+class RepeatSpec(_Strict):
+    """``repeat: {until: EXPR, max: N}``: run the step again, each run an iteration (``improve#2``), until
+    ``until`` holds for an iteration's output, at most ``max`` times.
+
+    ``until`` is a Jinja2 expression in the sandbox ``when:`` uses, over ``output`` (this iteration's),
+    ``iteration`` (1-based), ``previous`` (the iteration before's output, null on the first), ``inputs``
+    (the workflow's), the upstream step ids (their outputs, which become dependencies) and, on a mapped
+    step, ``item`` and ``index``. Reaching ``max`` with ``until`` still false fails the loop's gate
+    ``repeat``, to which the step's ``on_gate_fail`` applies (a pause for review by default). A graph
+    cycle stays an error: this is the one way to loop, and it is always bounded. In Python the same
+    object is ``orchestrator.Repeat(until=..., max=...)`` (or a dict).
+    """
+
+    until: str
+    max: int = Field(ge=1, le=100)
+    """Iterations at most (1 to 100); required, so no loop runs for ever."""
+
+
+Repeat = RepeatSpec
+"""``@wf.step(repeat=Repeat(until="output.passed", max=3))``: the typed form of a step's ``repeat:``."""
+
+
 class StepSpec(_Strict):
     """One node of the workflow DAG."""
 
@@ -258,6 +280,10 @@ class StepSpec(_Strict):
     next to this workflow's file, or ``module:attribute`` naming a Python ``Workflow`` object. Its
     ``inputs`` are the child's inputs, its output is the child's output and its gates judge that output;
     with ``for_each``, one child run per item. Paths of units inside it read ``research > retrieve``."""
+    repeat: RepeatSpec | None = None
+    """Run the step again until a condition holds (:class:`RepeatSpec`): each iteration has its own records
+    (``improve#2``), and consumers read the last iteration's output. Inputs may read ``$previous`` (the
+    previous iteration's output, null on the first), ``$previous.field`` and ``$iteration``."""
 
     @field_validator("id")
     @classmethod
@@ -346,6 +372,11 @@ class StepSpec(_Strict):
         """Whether the step runs once per item of a list (``for_each``)."""
         return self.for_each is not None
 
+    @property
+    def loops(self) -> bool:
+        """Whether the step runs again until a condition holds (``repeat``)."""
+        return self.repeat is not None
+
     def step_dependencies(self) -> list[str]:
         """Upstream step ids, in declaration order, from inputs, ``for_each``, ``when``, ``after`` and
         ``verifies``."""
@@ -359,6 +390,10 @@ class StepSpec(_Strict):
             from orchestrator.conditions import step_names  # parses the condition once per process
 
             deps.extend(name for name in step_names(self.when) if name not in deps)
+        if self.repeat is not None:
+            from orchestrator.conditions import until_step_names
+
+            deps.extend(name for name in until_step_names(self.repeat.until) if name not in deps and name != self.id)
         for dep in [*self.verifies, *self.after]:
             if dep not in deps:
                 deps.append(dep)
@@ -448,7 +483,9 @@ def parse_reference(ref: Any) -> tuple[str, str, str | None] | None:
 
     Returns ``("input", key, None)`` for ``$inputs.KEY``, ``("step", id, field)`` for ``STEP_ID``
     or ``STEP_ID.field``, ``("item", "", field)`` for ``$item``/``$item.field`` and ``("index", "", None)``
-    for ``$index`` (a mapped step's item and its position), and ``None`` for a constant (any non-string value).
+    for ``$index`` (a mapped step's item and its position), ``("previous", "", field)`` for
+    ``$previous``/``$previous.field`` and ``("iteration", "", None)`` for ``$iteration`` (a ``repeat:``
+    step's previous output and its iteration), and ``None`` for a constant (any non-string value).
     """
     if not isinstance(ref, str):
         return None
@@ -458,6 +495,10 @@ def parse_reference(ref: Any) -> tuple[str, str, str | None] | None:
         return ("item", "", ref[len("$item."):] or None)
     if ref == "$index":
         return ("index", "", None)
+    if ref == "$previous" or ref.startswith("$previous."):
+        return ("previous", "", ref[len("$previous."):] or None)
+    if ref == "$iteration":
+        return ("iteration", "", None)
     if "." in ref:
         step_id, fld = ref.split(".", 1)
         return ("step", step_id, fld)

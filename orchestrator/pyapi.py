@@ -19,7 +19,9 @@ Control flow takes the YAML keys too: ``when=`` an expression (kept as the same 
 compares equal) or a function called with the upstream outputs its parameters name (stored as a
 :class:`~orchestrator.model.ConditionCall`, the function travelling in ``objects`` like a step's);
 ``join=``, ``for_each=`` and ``max_parallel=``. On a mapped step a parameter named ``item`` reads
-``$item`` and one named ``index`` reads ``$index``.
+``$item`` and one named ``index`` reads ``$index``. ``repeat=`` takes ``{"until": ..., "max": N}`` or an
+:class:`~orchestrator.model.Repeat`; on such a step a parameter named ``previous`` reads ``$previous`` (the
+previous iteration's output) and one named ``iteration`` reads ``$iteration``.
 
 A step that runs another workflow as a child run is declared with ``wf.workflow_step(id=...,
 workflow=child)``: ``child`` is another :class:`Workflow` (stored in the spec as ``module:variable``,
@@ -125,8 +127,8 @@ class Workflow(DefinesWorkflow):
         ``needs``, ``description``, ``gates``, ``on_gate_fail``, ``retry``, ``timeout``, ``baseline``,
         ``verifies``, ``side_effects``, ``simulate``, ``params`` (literal keyword arguments),
         ``isolation``, ``inline``, ``review_timeout``, ``on_review_timeout``, ``when``, ``join``,
-        ``for_each``, ``max_parallel``); an unknown one is a SpecError naming it and the valid keys, as
-        in YAML. ``when`` may be a function: it is called with the outputs of the steps its parameters
+        ``for_each``, ``max_parallel``, ``repeat``); an unknown one is a SpecError naming it and the valid
+        keys, as in YAML. ``when`` may be a function: it is called with the outputs of the steps its parameters
         name (and ``inputs``, ``item``, ``index``) and the step runs when it returns something true.
         """
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -277,7 +279,8 @@ class Workflow(DefinesWorkflow):
                 inputs = self._child_inputs(child, known, literal=opts.get("params") or {})
             elif inputs is None:
                 inputs = (self._infer_inputs(fn, known, calls_model=opts.get("prompt") is not None,
-                                             literal=opts.get("params") or {}, mapped=opts.get("for_each") is not None)
+                                             literal=opts.get("params") or {}, mapped=opts.get("for_each") is not None,
+                                             loops=opts.get("repeat") is not None)
                           if fn is not None else self._template_inputs(opts, known))
             try:
                 step = StepSpec(id=step_id, run=_ref(fn), inputs=inputs, baseline=_ref(baseline),
@@ -306,10 +309,11 @@ class Workflow(DefinesWorkflow):
         return workflow, objects
 
     def _infer_inputs(self, fn: Callable[..., Any], known: set[str], *, calls_model: bool = False,
-                      literal: Mapping[str, Any], mapped: bool = False) -> dict[str, Any]:
+                      literal: Mapping[str, Any], mapped: bool = False, loops: bool = False) -> dict[str, Any]:
         """Inputs from parameter names; an LLM step's ``reply`` (the model's answer) and the parameters
         given under ``params`` (literal values) are not ones. On a mapped step ``item`` and ``index``
-        read the instance's item and position."""
+        read the instance's item and position; on a ``repeat`` step ``previous`` and ``iteration`` read
+        the previous iteration's output and the iteration's number."""
         inputs: dict[str, Any] = {}
         for name, param in inspect.signature(fn).parameters.items():
             if name == "ctx" or name in literal or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
@@ -317,6 +321,9 @@ class Workflow(DefinesWorkflow):
             if calls_model and name == REPLY_PARAMETER:
                 continue
             if mapped and name in ("item", "index") and name not in known and name not in self.inputs:
+                inputs[name] = f"${name}"
+                continue
+            if loops and name in ("previous", "iteration") and name not in known and name not in self.inputs:
                 inputs[name] = f"${name}"
                 continue
             self._infer_one(name, known, inputs)

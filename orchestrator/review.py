@@ -29,7 +29,7 @@ from orchestrator.context import CallLog, StepContext
 from orchestrator.errors import ReviewError, RunBusyError, SpecError, StoreMismatchError
 from orchestrator.llm.client import LLMClient
 from orchestrator.model import WorkflowSpec
-from orchestrator.records import RunView, StepRecordView, live_records, parse_unit
+from orchestrator.records import RunView, StepRecordView, live_records, parse_unit, unit_name
 from orchestrator.store import GateRow, Lease, NewReview, NewStepRecord, Store
 from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.telemetry import get_tracer
@@ -88,7 +88,8 @@ def waiting_records(store: Store, run_id: str) -> list[StepRecordView]:
     began: dict[str, float] = {}
     for r in waiting:
         began[r.step_id] = min(began.get(r.step_id, r.started_at), r.started_at)
-    return sorted(waiting, key=lambda r: (began[r.step_id], r.step_id, -1 if r.index is None else r.index))
+    return sorted(waiting, key=lambda r: (began[r.step_id], r.step_id, -1 if r.index is None else r.index,
+                                          -1 if r.iteration is None else r.iteration))
 
 
 def paused_record(store: Store, run_id: str, step: str | None) -> StepRecordView:
@@ -110,10 +111,16 @@ def paused_record(store: Store, run_id: str, step: str | None) -> StepRecordView
     for rec in waiting:
         if rec.unit == step:
             return rec
-    instances = [r.unit for r in waiting if r.step_id == step and r.index is not None]
-    if instances:
-        raise ReviewError(f"step {step!r} of run {run_id} runs once per item; name the instance waiting for "
-                          f"review: {instances} (e.g. --step '{instances[0]}')")
+    # a step (or instance) named whose instances (or iterations) wait: say which to name
+    parts = [r for r in waiting if r.unit.startswith(step) and r.unit[len(step):][:1] in ("[", "#")
+             and r.step_id == step.partition("[")[0]]
+    if parts:
+        loops = parts[0].iteration is not None and parts[0].unit.startswith(step + "#")
+        kind, part = ("runs again until its condition holds", "iteration") if loops else ("runs once per item",
+                                                                                           "instance")
+        units = [r.unit for r in parts]
+        raise ReviewError(f"step {step!r} of run {run_id} {kind}; name the {part} waiting for review: {units} "
+                          f"(e.g. --step '{units[0]}')")
     raise ReviewError(f"step {step!r} of run {run_id} is not waiting for review; waiting: "
                       f"{[r.unit for r in waiting]} (edit and retry also take any completed step)")
 
@@ -304,13 +311,15 @@ def plan_fix(store: Store, run_id: str, step: str, workflow: BoundWorkflow, *, r
     """The fix of completed ``step``; a ReviewError (exit 2, nothing stored) says why there is none."""
     run = store.get_run(run_id)
     try:
-        step_id, index, _ = parse_unit(step)
+        step_id, index, iteration = parse_unit(step)
     except ValueError as exc:
         raise ReviewError(f"run {run_id}: {exc}") from None
     if step_id not in workflow.steps:
         raise ReviewError(f"run {run_id} has no step {step_id!r}; its steps: {list(workflow.order)}")
     if index is not None and not workflow.step(step_id).spec.mapped:
         raise ReviewError(f"step {step_id!r} of run {run_id} has no for_each, so it has no instance {step!r}")
+    if iteration is not None and not workflow.step(step_id).spec.loops:
+        raise ReviewError(f"step {step_id!r} of run {run_id} has no repeat, so it has no iteration {step!r}")
     if run.status not in FIXABLE_RUNS:
         raise ReviewError(f"run {run_id} is {run.status}; a completed step can be edited or retried only in a "
                           "paused or failed run")
@@ -322,25 +331,39 @@ def plan_fix(store: Store, run_id: str, step: str, workflow: BoundWorkflow, *, r
         raise ReviewError(f"step {step!r} of run {run_id} {state}, not completed, so there is no output to "
                           f"edit or retry{hint}")
     below = workflow.descendants([step_id])
+    loop = unit_name(step_id, index) if iteration is not None else None
     if run.status == "paused":
         kind, open_records = "pause", waiting_records(store, run_id)
     else:
         kind = "failure"
         open_records = sorted((r for r in live.values() if r.status == "failed"), key=lambda r: (r.started_at, r.id))
-    answers = next((r for r in open_records if r.step_id in below), None)
+    # an iteration's fix also answers its own loop's pause (a later iteration's, or its repeat gate's)
+    answers = next((r for r in open_records if r.step_id in below
+                    or (loop is not None and _later_in_loop(r, loop, iteration))), None)
     if answers is None:
         where = ", ".join(repr(r.unit) for r in open_records) or "no step"
         raise ReviewError(f"step {step!r} is not upstream of the {kind} of run {run_id} (at {where}), so fixing it "
                           "cannot answer it; decide that step instead")
     # every record of a step downstream (its instances too); an instance's fix also supersedes the list its
-    # step collected (it holds the old output), never the sibling instances
+    # step collected (it holds the old output), never the sibling instances; an iteration's fix supersedes the
+    # later iterations of its loop and the loop's result, so the loop goes on from the fixed iteration
     affected = [r for r in live.values() if r.step_id in below
-                or (index is not None and r.unit == step_id) or (rerun_step and r.unit == step)]
+                or (index is not None and r.unit == step_id) or (rerun_step and r.unit == step)
+                or (loop is not None and _later_in_loop(r, loop, iteration))]
     position = {sid: i for i, sid in enumerate(workflow.order)}
-    superseded = sorted(affected, key=lambda r: (position[r.step_id], -1 if r.index is None else r.index))
+    superseded = sorted(affected, key=lambda r: (position[r.step_id], -1 if r.index is None else r.index,
+                                                 -1 if r.iteration is None else r.iteration))
     side_effects = [r.unit for r in superseded if workflow.step(r.step_id).spec.side_effects
                     and r.status in ("succeeded", "gate_failed")]
     return FixPlan(step, run.status, rec, answers, superseded, side_effects)
+
+
+def _later_in_loop(rec: StepRecordView, loop: str, iteration: int | None) -> bool:
+    """Whether ``rec`` belongs to the loop ``loop`` after iteration ``iteration``: a later iteration, or the
+    loop's own record (its result)."""
+    if unit_name(rec.step_id, rec.index) != loop:
+        return False
+    return rec.iteration is None or (iteration is not None and rec.iteration > iteration)
 
 
 def guard_side_effects(plan: FixPlan, rerun_side_effects: bool) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.model import GATE_ERROR, GateResult, RunStatus
-from orchestrator.records import ReviewView, StepRecordView, parse_unit
+from orchestrator.records import ReviewView, StepRecordView, parse_unit, unit_name
 from orchestrator.store import Lease, NewOutcome, Store
 from orchestrator.store.base import lease_lost
 
@@ -113,6 +113,8 @@ class PriorState:
     next_attempt: dict[str, int] = field(default_factory=dict)
     instances: dict[str, dict[int, Done]] = field(default_factory=dict)
     """The completed (or skipped) instances of each mapped step, by item index."""
+    iterations: dict[str, dict[int, Done]] = field(default_factory=dict)
+    """The completed iterations of each loop (by its unit: ``improve``, ``summarize[3]``), by number."""
 
     @classmethod
     def from_records(cls, records: Sequence[StepRecordView], reviews: Sequence[ReviewView]) -> PriorState:
@@ -128,7 +130,10 @@ class PriorState:
             state.next_attempt[sid] = rec.attempt + 1
             if rec.superseded:
                 continue
-            if rec.status in ("succeeded", "skipped") and rec.index is not None:
+            if rec.status == "succeeded" and rec.iteration is not None:
+                state.iterations.setdefault(unit_name(rec.step_id, rec.index), {})[rec.iteration] = Done(
+                    rec.id, rec.output, rec.ended_at)
+            elif rec.status in ("succeeded", "skipped") and rec.index is not None:
                 state.instances.setdefault(rec.step_id, {})[rec.index] = Done(
                     rec.id, rec.output, rec.ended_at, skipped=rec.status == "skipped")
             elif rec.status in ("succeeded", "skipped"):

@@ -28,7 +28,7 @@ from orchestrator.binding import (
 )
 from orchestrator.errors import ResolveError, SpecError, SpecProblem
 from orchestrator.files import MAX_WORKFLOW_BYTES, UnreadableFileError, read_capped
-from orchestrator.model import GateSpec, InputSpec, RetryPolicy, StepSpec, WorkflowSpec
+from orchestrator.model import GateSpec, InputSpec, RepeatSpec, RetryPolicy, StepSpec, WorkflowSpec
 from orchestrator.resolve import file_stamps, import_module, loaded_files, resolve_callable, unchanged
 
 LineMap = dict[tuple[Any, ...], tuple[int, int]]
@@ -232,6 +232,8 @@ def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         return RetryPolicy
     if names[:1] == ["steps"] and names[-1:] == ["gates"]:
         return GateSpec
+    if names[:1] == ["steps"] and names[-1:] == ["repeat"]:
+        return RepeatSpec
     if names[:1] == ["inputs"]:
         return InputSpec
     return None

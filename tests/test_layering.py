@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
     # 3: executing and explaining runs
     ("orchestrator.runstate", "orchestrator.attempt", "orchestrator.executor", "orchestrator.attribution",
      "orchestrator.outcomes", "orchestrator.documents", "orchestrator.group_commit", "orchestrator.blocking",
-     "orchestrator.lease_keeper", "orchestrator.mapping"),
+     "orchestrator.lease_keeper", "orchestrator.mapping", "orchestrator.looping"),
     # 4: what every face calls
     ("orchestrator.runner", "orchestrator.review", "orchestrator.labels", "orchestrator.worker",
      "orchestrator.listing"),

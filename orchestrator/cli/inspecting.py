@@ -166,47 +166,55 @@ INSTANCES_SHOWN = 20
 """A mapped step with more instances than this shows a summary line plus the ones waiting or failed."""
 
 
+def is_part(step: dict[str, Any]) -> bool:
+    """Whether a step entry is part of its step: an instance of a map, or an iteration of a loop."""
+    return step.get("index") is not None or step.get("iteration") is not None
+
+
 def step_label(step: dict[str, Any]) -> str:
-    """``summarize`` for a step (or a mapped step's collected list), ``  summarize[7]`` for an instance."""
-    if step.get("index") is None:
+    """``summarize`` for a step (a mapped step's collected list, a loop's result), ``  summarize[7]`` for an
+    instance, ``  improve#2`` for an iteration of a loop."""
+    if not is_part(step):
         return str(step.get("label") or step["step_id"])
-    return f"  {step['step_id']}[{step['index']}]"
+    return f"  {step.get('unit') or step['step_id']}"
 
 
 def shown_steps(steps: "Sequence[dict[str, Any]]") -> list[dict[str, Any]]:
-    """The rows ``show`` prints: every step, and each mapped step's instances under it, collapsed beyond
-    ``INSTANCES_SHOWN`` to a summary row (``summarize[0..49]: 45 succeeded, 3 skipped, 2 gate_failed``)
-    with the instances that wait or failed still listed one by one."""
-    instances: dict[str, list[dict[str, Any]]] = {}
+    """The rows ``show`` prints: every step, and each mapped step's instances (and a loop's iterations) under
+    it, a map's collapsed beyond ``INSTANCES_SHOWN`` instances to a summary row (``summarize[0..49]: 45
+    succeeded, 3 skipped, 2 gate_failed``) with the ones that wait or failed still listed one by one."""
+    parts: dict[str, list[dict[str, Any]]] = {}
     for s in steps:
-        if s.get("index") is not None:
-            instances.setdefault(s["step_id"], []).append(s)
+        if is_part(s):
+            parts.setdefault(s["step_id"], []).append(s)
     rows: list[dict[str, Any]] = []
     placed: set[str] = set()
     for s in steps:
         sid = s["step_id"]
-        if s.get("index") is not None and sid in placed:
+        if is_part(s) and sid in placed:
             continue
-        if s.get("index") is None:
+        if not is_part(s):
             rows.append(s)
-        if sid in instances and sid not in placed:
+        if sid in parts and sid not in placed:
             placed.add(sid)
-            rows.extend(instance_rows(s, instances[sid]))
+            rows.extend(instance_rows(s, parts[sid]))
     return rows
 
 
 def instance_rows(first: dict[str, Any], items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if len(items) <= INSTANCES_SHOWN:
+    if len({s.get("index") for s in items}) <= INSTANCES_SHOWN:
         return items
     counts: dict[str, int] = {}
     for s in items:
         counts[s["status"]] = counts.get(s["status"], 0) + 1
-    top = max(s["index"] for s in items)
-    summary = {**first, "label": f"  {first['step_id']}[0..{top}]", "index": None, "gates": [], "error": None,
+    top = max(s["index"] for s in items if s.get("index") is not None)
+    summary = {**first, "label": f"  {first['step_id']}[0..{top}]", "index": None, "iteration": None, "gates": [],
+               "error": None,
                "status": "failed" if counts.get("failed") else "gate_failed" if counts.get("gate_failed")
                else "succeeded", "attempt": max(s["attempt"] for s in items),
                "duration": max(s["duration"] for s in items),
-               "summary": f"{len(items)} instances: " + ", ".join(f"{n} {st}" for st, n in sorted(counts.items()))}
+               "summary": f"{len(items)} {'records' if any(s.get('iteration') for s in items) else 'instances'}: "
+                          + ", ".join(f"{n} {st}" for st, n in sorted(counts.items()))}
     return [summary, *(s for s in items if s["status"] in ("failed", "gate_failed"))]
 
 
@@ -267,7 +275,7 @@ def show(run_id: str, as_json: JsonOption = False, db: DbOption = None,
         if o.get("evaluator_reason"):
             out.print(f"  why: {escape(o['evaluator_reason'])}", highlight=False, soft_wrap=True)
     skipped_output = next((s for s in doc["steps"] if s["step_id"] == doc.get("output_step")
-                           and s.get("index") is None and s["status"] == "skipped"), None)
+                           and not is_part(s) and s["status"] == "skipped"), None)
     if doc["status"] == "succeeded" and skipped_output is not None:
         out.print(f"output: null (the output step {escape(skipped_output['step_id'])} was skipped: "
                   f"{escape(skipped_output.get('skip_reason') or '')})", highlight=False, soft_wrap=True)

@@ -136,6 +136,17 @@ class Progress:
             err.print(f"  {event.unit:<24} {event.status:<12} attempt {event.attempt} "
                       f"{event.duration:.3f}s{escape(note)}", highlight=False, soft_wrap=True)
 
+    def iteration_finished(self, event: "StepFinished") -> None:
+        """An iteration of a ``repeat:`` step: its step's row says how far the loop got; each iteration gets a
+        line of its own (a loop has at most 100), but in a map only a failure or a pause does, as instances."""
+        row = self.rows.setdefault(event.step_id, {"status": "running"})
+        row["note"] = f"iteration {event.iteration}: {event.status}"
+        if self.enabled and self.live is None and (event.index is None or event.status not in ("succeeded",
+                                                                                                "skipped")):
+            note = f"  {event.error}" if event.error else ""
+            err.print(f"  {escape(event.unit):<24} {event.status:<12} attempt {event.attempt} "
+                      f"{event.duration:.3f}s{escape(note)}", highlight=False, soft_wrap=True)
+
     def __call__(self, event: "Event") -> None:
         from orchestrator.events import RunStarted, StepFinished, StepStarted
 
@@ -145,8 +156,10 @@ class Progress:
                 self.rows.setdefault(sid, {"status": "pending"})
             if self.enabled and self.live is None:
                 err.print(escape(f"run {self.run_id} ({event.workflow})"), highlight=False)
-        elif isinstance(event, StepStarted) and event.index is not None:
+        elif isinstance(event, StepStarted) and (event.index is not None or event.iteration is not None):
             self.rows.setdefault(event.step_id, {"status": "running", "started": event.started_at})
+        elif isinstance(event, StepFinished) and event.iteration is not None:
+            self.iteration_finished(event)
         elif isinstance(event, StepStarted):
             self.rows[event.step_id] = {"status": "running", "attempt": event.attempt, "started": event.started_at}
         elif isinstance(event, StepFinished) and event.index is not None:
@@ -219,7 +232,7 @@ def report_result(store: "Store", result: "RunResult", as_json: bool) -> None:
         out.print(f"run [bold]{escape(result.run_id)}[/] {status_markup(result.status)}", highlight=False)
         if result.status == "paused":
             for rec in store.step_records(result.run_id, latest_only=True):
-                if rec.unit in result.paused_steps:
+                if rec.unit in result.paused_steps and rec.status == "gate_failed":
                     reasons = "; ".join(g.reason for g in rec.failed_gates) or rec.error_message or ""
                     out.print(f"  paused at [yellow]{escape(rec.unit)}[/]: {escape(reasons)}", highlight=False,
                               soft_wrap=True)

@@ -138,9 +138,13 @@ def render_prompt(prompt: str, variables: Mapping[str, Any], *, system: str | No
     from orchestrator.llm.template import render, used_names
 
     names = used_names(prompt) | (used_names(system) if system else set())
-    quoted = None if "previous" in names else previous  # a template that shows it is not sent it twice
-    env = {**variables, "next_needs": needs_section(needs), "gate_feedback": feedback_section(gate_feedback, quoted),
-           "previous": "" if previous is None else previous}
+    # ``previous`` among the variables is a loop's previous iteration (or an input of that name): the template
+    # shows that, so the feedback on a retry still quotes the answer it is about
+    given = "previous" in variables
+    quoted = None if "previous" in names and not given else previous  # a template that shows it is not sent it twice
+    env = {**variables, "next_needs": needs_section(needs), "gate_feedback": feedback_section(gate_feedback, quoted)}
+    if not given:
+        env["previous"] = "" if previous is None else previous
     rendered_system = render(system, env) if system else None
     return build_messages(rendered_system, render(prompt, env), needs=needs, inject_needs=inject_needs,
                           gate_feedback=gate_feedback, needs_placed="next_needs" in names,

@@ -1,7 +1,8 @@
 """LLM steps: the step function binding makes for a step with a ``prompt``.
 
 The function renders the prompt from the step's inputs (plus ``ctx``, ``next_needs`` and
-``gate_feedback``), calls the model through :func:`~orchestrator.llm.call.run_llm`, and puts
+``gate_feedback``, and on a ``repeat:`` step ``previous`` and ``iteration``), calls the model through
+:func:`~orchestrator.llm.call.run_llm`, and puts
 the attempt's :class:`~orchestrator.llm.records.LLMRecord` on ``ctx.llm_records``, where the
 executor stores it with the step record (also when the call fails). A critic with a prompt
 answers with the built-in verdict schema; an ``llm`` step with ``run`` hands the model's answer
@@ -48,9 +49,13 @@ class LLMStep:
         feedback = [{"gate": str(g.details.get("gate", "check")), "reason": g.reason} for g in ctx.gate_feedback]
         previous = None if ctx.previous is None else ctx.previous if isinstance(ctx.previous, str) \
             else tojson(ctx.previous)
+        variables = {**inputs, "ctx": ctx}
+        if ctx.iteration is not None:  # a repeat: step's template sees its loop (an input of the name wins)
+            variables.setdefault("previous", ctx.previous_iteration)
+            variables.setdefault("iteration", ctx.iteration)
         try:
             outcome = await run_llm(config=self.config, prompt=self.prompt, system=self.system,
-                                    variables={**inputs, "ctx": ctx}, output_schema=self.output_schema,
+                                    variables=variables, output_schema=self.output_schema,
                                     tools=list(self.tools) or None, max_turns=self.max_turns,
                                     validation_retries=self.validation_retries, needs=needs,
                                     inject_needs=self.inject_needs, gate_feedback=feedback, previous=previous,
@@ -78,7 +83,7 @@ def template_problems(step: StepSpec, input_names: Sequence[str]) -> list[tuple[
     from orchestrator.llm.template import BUILTIN_NAMES
     from orchestrator.llm.template import template_problems as check
 
-    known = [*input_names, *BUILTIN_NAMES]
+    known = [*input_names, *BUILTIN_NAMES, *(("iteration",) if step.loops else ())]
     out: list[tuple[str, int | None, str]] = []
     for key, template in (("prompt", step.prompt), ("system", step.system)):
         if template:
