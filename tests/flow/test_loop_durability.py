@@ -1,0 +1,101 @@
+"""A loop survives its process: killed in the middle of a loop, a resume goes on with the next iteration
+and never runs a completed iteration again; two racing resumes leave each iteration executed once.
+
+Executions are counted from the step log the iterations append to, outside the processes, on SQLite and
+on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from orchestrator.store import open_store
+from tests.conftest import REPO
+from tests.flow.conftest import FLOW, executions
+
+LEASE = 2.0
+ITERATIONS = [f"draft#{n}" for n in range(1, 7)]
+"""loop_slow.yaml's loop: until the score (0.3 an iteration) reaches 1.8, so six iterations."""
+
+
+def _env(log: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "STEP_LOG": str(log), "PYTHONPATH": str(REPO), "ORCHESTRATOR_LEASE_SECONDS": str(LEASE),
+            **extra}
+
+
+def _completed(url: str, run_id: str) -> set[str]:
+    return {r.unit for r in open_store(url).step_records(run_id) if r.iteration is not None
+            and r.status == "succeeded"}
+
+
+def _killed_mid_loop(tmp_path: Path, url: str) -> tuple[str, Path, dict[str, str]]:
+    """Run the six-iteration loop, SIGKILL the process once two iterations have completed records."""
+    log = tmp_path / "steps.log"
+    log.touch()
+    env = _env(log, ITEM_SLEEP="0.4")
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(FLOW / "loop_slow.yaml"), "--db", url],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    store = open_store(url)
+    deadline = time.time() + 60
+    run_id = None
+    while time.time() < deadline:
+        runs = store.list_runs()
+        if runs:
+            run_id = runs[0].run_id
+            if len(_completed(url, run_id)) >= 2:
+                break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert run_id is not None
+    assert 2 <= len(_completed(url, run_id)) < 6, "the kill must land in the middle of the loop"
+    deadline = time.time() + 4 * LEASE
+    while store.get_run(run_id).status != "interrupted":
+        assert time.time() < deadline, "the killed run never showed as interrupted"
+        time.sleep(0.05)
+    return run_id, log, env
+
+
+def test_a_resume_after_sigkill_goes_on_with_the_next_iteration(tmp_path, durable_url):
+    run_id, log, env = _killed_mid_loop(tmp_path, durable_url)
+    completed = _completed(durable_url, run_id)
+    before = len(executions(log))
+    res = subprocess.run([sys.executable, "-m", "orchestrator", "resume", run_id, "--db", durable_url, "--json"],
+                         env={**env, "ITEM_SLEEP": "0"}, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["status"] == "succeeded" and doc["output"] == "ESSAY V6"
+    rerun = executions(log)[before:]
+    assert not completed & set(rerun), f"completed iterations ran again: {completed & set(rerun)}"
+    assert rerun[0] == f"draft#{len(completed) + 1}"  # the next iteration, whatever was in flight
+    counts = Counter(executions(log))
+    assert all(counts[u] == 1 for u in completed)
+    assert set(ITERATIONS) <= set(counts) and "draft#7" not in counts
+    steps = {s["unit"]: s for s in doc["steps"]}
+    assert steps["draft#6"]["output"]["revises"] == "essay v5"  # $previous crossed the kill
+
+
+def test_two_racing_resumes_leave_each_iteration_executed_once_after_the_kill(tmp_path, durable_url):
+    run_id, log, env = _killed_mid_loop(tmp_path, durable_url)
+    completed = _completed(durable_url, run_id)
+    before = len(executions(log))
+    racers = [subprocess.Popen([sys.executable, "-m", "orchestrator", "resume", run_id, "--db", durable_url],
+                               env={**env, "ITEM_SLEEP": "0.2"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True) for _ in range(2)]
+    codes = sorted(p.wait(timeout=120) for p in racers)
+    # one executes; the other is refused while it holds the lease (2), or finds the run already done (0)
+    assert codes[0] == 0 and codes[1] in (0, 2), [p.stderr.read() for p in racers if p.stderr]
+    rerun = Counter(executions(log)[before:])
+    assert all(n == 1 for n in rerun.values()), rerun
+    assert not completed & set(rerun)
+    store = open_store(durable_url)
+    assert store.get_run(run_id).status == "succeeded"
+    assert sorted(r.unit for r in store.step_records(run_id) if r.iteration is not None
+                  and r.status == "succeeded") == ITERATIONS
