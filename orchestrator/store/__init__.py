@@ -6,8 +6,8 @@
                             (``./runs.db``, no ``://``) means the same
 ``postgresql://...``        :class:`~orchestrator.store.sql.SqlStore` on psycopg 3; several
                             workers on several hosts may share it
-``memory://``               :class:`~orchestrator.store.memory.MemoryStore`: tests and throwaway
-                            runs; nothing outlives the process
+``memory://``               the SQLite store on a private in-memory database: tests and
+                            throwaway runs; nothing outlives the store
 ==========================  ===================================================================
 """
 
@@ -66,11 +66,7 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
 
         raise InputError("the database URL is empty; give one such as sqlite:///path/to/orchestrator.db")
     url = normalize_url(url or default_url())
-    if url.startswith("memory://"):
-        from orchestrator.store.memory import MemoryStore
-
-        return MemoryStore(url)
-    if url.startswith("sqlite"):
+    if url.startswith(("sqlite", "memory://")):
         from orchestrator.store.sqlite import SqliteStore
 
         return SqliteStore(url, create=create)

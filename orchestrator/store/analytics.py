@@ -2,10 +2,9 @@
 
 The analytics read methods of :class:`~orchestrator.store.base.Store` return these rows. Their
 number grows with the steps and periods shown (and, for a few, with the distinct reward
-values, attribution methods or run states), never with the number of runs: the SQL stores read
+values, attribution methods or run states), never with the number of runs: the stores read
 them from a summary per step and UTC day that each read brings up to date
-(:mod:`orchestrator.store.sql_analytics`), the memory store computes them with the same rules in
-Python (:mod:`orchestrator.store.aggregate`).
+(:mod:`orchestrator.store.sql_analytics`).
 
 Rules every implementation follows (the contract tests in ``tests/store/`` hold them to it):
 

@@ -1,10 +1,10 @@
 """The store interface: everything above the store reads and writes through :class:`Store`.
 
-Three implementations share one contract (``tests/store/`` runs the same suite on each):
-:class:`~orchestrator.store.sqlite.SqliteStore` (the embedded default, with a raw DBAPI fast
-path for the hot writes), :class:`~orchestrator.store.sql.SqlStore` (any SQLAlchemy URL;
-PostgreSQL is the multi-worker backend) and :class:`~orchestrator.store.memory.MemoryStore`
-(``memory://``: tests and throwaway runs, nothing survives the process).
+Two implementations share one contract (``tests/store/`` runs the same suite on SQLite, on
+``memory://`` and on PostgreSQL): :class:`~orchestrator.store.sqlite.SqliteStore` (the embedded
+default, with a raw DBAPI fast path for the hot writes; ``memory://`` is the same store on a
+private in-memory database) and :class:`~orchestrator.store.sql.SqlStore` (any SQLAlchemy URL;
+PostgreSQL is the multi-worker backend).
 
 What is written arrives as typed rows (:class:`NewStepRecord`, :class:`GateRow`, ...), what is
 read comes back as the views of :mod:`orchestrator.records`. JSON columns of a step record

@@ -73,7 +73,13 @@ from orchestrator.store.rows import (
     step_values,
 )
 from orchestrator.store.tables import TABLES
-from orchestrator.store.transient import RetriedStore, classify, insert_once, is_database_error
+from orchestrator.store.transient import (
+    RetriedStore,
+    classify,
+    insert_once,
+    is_database_error,
+    is_missing_reference,
+)
 from orchestrator.store.triage import RunPage, RunQuery
 
 workflows_t = TABLES["workflows"]
@@ -221,8 +227,13 @@ class SqlStore(RetriedStore, Store):
 
     def insert_run(self, values: tuple[Any, ...]) -> int:
         """Insert a run row (values in ``RUN_COLUMNS`` order); returns its primary key."""
-        with self.lock, self.conn.begin():
-            return new_key(self.conn.execute(_insert_runs, dict(zip(RUN_COLUMNS, values, strict=True))))
+        try:
+            with self.lock, self.conn.begin():
+                return new_key(self.conn.execute(_insert_runs, dict(zip(RUN_COLUMNS, values, strict=True))))
+        except IntegrityError as exc:
+            if is_missing_reference(exc):
+                raise NotFoundError(f"workflow definition {values[1]} is not stored") from None
+            raise
 
     def run_pk(self, run_id: str) -> int:
         """The integer key of a run (cached: run ids never change)."""
@@ -537,12 +548,20 @@ class SqlStore(RetriedStore, Store):
     def add_attribution(self, attribution: NewAttribution) -> int:
         a = attribution
         run_pk = self.run_pk(a.run_id)
-        with self.lock, self.conn.begin():
-            return int(new_key(self.conn.execute(insert(attributions_t).values(
-                run_pk=run_pk, outcome_id=a.outcome_id, method=a.method, params=jsonio.dumps(a.params),
-                step_credits=jsonio.dumps(a.step_credits), agent_credits=jsonio.dumps(a.agent_credits),
-                blamed_step=a.blamed_step, confidence=a.confidence, evidence=jsonio.dumps(a.evidence), cost=a.cost,
-                created_at=time.time()))))
+        try:
+            with self.lock, self.conn.begin():
+                return self.insert_attribution(a, run_pk)
+        except IntegrityError as exc:
+            if is_missing_reference(exc):
+                raise NotFoundError(f"outcome {a.outcome_id} is not stored") from None
+            raise
+
+    def insert_attribution(self, a: NewAttribution, run_pk: int) -> int:
+        return int(new_key(self.conn.execute(insert(attributions_t).values(
+            run_pk=run_pk, outcome_id=a.outcome_id, method=a.method, params=jsonio.dumps(a.params),
+            step_credits=jsonio.dumps(a.step_credits), agent_credits=jsonio.dumps(a.agent_credits),
+            blamed_step=a.blamed_step, confidence=a.confidence, evidence=jsonio.dumps(a.evidence), cost=a.cost,
+            created_at=time.time()))))
 
     def attributions(self, run_id: str | None = None, *, workflow: str | None = None) -> list[AttributionView]:
         query = select(attributions_t, runs_t.c.run_id).join(runs_t, runs_t.c.id == attributions_t.c.run_pk) \

@@ -2,7 +2,7 @@
 
 The page and the total are each one statement (latest outcome and explaining attribution joined
 per run); the waiting steps of the page's paused runs are a third. The rules are
-in :mod:`orchestrator.store.triage`; the memory store follows the same ones in Python.
+in :mod:`orchestrator.store.triage`.
 """
 
 from __future__ import annotations

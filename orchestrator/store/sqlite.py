@@ -57,7 +57,7 @@ from orchestrator.store.rows import (
 )
 from orchestrator.store.sqlite_ddl import create_if_empty
 from orchestrator.store.sqlite_pragmas import apply_pragmas
-from orchestrator.store.transient import RetriedStore, insert_once
+from orchestrator.store.transient import RetriedStore, insert_once, is_missing_reference
 
 if TYPE_CHECKING:
     from orchestrator.store.sqlite_sql import SqliteSqlStore
@@ -189,7 +189,8 @@ def connect_target(url: str) -> tuple[str, str | None, str]:
 
 
 class SqliteStore(RetriedStore, DelegatingStore):
-    """SQLite: the embedded default (``sqlite:///path``; ``sqlite://`` alone is in memory).
+    """SQLite: the embedded default (``sqlite:///path``; ``sqlite://`` alone, and ``memory://``, are a private
+    in-memory database that lives as long as the store).
 
     ``create=False`` (read-only commands) refuses a path with no database instead of creating
     the file and its directories. A file that is not a SQLite database, or a truncated one, is
@@ -337,8 +338,13 @@ class SqliteStore(RetriedStore, DelegatingStore):
         return run_id
 
     def insert_run(self, values: tuple[Any, ...]) -> int:
-        with self.lock:
-            return int(self.connection.execute(_INSERT_RUN, values).lastrowid or 0)
+        try:
+            with self.lock:
+                return int(self.connection.execute(_INSERT_RUN, values).lastrowid or 0)
+        except sqlite3.IntegrityError as exc:
+            if is_missing_reference(exc):
+                raise NotFoundError(f"workflow definition {values[1]} is not stored") from None
+            raise
 
     def find_run_pk(self, run_id: str) -> int | None:
         rows = self.read("SELECT id FROM runs WHERE run_id = ?", (run_id,))

@@ -106,6 +106,15 @@ def classify(exc: BaseException) -> Kind:
     return "other"
 
 
+def is_missing_reference(exc: BaseException) -> bool:
+    """Whether ``exc`` is a foreign key refusing a row that names another row not stored (SQLite's message,
+    PostgreSQL's SQLSTATE 23503): a caller's mistake, said as such rather than as a database error."""
+    error = driver_error(exc)
+    if isinstance(error, sqlite3.IntegrityError):
+        return "FOREIGN KEY constraint failed" in str(error)
+    return getattr(error, "sqlstate", None) == "23503"
+
+
 def detail(exc: BaseException) -> str:
     """The driver's message, first line only: never the SQL statement or its parameters, which
     SQLAlchemy appends to its own text on later lines."""

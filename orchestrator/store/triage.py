@@ -1,10 +1,9 @@
 """Runs as a reviewer triages them: one page of runs with their outcome, pause and blame.
 
 :meth:`~orchestrator.store.base.Store.triage_runs` answers ``orchestrator runs``, the TUI's runs
-screen and ``Orchestrator.list_runs`` with one :class:`RunPage`. The SQL stores compute it with
-joins and subqueries (a page costs the same few queries whatever the number of runs), the memory
-store with the same rules in Python. Rules every implementation follows (``tests/store/`` holds
-them to it):
+screen and ``Orchestrator.list_runs`` with one :class:`RunPage`, computed with joins and
+subqueries (a page costs the same few queries whatever the number of runs). The rules
+(``tests/store/`` holds every store to them):
 
 - Runs are listed newest first (by creation order); ``total`` counts every run the filters keep.
 - **A run's outcome** is its latest outcome record (value and ``correct``); ``outcome="correct"``

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
+from orchestrator.errors import NotFoundError
 from orchestrator.store import NewAttribution, NewOutcome, Store
 from tests.store.rows import add_run, add_workflow
 
@@ -91,3 +94,14 @@ def test_a_returned_attribution_view_is_a_copy(store: Store):
     a.step_credits.clear()
     again = store.attributions(run_id)[0]
     assert (again.params, len(again.step_credits)) == ({"samples": 3}, 1)
+
+
+def test_a_store_refuses_references_to_rows_it_does_not_hold(store: Store):
+    """A run of a workflow never registered, an attribution of an outcome never stored: the foreign keys
+    refuse them, said as what is missing, and nothing is stored."""
+    run_id = add_run(store, add_workflow(store))
+    with pytest.raises(NotFoundError, match="workflow definition 99 is not stored"):
+        store.create_run(99, "wf", {})
+    with pytest.raises(NotFoundError, match="outcome 7 is not stored"):
+        store.add_attribution(NewAttribution(run_id, "m", {}, [], {}, None, None, {}, outcome_id=7))
+    assert (store.count_rows()["runs"], store.count_rows()["attributions"]) == (1, 0)

@@ -1,8 +1,11 @@
 """The embedded SQLite store: plain paths for --db, its column list kept equal to the declared schema,
-and Store methods it does not implement itself handed to the SQL store on the same file."""
+Store methods it does not implement itself handed to the SQL store on the same file, and ``memory://``:
+the same store on a private in-memory database."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,8 @@ from orchestrator.store import normalize_url, open_store
 from orchestrator.store.sqlite import SCHEMA, SqliteStore
 from tests.conftest import FIXTURES
 from tests.store.rows import add_run, add_workflow
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_columns_it_writes_are_the_declared_schema():
@@ -58,3 +63,31 @@ def test_an_in_memory_url_is_one_database_for_both_sides():
     run_id = add_run(store, add_workflow(store))
     assert [r.run_id for r in store.sql().list_runs()] == [run_id]
     store.close()
+
+
+def test_memory_url_opens_the_sqlite_store_in_memory_named_by_its_url():
+    store = open_store("memory://")
+    assert isinstance(store, SqliteStore)
+    assert store.url == store.display_url == "memory://"
+    store.close()
+
+
+def test_each_memory_store_is_a_separate_database():
+    one, two = open_store("memory://"), open_store("memory://")
+    add_run(one, add_workflow(one))
+    assert len(one.list_runs()) == 1
+    assert two.list_runs() == [] and set(two.count_rows().values()) == {0}
+
+
+def test_a_memory_store_runs_without_importing_sqlalchemy():
+    code = ("import sys\n"
+            "from orchestrator.store import open_store, NewStepRecord\n"
+            "s = open_store('memory://')\n"
+            "wf = s.register_workflow('wf', '1', {}, None, 'h')\n"
+            "r = s.create_run(wf, 'wf', {})\n"
+            "s.insert_step_record(NewStepRecord(r, wf, 'a', 'python', 'a', 1, 'succeeded', 1.0, 2.0, output='1'))\n"
+            "assert s.step_records(r)[0].output == 1 and s.count_rows()['step_records'] == 1\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'sqlmodel')))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
