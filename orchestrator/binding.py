@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import math
 import os
 from abc import ABC, abstractmethod
@@ -231,7 +232,10 @@ class _Problems:
 
 
 def workflow_hash(definition: Mapping[str, Any]) -> str:
-    return hashlib.sha256(jsonio.dumps(definition).encode()).hexdigest()[:16]
+    """The version of a definition: equal for equal meaning. Keys are sorted, so writing a gate's
+    parameters (or any mapping) in another order is the same version, not a new one."""
+    canonical = json.dumps(json.loads(jsonio.dumps(definition)), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def bind(spec: WorkflowSpec, *, source: str | None = None, objects: Mapping[str, Any] | None = None,
