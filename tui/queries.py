@@ -123,20 +123,23 @@ class StepItem:
     """The units whose records it consumed (or, before it ran, the steps it depends on)."""
     index: int | None = None
     """The item's position for an instance of a mapped step; None for a step (and a summary row)."""
+    iteration: int | None = None
+    """The iteration of a ``repeat:`` step (1-based); None for a step, an instance and a loop's result."""
     unit: str = ""
-    """The row's key and what decisions name: the step id, ``summarize[7]`` for an instance, or
-    ``summarize[0..49]`` for the summary row of a collapsed map."""
+    """The row's key and what decisions name: the step id, ``summarize[7]`` for an instance, ``improve#2``
+    for an iteration, or ``summarize[0..49]`` for the summary row of a collapsed map."""
     summary: str | None = None
     """On a summary row: how many instances are in each state (``50 instances: 49 succeeded, 1 gate_failed``)."""
 
     def __post_init__(self) -> None:
         if not self.unit:
-            self.unit = unit_name(self.step_id, self.index)
+            self.unit = unit_name(self.step_id, self.index, self.iteration)
 
     @property
     def instance(self) -> bool:
-        """Whether the row is an instance of a mapped step (or the summary of its instances)."""
-        return self.index is not None or self.summary is not None
+        """Whether the row is a child row of its step: an instance of a mapped step (or the summary of its
+        instances), or an iteration of a loop."""
+        return self.index is not None or self.iteration is not None or self.summary is not None
 
     @property
     def skip_reason(self) -> str | None:
@@ -197,16 +200,16 @@ def load_run_detail(store: Store, run_id: str) -> RunDetail:
     order, declared = _plan(definition)
     by_id = {r.id: r for r in records}
     history: dict[str, list[StepRecordView]] = {}
-    instances: dict[str, dict[int, str]] = {}
+    parts: dict[str, set[tuple[int | None, int | None]]] = {}
     for rec in records:
         history.setdefault(rec.unit, []).append(rec)
-        if rec.index is not None:
-            instances.setdefault(rec.step_id, {})[rec.index] = rec.unit
+        if rec.index is not None or rec.iteration is not None:  # an instance, an iteration, or both
+            parts.setdefault(rec.step_id, set()).add((rec.index, rec.iteration))
         if rec.step_id not in order:  # records of steps the stored definition lacks still get shown
             order.append(rec.step_id)
 
-    def row(step_id: str, index: int | None = None) -> StepItem:
-        unit = unit_name(step_id, index)
+    def row(step_id: str, index: int | None = None, iteration: int | None = None) -> StepItem:
+        unit = unit_name(step_id, index, iteration)
         attempts = history.get(unit, [])
         latest = attempts[-1] if attempts else None
         spec = declared.get(step_id, {})
@@ -225,12 +228,15 @@ def load_run_detail(store: Store, run_id: str) -> RunDetail:
             upstream=[_consumed_unit(c, by_id) for c in latest.consumed] if latest and latest.consumed
             else list(spec.get("_deps", [])),
             index=index,
+            iteration=iteration,
         )
 
     steps = []
     for sid in order:
         steps.append(row(sid))
-        steps.extend(instance_rows([row(sid, i) for i in sorted(instances.get(sid, {}))]))
+        # instances by index, each (a loop) followed by its iterations; a loop's iterations under its step
+        keys = sorted(parts.get(sid, ()), key=lambda k: (-1 if k[0] is None else k[0], -1 if k[1] is None else k[1]))
+        steps.extend(instance_rows([row(sid, i, n) for i, n in keys]))
     chosen = explaining_record(store.attributions(run_id))
     return RunDetail(run=run, steps=steps, outcomes=store.outcomes(run_id),
                      blamed_step=chosen.blamed_step if chosen else None, attribution=chosen,
@@ -240,7 +246,7 @@ def load_run_detail(store: Store, run_id: str) -> RunDetail:
 def instance_rows(items: list[StepItem]) -> list[StepItem]:
     """A mapped step's instance rows: all of them up to :data:`INSTANCES_SHOWN`, else a summary row
     (``summarize[0..49]``, the count of each state) followed by the instances that wait or failed."""
-    if len(items) <= INSTANCES_SHOWN:
+    if len({item.index for item in items}) <= INSTANCES_SHOWN:  # a loop's iterations (at most 100) all show
         return items
     counts: dict[str, int] = {}
     for item in items:
@@ -251,7 +257,8 @@ def instance_rows(items: list[StepItem]) -> list[StepItem]:
     summary = StepItem(step_id=first.step_id, step_type=first.step_type, agent=first.agent, status=status,
                        attempt=max(item.attempt for item in items), waiting=False,
                        unit=f"{first.step_id}[0..{top}]",
-                       summary=f"{len(items)} instances: " + ", ".join(f"{n} {st}" for st, n in sorted(counts.items())))
+                       summary=f"{len(items)} {'records' if any(i.iteration for i in items) else 'instances'}: "
+                       + ", ".join(f"{n} {st}" for st, n in sorted(counts.items())))
     return [summary, *(item for item in items if item.waiting or item.status in ("failed", "gate_failed"))]
 
 

@@ -141,3 +141,49 @@ class TestSkippedSteps:
             await wait_for(pilot, lambda: "when classify.category == 'technical' and inputs.tier != 'free' was "
                                           "false (classify.category = 'refund'" in title(screen))
             await settle(pilot)
+
+
+@pytest.fixture
+def loop_paused(store: Store) -> str:
+    """loop.yaml with a target no iteration reaches: four iterations, then the loop's repeat gate pauses."""
+    return start(store, FLOW / "loop.yaml", {"target": 5})
+
+
+@pytest.fixture
+def iteration_paused(store: Store) -> str:
+    """loop_gated.yaml: the gate of iteration 2 fails, so draft#2 waits."""
+    return start(store, FLOW / "loop_gated.yaml")
+
+
+class TestLoops:
+    async def test_iterations_are_child_rows_and_the_loop_waiting_at_its_repeat_gate_is_selected(
+            self, store: Store, loop_paused: str) -> None:
+        """Each iteration is a row of its own under its step; the loop's own row waits at its `repeat` gate and
+        `a` accepts the last iteration, as `approve RUN` would."""
+        run_id = loop_paused
+        async with app_over(store).run_test(size=SIZE) as pilot:
+            screen = await open_run(pilot, run_id)
+            assert rows(screen) == ["draft", *(f"draft#{n}" for n in range(1, 5)), "publish"]
+            assert screen.query_one(StepList).selected_step == "draft"
+            assert "waiting for review" in title(screen)
+            screen.query_one(StepList).move_cursor(row=2)
+            await wait_for(pilot, lambda: title(screen).startswith("draft#2  iteration 2 of draft"))
+            screen.query_one(StepList).move_cursor(row=0)
+            await wait_for(pilot, lambda: title(screen).startswith("draft  "))
+            await pilot.press("a")
+            await wait_for(pilot, lambda: store.get_run(run_id).status == "succeeded")
+            await settle(pilot)
+        assert [(r.step_id, r.decision) for r in store.reviews(run_id)] == [("draft", "approve")]
+        assert store.get_run(run_id).output == "ESSAY V4"
+
+    async def test_a_waiting_iteration_is_selected_and_decided(self, store: Store, iteration_paused: str) -> None:
+        run_id = iteration_paused
+        async with app_over(store).run_test(size=SIZE) as pilot:
+            screen = await open_run(pilot, run_id)
+            assert rows(screen) == ["draft", "draft#1", "draft#2", "publish"]
+            assert screen.query_one(StepList).selected_step == "draft#2"
+            await pilot.press("a")
+            await wait_for(pilot, lambda: store.get_run(run_id).status == "succeeded")
+            await settle(pilot)
+        assert [(r.step_id, r.decision) for r in store.reviews(run_id)] == [("draft#2", "approve")]
+        assert store.get_run(run_id).output == "ESSAY V3"

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Button, Static
 
-from orchestrator.records import StepRecordView
+from orchestrator.records import StepRecordView, unit_name
 from tui.format import STATUS_STYLE, format_age, format_duration, step_status_words
 from tui.messages import JumpToStep
 from tui.queries import StepItem
@@ -145,7 +145,9 @@ class StepDetail(VerticalScroll):
     def _title(item: StepItem) -> Text:
         text = Text()
         text.append(item.unit, style="bold")
-        if item.index is not None:
+        if item.iteration is not None:
+            text.append(f"  iteration {item.iteration} of {unit_name(item.step_id, item.index)}")
+        elif item.index is not None:
             text.append(f"  instance {item.index} of {item.step_id}")
         text.append(f"  {item.step_type} · agent {item.agent}")
         if item.attempt:

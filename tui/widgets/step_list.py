@@ -1,6 +1,7 @@
 """The run's steps in topological order: status icon, step, agent, attempt and duration.
 
-A mapped step's instances follow it as child rows (``└ summarize[3]``), each with its own icon; beyond
+A mapped step's instances, and a loop's iterations (``└ improve#2``), follow it as child rows
+(``└ summarize[3]``), each with its own icon; beyond
 ``INSTANCES_SHOWN`` a summary row stands for them, followed by the ones that wait or failed. A step that
 passed only on a reviewer's word or with a failed warning gets its own icon (``step_marks``)."""
 
@@ -25,7 +26,8 @@ CHILD = "└ "
 
 
 def row_label(item: StepItem) -> str:
-    """``summarize`` for a step, ``└ summarize[3]`` for an instance, ``└ summarize[0..49]`` for a summary row."""
+    """``summarize`` for a step, ``└ summarize[3]`` for an instance, ``└ improve#2`` for an iteration,
+    ``└ summarize[0..49]`` for a summary row."""
     return CHILD + item.unit if item.instance else item.step_id
 
 
