@@ -21,7 +21,8 @@ from collections.abc import Callable
 import anyio
 import anyio.lowlevel
 
-from orchestrator.store import NewStepRecord, RunEnd, Store
+from orchestrator.store import NewStepRecord, RunEnd
+from orchestrator.store.base import RecordStore
 
 
 class _Waiter:
@@ -44,7 +45,7 @@ class GroupCommit:
     committing this record (with no other step in flight) leaves nothing more to run.
     """
 
-    def __init__(self, store: Store, others_running: Callable[[], bool],
+    def __init__(self, store: RecordStore, others_running: Callable[[], bool],
                  ending: Callable[[NewStepRecord], RunEnd | None]) -> None:
         self.store = store
         self.others_running = others_running

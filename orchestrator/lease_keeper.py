@@ -36,7 +36,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from orchestrator.errors import StoreUnavailableError
-from orchestrator.store import Lease, Store
+from orchestrator.store import Lease
+from orchestrator.store.base import RunStore
 
 log = logging.getLogger("orchestrator.lease")
 
@@ -64,7 +65,7 @@ class LeaseKeeper(Protocol):
         """Renew no more (the execution ended, or stopped). Safe to call more than once."""
 
 
-def keep_lease(store: Store, lease: Lease, on_lost: Callable[[Exception | None], None],
+def keep_lease(store: RunStore, lease: Lease, on_lost: Callable[[Exception | None], None],
                task_group: TaskGroup) -> LeaseKeeper:
     """Start renewing ``lease`` every third of its duration.
 
@@ -89,7 +90,7 @@ class _HeldLease:
     way or will start, so a lease handed back right after (expiring now) is never extended again.
     """
 
-    def __init__(self, store: Store, lease: Lease, on_lost: Callable[[Exception | None], None]) -> None:
+    def __init__(self, store: RunStore, lease: Lease, on_lost: Callable[[Exception | None], None]) -> None:
         self.store = store
         self.lease = lease
         self.on_lost = on_lost

@@ -15,8 +15,8 @@ from typing import Any
 
 from orchestrator.model import GATE_ERROR, GateResult, RunStatus
 from orchestrator.records import ReviewView, StepRecordView, parse_unit, unit_name
-from orchestrator.store import Lease, NewOutcome, Store
-from orchestrator.store.base import lease_lost
+from orchestrator.store import Lease, NewOutcome
+from orchestrator.store.base import RunStore, lease_lost
 
 FAIR_SHARE_SECONDS = 0.05
 """The longest a run's task runs steps (or instances of a mapped step) back to back before giving the
@@ -165,7 +165,7 @@ def in_order(units: Iterable[str], order: Sequence[str]) -> list[str]:
     return sorted(units, key=key)
 
 
-def finish_run(store: Store, run_id: str, *, output_step: str, order: Sequence[str], done: Mapping[str, Done],
+def finish_run(store: RunStore, run_id: str, *, output_step: str, order: Sequence[str], done: Mapping[str, Done],
                waiting: set[str], failed: list[str], errors: list[str], lease: Lease | None = None,
                ended: bool = False, outcome: NewOutcome | None = None, evaluator_error: str | None = None
                ) -> RunResult:

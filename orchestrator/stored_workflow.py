@@ -17,10 +17,10 @@ from orchestrator.binding import BoundWorkflow, bind
 from orchestrator.errors import SpecError, StoreMismatchError
 from orchestrator.model import WorkflowSpec
 from orchestrator.spec import child_loader, python_workflows
-from orchestrator.store import Store
+from orchestrator.store.base import RunStore
 
 
-def load_run_workflow(store: Store, run_id: str) -> tuple[BoundWorkflow, int]:
+def load_run_workflow(store: RunStore, run_id: str) -> tuple[BoundWorkflow, int]:
     """The bound workflow of a stored run and its stored workflow id.
 
     A Python file may define several workflows (a parent and the child workflows it runs): the one

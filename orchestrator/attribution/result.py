@@ -15,7 +15,8 @@ from typing import Any
 from orchestrator.binding import BoundWorkflow
 from orchestrator.errors import InputError
 from orchestrator.records import iso
-from orchestrator.store import NewAttribution, Store
+from orchestrator.store import NewAttribution
+from orchestrator.store.base import OutcomeStore
 
 METHODS = ("trace", "counterfactual", "shapley", "difference")
 """The attribution methods; all but ``trace`` replay the workflow and need an outcome evaluator."""
@@ -110,7 +111,7 @@ def agent_totals(candidates: list[Candidate]) -> dict[str, float]:
     return totals
 
 
-def save(store: Store, result: AttributionResult) -> int:
+def save(store: OutcomeStore, result: AttributionResult) -> int:
     """Store the result as an attribution record and remember its id on the result."""
     result.attribution_id = store.add_attribution(NewAttribution(
         result.run_id, method=result.method, params=result.params,

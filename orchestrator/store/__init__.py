@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from orchestrator.store.base import (
+from orchestrator.store.base import Store
+from orchestrator.store.rows import (
     UNCHANGED,
     GateRow,
     Lease,
@@ -27,7 +28,6 @@ from orchestrator.store.base import (
     NewStepRecord,
     RunEnd,
     StepHistoryRow,
-    Store,
 )
 
 __all__ = ["Store", "open_store", "Lease", "default_url", "normalize_url", "GateRow", "ModelCall", "NewStepRecord",

@@ -1,25 +1,27 @@
-"""The store interface: everything above the store reads and writes through :class:`Store`.
+"""The store's interfaces, by role, and :class:`Store`, their combination.
 
-Two implementations share one contract (``tests/store/`` runs the same suite on SQLite, on
-``memory://`` and on PostgreSQL): :class:`~orchestrator.store.sqlite.SqliteStore` (the embedded
-default, with a raw DBAPI fast path for the hot writes; ``memory://`` is the same store on a
-private in-memory database) and :class:`~orchestrator.store.sql.SqlStore` (any SQLAlchemy URL;
-PostgreSQL is the multi-worker backend).
+Callers type against the role they use: an executor writes runs, leases and records; ``stats``
+reads analytics. :class:`Store` combines every role, as one object on one database does.
+``tests/store/`` runs one contract suite on SQLite, ``memory://`` and PostgreSQL.
 
-What is written arrives as typed rows (:class:`NewStepRecord`, :class:`GateRow`, ...), what is
-read comes back as the views of :mod:`orchestrator.records`. JSON columns of a step record
-arrive already encoded: the executor encodes each output once and keeps the text.
+- :class:`RunStore`: workflows, runs and leases;
+- :class:`RecordStore`: step records, their gate verdicts and model calls;
+- :class:`DecisionStore`: reviews, the human decisions on paused runs;
+- :class:`OutcomeStore`: outcomes and attribution records;
+- :class:`AnalyticsStore`: pages of runs and aggregated rows for ``runs``, ``stats`` and ``report``.
+
+Every method is synchronous and safe to call from several threads of one process; the executor
+calls it from its event loop (a commit costs tens of microseconds on SQLite). What is written
+arrives as the typed rows of :mod:`orchestrator.store.rows`, what is read comes back as the views
+of :mod:`orchestrator.records`.
 """
 
 from __future__ import annotations
 
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.context import ModelCall as ModelCall
 from orchestrator.errors import LeaseLostError, ReviewError
 from orchestrator.records import (
     AttributionView,
@@ -29,6 +31,17 @@ from orchestrator.records import (
     RunView,
     StepRecordView,
     iso,
+)
+from orchestrator.store.rows import (
+    UNCHANGED,
+    Lease,
+    ModelCall,
+    NewAttribution,
+    NewOutcome,
+    NewReview,
+    NewStepRecord,
+    RunEnd,
+    StepHistoryRow,
 )
 
 if TYPE_CHECKING:  # annotations only: a run never loads the analytics and triage rows
@@ -43,171 +56,10 @@ if TYPE_CHECKING:  # annotations only: a run never loads the analytics and triag
     )
     from orchestrator.store.triage import RunPage, RunQuery
 
-UNCHANGED: Any = object()
-"""Sentinel for :meth:`Store.set_run_status`: leave the owner column as it is."""
-
-
-@dataclass(slots=True)
-class GateRow:
-    """One gate (or critic) verdict to store with a step record."""
-
-    gate: str
-    passed: bool
-    score: float | None
-    reason: str
-    details: str | None
-    """JSON text of the verdict's details, or None when there are none."""
-    severity: str = "block"
-    duration: float = 0.0
-
-
-@dataclass(slots=True)
-class NewStepRecord:
-    """One attempt of one step, as the executor, a review or a replay writes it."""
-
-    run_id: str
-    workflow_id: int
-    step_id: str
-    step_type: str
-    agent: str
-    attempt: int
-    status: str
-    started_at: float
-    ended_at: float
-    inputs: str | None = None
-    """JSON text; values taken from another step are ``{"$record": id}`` links."""
-    output: str | None = None
-    """JSON text of the output."""
-    error_type: str | None = None
-    error_message: str | None = None
-    consumed: str | None = None
-    """JSON text of the causal links ``[[record_id, step_id, delay_seconds], ...]``."""
-    injected: str | None = None
-    """JSON text of the next-step context the attempt was told."""
-    origin: str = "executed"
-    gates: Sequence[GateRow] = field(default_factory=tuple)
-    llm: str | None = None
-    """JSON text of the attempt's model call record, for LLM steps."""
-    lease_token: str | None = None
-    """When set, the record is written only while the run's lease has this token (else LeaseLostError)."""
-    inputs_digest: str | None = None
-    """Set by the store as it writes the record (``orchestrator.store.digests``); a caller's value is replaced."""
-    output_digest: str | None = None
-    """Set by the store as it writes the record, like ``inputs_digest``."""
-    traceback: str | None = None
-    """The full traceback of a failed attempt; ``error_message`` keeps the one-line error."""
-    model_calls: Sequence[ModelCall] = field(default_factory=tuple)
-    """Every model call the attempt made (the step, its gates, ``ctx.llm``), stored in its transaction."""
-    item_index: int | None = None
-    """The item of a ``for_each`` instance (0-based); None for a plain step or a mapped step's collected list."""
-    skip_reason: str | None = None
-    """Why a ``skipped`` record did not run."""
-    iteration: int | None = None
-    """The iteration of a ``repeat:`` step (1-based); None for a step without ``repeat:`` or a loop's result."""
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """Who executes a run right now: exactly one holder at a time, across hosts."""
-
-    run_id: str
-    holder: str
-    """``host:pid`` of the executing process."""
-    token: str
-    """A random secret only the holder knows."""
-    seconds: float
-    """How long the lease lasts without a renewal."""
-    issued_at: float = field(default=0.0, compare=False)
-    """This process's monotonic clock just before the lease was asked for: once granted, it lasts at least
-    ``seconds`` from then (0: unknown, the executor confirms it with the store before its first step)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunEnd:
-    """A run's end, committed with the run's last record (one transaction instead of two): the lease
-    that ends and what the run came to, as :meth:`Store.end_lease` writes it."""
-
-    lease: Lease
-    status: str
-    output: Any = None
-
-
-@dataclass(slots=True)
-class NewReview:
-    """A human decision on a paused step record."""
-
-    run_id: str
-    record_id: int
-    step_id: str
-    decision: str
-    reviewer: str
-    comment: str | None
-    output_before: Any
-    output_after: Any = None
-    forced: bool = False
-    rerun_side_effects: bool | None = None
-    """Set on a fix of an upstream step: whether re-running steps with side effects was accepted."""
-
-
-@dataclass(slots=True)
-class NewOutcome:
-    """A final-output signal for a run."""
-
-    run_id: str
-    value: float
-    correct: bool | None
-    source: str
-    termination: str
-    reason: str | None = None
-    reviewer: str | None = None
-    evaluator_reason: str | None = None
-    """Why the evaluator gave this score (an evaluator outcome whose evaluator returned a reason)."""
-
-
-@dataclass(slots=True)
-class NewAttribution:
-    """How an outcome was distributed over steps and agents."""
-
-    run_id: str
-    method: str
-    params: dict[str, Any]
-    step_credits: list[dict[str, Any]]
-    agent_credits: dict[str, float]
-    blamed_step: str | None
-    confidence: float | None
-    evidence: dict[str, Any]
-    cost: int = 0
-    outcome_id: int | None = None
-
-
-@dataclass(slots=True)
-class StepHistoryRow:
-    """The latest record of one step in one run, as ``stats`` aggregates it."""
-
-    record_id: int
-    run_id: str
-    step_id: str
-    agent: str
-    status: str
-    started_at: float
-    attempt: int
-    gates_passed: bool | None
-    inputs: str | None
-    output: str | None
-    llm: str | None = None
-    """JSON text of an executed LLM attempt's record (None for copies a review or replay made)."""
-
 
 def lease_lost(run_id: str) -> LeaseLostError:
     return LeaseLostError(f"lost the lease on run {run_id}: another process took it over after this one stalled; "
                           "stopped without writing")
-
-
-def shown_status(status: str, lease_expires_at: float | None) -> Any:
-    """``interrupted`` for a running run whose lease lapsed (its executor died), else the stored status."""
-    if status == "running" and lease_expires_at is not None and lease_expires_at < time.time():
-        return "interrupted"
-    return status
 
 
 def already_decided(review: NewReview, winner: ReviewView | None) -> ReviewError:
@@ -217,32 +69,8 @@ def already_decided(review: NewReview, winner: ReviewView | None) -> ReviewError
                        f"{who}; see `orchestrator show {review.run_id}`")
 
 
-class Store(ABC):
-    """Runs, step records, gate results, reviews, outcomes and attribution records.
-
-    Every method is synchronous and safe to call from several threads of one process; the
-    executor calls it from its event loop (a commit costs tens of microseconds on SQLite).
-    """
-
-    url: str
-    """The URL the store was opened with (credentials included; show :attr:`display_url`)."""
-
-    @property
-    def display_url(self) -> str:
-        """The URL without credentials, for messages."""
-        return self.url.split("@")[-1] if "@" in self.url else self.url
-
-    @abstractmethod
-    def close(self) -> None:
-        """Release connections; the store is unusable afterwards."""
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- workflows and runs -----------------------------------------------------------------
+class RunStore(ABC):
+    """Workflows, runs and leases: what starting, claiming, resuming and ending a run writes and reads."""
 
     @abstractmethod
     def register_workflow(self, name: str, version: str, definition: dict[str, Any], source: str | None,
@@ -264,6 +92,15 @@ class Store(ABC):
     @abstractmethod
     def get_run(self, run_id: str) -> RunView:
         """One run; NotFoundError naming the run when it does not exist."""
+
+    @abstractmethod
+    def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
+                  limit: int = 1000) -> list[RunView]:
+        """Runs, newest first."""
+
+    @abstractmethod
+    def child_runs(self, run_id: str) -> list[RunView]:
+        """Replays and forks of a run, oldest first."""
 
     @abstractmethod
     def set_run_status(self, run_id: str, status: str, *, output: Any = None, error: str | None = None,
@@ -303,21 +140,10 @@ class Store(ABC):
         ends without the score its execution computed, so a process killed in between leaves a run
         that is still resumable and is scored by whoever resumes it, not one succeeded and unscored."""
 
-    @abstractmethod
-    def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
-                  limit: int = 1000) -> list[RunView]:
-        """Runs, newest first."""
 
-    @abstractmethod
-    def triage_runs(self, query: RunQuery) -> RunPage:
-        """One page of runs, newest first, with outcome, blamed step and waiting step; the rules are in
-        :mod:`orchestrator.store.triage`. A fixed number of queries per page, never one per run."""
 
-    @abstractmethod
-    def child_runs(self, run_id: str) -> list[RunView]:
-        """Replays and forks of a run, oldest first."""
-
-    # -- step records ------------------------------------------------------------------------
+class RecordStore(ABC):
+    """Step records with their gate verdicts and model calls: what each attempt commits, read back per run."""
 
     @abstractmethod
     def insert_step_records(self, records: Sequence[NewStepRecord], *, end: RunEnd | None = None) -> list[int]:
@@ -353,15 +179,10 @@ class Store(ABC):
     def model_calls(self, run_ids: Sequence[str]) -> list[ModelCallView]:
         """Every model call of these runs, oldest first."""
 
-    @abstractmethod
-    def workflow_model_calls(self, workflow: str, *, since: float | None = None) -> list[ModelCallView]:
-        """Every model call of a workflow's original runs (no replays) started since ``since``: ``stats`` reads them."""
 
-    @abstractmethod
-    def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:
-        """Every record of original runs of a workflow, oldest first: the raw data of ``stats``."""
 
-    # -- reviews ------------------------------------------------------------------------------
+class DecisionStore(ABC):
+    """Reviews: a human decision on a paused (or failed) run, stored with what it changes in one transaction."""
 
     @abstractmethod
     def decide(self, review: NewReview, *, new_records: Sequence[NewStepRecord] = (),
@@ -384,7 +205,10 @@ class Store(ABC):
     def reviews(self, run_id: str) -> list[ReviewView]:
         """Decisions on a run, oldest first."""
 
-    # -- outcomes and attribution -------------------------------------------------------------
+
+
+class OutcomeStore(ABC):
+    """Outcomes and attribution records: how a run turned out, and which steps it is blamed on."""
 
     @abstractmethod
     def add_outcome(self, outcome: NewOutcome) -> int:
@@ -402,7 +226,24 @@ class Store(ABC):
     def attributions(self, run_id: str | None = None, *, workflow: str | None = None) -> list[AttributionView]:
         """Attribution records of a run or of a workflow's runs, oldest first."""
 
-    # -- analytics: aggregated rows whose number does not grow with the runs (orchestrator.store.analytics) --
+
+
+class AnalyticsStore(ABC):
+    """What ``runs``, ``stats``, ``report`` and the dashboard read: pages of runs and aggregated rows whose
+    number does not grow with the runs (:mod:`orchestrator.store.analytics`, :mod:`orchestrator.store.triage`)."""
+
+    @abstractmethod
+    def triage_runs(self, query: RunQuery) -> RunPage:
+        """One page of runs, newest first, with outcome, blamed step and waiting step; the rules are in
+        :mod:`orchestrator.store.triage`. A fixed number of queries per page, never one per run."""
+
+    @abstractmethod
+    def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:
+        """Every record of original runs of a workflow, oldest first: the raw data of ``stats``."""
+
+    @abstractmethod
+    def workflow_model_calls(self, workflow: str, *, since: float | None = None) -> list[ModelCallView]:
+        """Every model call of a workflow's original runs (no replays) started since ``since``: ``stats`` reads them."""
 
     @abstractmethod
     def step_period_counts(self, workflow: str, *, period: str = "week",
@@ -438,6 +279,28 @@ class Store(ABC):
     @abstractmethod
     def nondeterminism_counts(self, workflow: str) -> list[NondeterminismCounts]:
         """Per step of production runs: repeated inputs, how many gave varied outputs, records not covered."""
+
+
+class Store(RunStore, RecordStore, DecisionStore, OutcomeStore, AnalyticsStore):
+    """Every role on one database: runs, step records, gate results, reviews, outcomes and attribution records."""
+
+    url: str
+    """The URL the store was opened with (credentials included; show :attr:`display_url`)."""
+
+    @property
+    def display_url(self) -> str:
+        """The URL without credentials, for messages."""
+        return self.url.split("@")[-1] if "@" in self.url else self.url
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections; the store is unusable afterwards."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @abstractmethod
     def count_rows(self) -> dict[str, int]:

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.records import AttributionView, ModelCallView, OutcomeView, ReviewView, RunView, StepRecordView
-from orchestrator.store.base import (
+from orchestrator.store.base import Store
+from orchestrator.store.rows import (
     UNCHANGED,
     Lease,
     ModelCall,
@@ -24,7 +25,6 @@ from orchestrator.store.base import (
     NewStepRecord,
     RunEnd,
     StepHistoryRow,
-    Store,
 )
 
 if TYPE_CHECKING:  # annotations only, as in orchestrator.store.base

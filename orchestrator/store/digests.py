@@ -26,8 +26,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from orchestrator.store.base import NewStepRecord
 from orchestrator.store.bounded import BoundedCache
+from orchestrator.store.rows import NewStepRecord
 
 DigestLookup = Callable[[Iterable[int]], Mapping[int, str | None]]
 """Output digests of stored records by id (ids not stored are left out)."""

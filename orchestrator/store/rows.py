@@ -1,20 +1,186 @@
-"""Row values and row views shared by the SQL stores, free of SQLAlchemy.
+"""A stored row's Python side, typed once: what is written, its column values, and the view it reads back as.
 
-The SQLAlchemy store and the stdlib-``sqlite3`` store write the same column values and read
-rows back into the same :mod:`orchestrator.records` views; keeping that here means both agree
-by construction, and the SQLite run path never imports SQLAlchemy to get at it. A row is any
-object with the columns as attributes (a SQLAlchemy ``Row`` or a named tuple).
+What is written arrives as typed rows (:class:`NewStepRecord`, :class:`GateRow`, ...), what is read
+comes back as the views of :mod:`orchestrator.records`. JSON columns of a step record arrive
+already encoded: the executor encodes each output once and keeps the text. Every store writes
+the values built here and reads rows back through the views built here, so they agree by
+construction; free of SQLAlchemy, so the SQLite run path never imports it to get at them. A row
+read back is any object with the columns as attributes (a SQLAlchemy ``Row`` or a named tuple).
 """
 
 from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator import jsonio
+from orchestrator.context import ModelCall as ModelCall
 from orchestrator.records import GateView, ModelCallView, RunView, StepRecordView
-from orchestrator.store.base import UNCHANGED, GateRow, Lease, ModelCall, NewStepRecord, shown_status
+
+UNCHANGED: Any = object()
+"""Sentinel for :meth:`Store.set_run_status`: leave the owner column as it is."""
+
+
+@dataclass(slots=True)
+class GateRow:
+    """One gate (or critic) verdict to store with a step record."""
+
+    gate: str
+    passed: bool
+    score: float | None
+    reason: str
+    details: str | None
+    """JSON text of the verdict's details, or None when there are none."""
+    severity: str = "block"
+    duration: float = 0.0
+
+
+@dataclass(slots=True)
+class NewStepRecord:
+    """One attempt of one step, as the executor, a review or a replay writes it."""
+
+    run_id: str
+    workflow_id: int
+    step_id: str
+    step_type: str
+    agent: str
+    attempt: int
+    status: str
+    started_at: float
+    ended_at: float
+    inputs: str | None = None
+    """JSON text; values taken from another step are ``{"$record": id}`` links."""
+    output: str | None = None
+    """JSON text of the output."""
+    error_type: str | None = None
+    error_message: str | None = None
+    consumed: str | None = None
+    """JSON text of the causal links ``[[record_id, step_id, delay_seconds], ...]``."""
+    injected: str | None = None
+    """JSON text of the next-step context the attempt was told."""
+    origin: str = "executed"
+    gates: Sequence[GateRow] = field(default_factory=tuple)
+    llm: str | None = None
+    """JSON text of the attempt's model call record, for LLM steps."""
+    lease_token: str | None = None
+    """When set, the record is written only while the run's lease has this token (else LeaseLostError)."""
+    inputs_digest: str | None = None
+    """Set by the store as it writes the record (``orchestrator.store.digests``); a caller's value is replaced."""
+    output_digest: str | None = None
+    """Set by the store as it writes the record, like ``inputs_digest``."""
+    traceback: str | None = None
+    """The full traceback of a failed attempt; ``error_message`` keeps the one-line error."""
+    model_calls: Sequence[ModelCall] = field(default_factory=tuple)
+    """Every model call the attempt made (the step, its gates, ``ctx.llm``), stored in its transaction."""
+    item_index: int | None = None
+    """The item of a ``for_each`` instance (0-based); None for a plain step or a mapped step's collected list."""
+    skip_reason: str | None = None
+    """Why a ``skipped`` record did not run."""
+    iteration: int | None = None
+    """The iteration of a ``repeat:`` step (1-based); None for a step without ``repeat:`` or a loop's result."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Who executes a run right now: exactly one holder at a time, across hosts."""
+
+    run_id: str
+    holder: str
+    """``host:pid`` of the executing process."""
+    token: str
+    """A random secret only the holder knows."""
+    seconds: float
+    """How long the lease lasts without a renewal."""
+    issued_at: float = field(default=0.0, compare=False)
+    """This process's monotonic clock just before the lease was asked for: once granted, it lasts at least
+    ``seconds`` from then (0: unknown, the executor confirms it with the store before its first step)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """A run's end, committed with the run's last record (one transaction instead of two): the lease
+    that ends and what the run came to, as :meth:`Store.end_lease` writes it."""
+
+    lease: Lease
+    status: str
+    output: Any = None
+
+
+@dataclass(slots=True)
+class NewReview:
+    """A human decision on a paused step record."""
+
+    run_id: str
+    record_id: int
+    step_id: str
+    decision: str
+    reviewer: str
+    comment: str | None
+    output_before: Any
+    output_after: Any = None
+    forced: bool = False
+    rerun_side_effects: bool | None = None
+    """Set on a fix of an upstream step: whether re-running steps with side effects was accepted."""
+
+
+@dataclass(slots=True)
+class NewOutcome:
+    """A final-output signal for a run."""
+
+    run_id: str
+    value: float
+    correct: bool | None
+    source: str
+    termination: str
+    reason: str | None = None
+    reviewer: str | None = None
+    evaluator_reason: str | None = None
+    """Why the evaluator gave this score (an evaluator outcome whose evaluator returned a reason)."""
+
+
+@dataclass(slots=True)
+class NewAttribution:
+    """How an outcome was distributed over steps and agents."""
+
+    run_id: str
+    method: str
+    params: dict[str, Any]
+    step_credits: list[dict[str, Any]]
+    agent_credits: dict[str, float]
+    blamed_step: str | None
+    confidence: float | None
+    evidence: dict[str, Any]
+    cost: int = 0
+    outcome_id: int | None = None
+
+
+@dataclass(slots=True)
+class StepHistoryRow:
+    """The latest record of one step in one run, as ``stats`` aggregates it."""
+
+    record_id: int
+    run_id: str
+    step_id: str
+    agent: str
+    status: str
+    started_at: float
+    attempt: int
+    gates_passed: bool | None
+    inputs: str | None
+    output: str | None
+    llm: str | None = None
+    """JSON text of an executed LLM attempt's record (None for copies a review or replay made)."""
+
+
+def shown_status(status: str, lease_expires_at: float | None) -> Any:
+    """``interrupted`` for a running run whose lease lapsed (its executor died), else the stored status."""
+    if status == "running" and lease_expires_at is not None and lease_expires_at < time.time():
+        return "interrupted"
+    return status
+
 
 STEP_COLUMNS = ("run_pk", "workflow_id", "step_id", "step_type", "agent", "attempt", "status", "origin",
                 "started_at", "ended_at", "inputs", "output", "error_type", "error_message", "consumed",

@@ -40,7 +40,14 @@ from orchestrator.store.analytics import (
     StepPeriodCounts,
     TrajectoryCounts,
 )
-from orchestrator.store.base import (
+from orchestrator.store.base import Store, already_decided, lease_lost
+from orchestrator.store.bounded import BoundedCache
+from orchestrator.store.digests import RecordDigests
+from orchestrator.store.rows import (
+    GATE_COLUMNS,
+    MODEL_CALL_COLUMNS,
+    RUN_COLUMNS,
+    STEP_COLUMNS,
     UNCHANGED,
     Lease,
     ModelCall,
@@ -50,17 +57,6 @@ from orchestrator.store.base import (
     NewStepRecord,
     RunEnd,
     StepHistoryRow,
-    Store,
-    already_decided,
-    lease_lost,
-)
-from orchestrator.store.bounded import BoundedCache
-from orchestrator.store.digests import RecordDigests
-from orchestrator.store.rows import (
-    GATE_COLUMNS,
-    MODEL_CALL_COLUMNS,
-    RUN_COLUMNS,
-    STEP_COLUMNS,
     gate_values,
     gate_view,
     model_call_values,

@@ -27,15 +27,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import jsonio
 from orchestrator.errors import InputError, NotFoundError
 from orchestrator.records import ModelCallView, OutcomeView, ReviewView, RunView, StepRecordView
-from orchestrator.store.base import (
-    UNCHANGED,
-    Lease,
-    NewOutcome,
-    NewStepRecord,
-    RunEnd,
-    Store,
-    lease_lost,
-)
+from orchestrator.store.base import Store, lease_lost
 from orchestrator.store.bounded import BoundedCache
 from orchestrator.store.delegating import DelegatingStore
 from orchestrator.store.digests import RecordDigests
@@ -44,6 +36,11 @@ from orchestrator.store.rows import (
     MODEL_CALL_COLUMNS,
     RUN_COLUMNS,
     STEP_COLUMNS,
+    UNCHANGED,
+    Lease,
+    NewOutcome,
+    NewStepRecord,
+    RunEnd,
     gate_values,
     gate_view,
     model_call_values,

@@ -244,7 +244,7 @@ def _retried(method: Callable[..., T]) -> Callable[..., T]:
 def _interface_methods() -> frozenset[str]:
     from orchestrator.store.base import Store
 
-    return frozenset(name for name, value in vars(Store).items()
+    return frozenset(name for role in Store.__mro__ if role is not object for name, value in vars(role).items()
                      if callable(value) and not name.startswith("_") and name not in ("close", "create_run"))
 
 
