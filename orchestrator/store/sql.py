@@ -15,9 +15,10 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import and_, bindparam, create_engine, exists, func, insert, or_, select, update
+from sqlalchemy import Float, and_, bindparam, cast, create_engine, exists, func, insert, literal, or_, select, update
 from sqlalchemy.engine import Connection, CursorResult, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.sql.elements import ColumnElement
 
 import orchestrator.store.sql_analytics as sql_analytics
 from orchestrator import jsonio
@@ -214,18 +215,25 @@ class SqlStore(RetriedStore, Store):
         values = run_values(run_id, workflow_id, workflow, inputs, status=status, kind=kind,
                             parent_run_id=parent_run_id, parent_step=parent_step, owner=owner, lease=lease,
                             reference=reference)
-        self.run_pks[run_id] = insert_once(self, lambda: self.insert_run(values), lambda: self.find_run_pk(run_id))
+        self.run_pks[run_id] = insert_once(self, lambda: self.insert_run(values, lease),
+                                           lambda: self.find_run_pk(run_id))
         return run_id
 
     def find_run_pk(self, run_id: str) -> int | None:
         rows = self.read(select(runs_t.c.id).where(runs_t.c.run_id == run_id))
         return int(rows[0].id) if rows else None
 
-    def insert_run(self, values: tuple[Any, ...]) -> int:
-        """Insert a run row (values in ``RUN_COLUMNS`` order); returns its primary key."""
+    def insert_run(self, values: tuple[Any, ...], lease: Lease | None = None) -> int:
+        """Insert a run row (values in ``RUN_COLUMNS`` order); returns its primary key. A run created
+        under ``lease`` has its expiry and heartbeat set by :meth:`clock`."""
+        row = dict(zip(RUN_COLUMNS, values, strict=True))
         try:
             with self.lock, self.conn.begin():
-                return new_key(self.conn.execute(_insert_runs, dict(zip(RUN_COLUMNS, values, strict=True))))
+                if lease is None:
+                    return new_key(self.conn.execute(_insert_runs, row))
+                clock = self.clock()
+                row.update(lease_expires_at=clock + lease.seconds, heartbeat_at=clock)
+                return new_key(self.conn.execute(insert(runs_t).values(**row)))
         except IntegrityError as exc:
             if is_missing_reference(exc):
                 raise NotFoundError(f"workflow definition {values[1]} is not stored") from None
@@ -262,10 +270,22 @@ class SqlStore(RetriedStore, Store):
     def set_reference(self, run_id: str, reference: Any) -> None:
         self.update_run(self.run_pk(run_id), {"reference": jsonio.dumps(reference)})
 
-    def acquire_lease(self, lease: Lease, *, statuses: Iterable[str]) -> bool:
-        now = time.time()
-        free = or_(runs_t.c.lease_token.is_(None), runs_t.c.lease_expires_at < now,
+    def clock(self) -> ColumnElement[float]:
+        """Now, in epoch seconds, by the clock that judges leases: the server's on PostgreSQL, so that a
+        host whose clock runs fast cannot see a live lease as expired (nor a slow one extend its own);
+        elsewhere (SQLite: one host) this host's."""
+        if self.engine.dialect.name == "postgresql":
+            return cast(func.extract("epoch", func.clock_timestamp()), Float)
+        return literal(time.time(), Float)
+
+    def lease_free(self, lease: Lease, now: ColumnElement[float]) -> ColumnElement[bool]:
+        """The run's lease may be taken by ``lease``: nobody holds it, it expired, or it is this very token."""
+        return or_(runs_t.c.lease_token.is_(None), runs_t.c.lease_expires_at < now,
                    runs_t.c.lease_token == lease.token)
+
+    def acquire_lease(self, lease: Lease, *, statuses: Iterable[str]) -> bool:
+        now = self.clock()
+        free = self.lease_free(lease, now)
         with self.lock, self.conn.begin():
             return bool(self.conn.execute(update(runs_t).where(
                 and_(runs_t.c.run_id == lease.run_id, runs_t.c.status.in_(list(statuses)), free)).values(
@@ -273,7 +293,7 @@ class SqlStore(RetriedStore, Store):
                 heartbeat_at=now, updated_at=now)).rowcount == 1)
 
     def renew_lease(self, lease: Lease) -> bool:
-        now = time.time()
+        now = self.clock()
         with self.lock, self.conn.begin():
             return bool(self.conn.execute(update(runs_t).where(
                 and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token)).values(
@@ -313,7 +333,7 @@ class SqlStore(RetriedStore, Store):
             if not candidates:
                 return None
             for pk, run_id in candidates:
-                now = time.time()
+                now = self.clock()
                 with self.lock, self.conn.begin():
                     claimed = self.conn.execute(update(runs_t).where(
                         and_(runs_t.c.id == pk, runs_t.c.status == "queued")).values(
@@ -325,12 +345,12 @@ class SqlStore(RetriedStore, Store):
     def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
                   limit: int = 1000) -> list[RunView]:
         query = select(runs_t).order_by(runs_t.c.id.desc()).limit(limit)
-        expired = and_(runs_t.c.status == "running", runs_t.c.lease_expires_at < time.time())
+        now = self.clock()
         if status == "interrupted":
-            query = query.where(expired)
+            query = query.where(and_(runs_t.c.status == "running", runs_t.c.lease_expires_at < now))
         elif status == "running":  # (NULL < now is NULL in SQL: a run without a lease is simply running)
             query = query.where(and_(runs_t.c.status == "running", or_(runs_t.c.lease_expires_at.is_(None),
-                                                                       runs_t.c.lease_expires_at >= time.time())))
+                                                                       runs_t.c.lease_expires_at >= now)))
         elif status:
             query = query.where(runs_t.c.status == status)
         if workflow:
@@ -495,10 +515,10 @@ class SqlStore(RetriedStore, Store):
                 # a fixed failed run continues: its error is history (the failed record keeps it)
                 values: dict[str, Any] = {"status": run_status, "updated_at": now, "error": None}
                 if lease is not None:
-                    cond = and_(cond, or_(runs_t.c.lease_token.is_(None), runs_t.c.lease_expires_at < now,
-                                          runs_t.c.lease_token == lease.token))
-                    values.update(owner=lease.holder, lease_token=lease.token, lease_expires_at=now + lease.seconds,
-                                  heartbeat_at=now)
+                    clock = self.clock()
+                    cond = and_(cond, self.lease_free(lease, clock))
+                    values.update(owner=lease.holder, lease_token=lease.token, lease_expires_at=clock + lease.seconds,
+                                  heartbeat_at=clock)
                 if self.conn.execute(update(runs_t).where(cond).values(**values)).rowcount != 1:
                     raise NotPausedError()
         except NotPausedError:
