@@ -44,6 +44,7 @@ from orchestrator.runner import (
 )
 from orchestrator.runstate import RunResult
 from orchestrator.store import Store, open_store
+from orchestrator.store.run_prefix import resolve_run_id
 from orchestrator.threads import DEFAULT_CONCURRENCY
 
 __all__ = ["Orchestrator", "RunDetail", "RunList", "RunSummary", "StepDetail", "GateVerdict", "ReviewDetail",
@@ -251,6 +252,7 @@ class Orchestrator:
     def resume(self, run_id: str) -> RunDetail:
         """Continue a paused, interrupted or failed run; completed steps never run again."""
         refuse_inside_event_loop("Orchestrator.resume()", "await Orchestrator.aresume(...)")
+        run_id = self._run_id(run_id)
         continue_run(self.store, run_id, max_concurrency=self.max_concurrency)
         return self.get_run(run_id)
 
@@ -258,6 +260,7 @@ class Orchestrator:
         """:meth:`resume` on the caller's event loop."""
         from orchestrator.runner import claim
 
+        run_id = await anyio.to_thread.run_sync(self._run_id, run_id)
         lease = await anyio.to_thread.run_sync(claim, self.store, run_id)
         await continue_run_async(self.store, run_id, lease=lease, max_concurrency=self.max_concurrency)
         return await self._detail(run_id)
@@ -266,7 +269,7 @@ class Orchestrator:
 
     def get_run(self, run_id: str) -> RunDetail:
         """One run step by step, with gate verdicts, reviews and outcomes (``show --json``)."""
-        return RunDetail.model_validate(run_document(self.store, run_id))
+        return RunDetail.model_validate(run_document(self.store, self._run_id(run_id)))
 
     def list_runs(self, *, status: str | None = None, workflow: str | None = None,
                   outcome: Literal["correct", "incorrect"] | None = None, blamed: str | None = None,
@@ -291,8 +294,8 @@ class Orchestrator:
         """Accept the paused step's output as it is, then continue the run to its end or next pause."""
         from orchestrator import review
 
-        return self._decide_and_continue("approve", lambda: review.approve(
-            self.store, run_id, step=step, reviewer=self._who(reviewer), comment=comment, lease=new_lease(run_id)))
+        return self._decide_and_continue("approve", run_id, lambda resolved: review.approve(
+            self.store, resolved, step=step, reviewer=self._who(reviewer), comment=comment, lease=new_lease(resolved)))
 
     def edit(self, run_id: str, output: object, *, step: str | None = None, reviewer: str | None = None,
              comment: str | None = None, force: bool = False, rerun_side_effects: bool = False) -> RunDetail:
@@ -302,9 +305,9 @@ class Orchestrator:
         """
         from orchestrator import review
 
-        return self._decide_and_continue("edit", lambda: review.edit(
-            self.store, run_id, output, step=step, reviewer=self._who(reviewer), comment=comment, force=force,
-            rerun_side_effects=rerun_side_effects, lease=new_lease(run_id)))
+        return self._decide_and_continue("edit", run_id, lambda resolved: review.edit(
+            self.store, resolved, output, step=step, reviewer=self._who(reviewer), comment=comment, force=force,
+            rerun_side_effects=rerun_side_effects, lease=new_lease(resolved)))
 
     def retry(self, run_id: str, *, step: str | None = None, reviewer: str | None = None,
               comment: str | None = None, rerun_side_effects: bool = False) -> RunDetail:
@@ -312,15 +315,16 @@ class Orchestrator:
         completed ``step`` and its descendants), then continue."""
         from orchestrator import review
 
-        return self._decide_and_continue("retry", lambda: review.retry(
-            self.store, run_id, step=step, reviewer=self._who(reviewer), comment=comment,
-            rerun_side_effects=rerun_side_effects, lease=new_lease(run_id)))
+        return self._decide_and_continue("retry", run_id, lambda resolved: review.retry(
+            self.store, resolved, step=step, reviewer=self._who(reviewer), comment=comment,
+            rerun_side_effects=rerun_side_effects, lease=new_lease(resolved)))
 
     def reject(self, run_id: str, *, step: str | None = None, reviewer: str | None = None,
                comment: str | None = None) -> RunDetail:
         """End the paused run as ``rejected``; the steps that never ran are recorded as skipped."""
         from orchestrator import review
 
+        run_id = self._run_id(run_id)
         review.reject(self.store, run_id, step=step, reviewer=self._who(reviewer), comment=comment)
         return self.get_run(run_id)
 
@@ -329,26 +333,26 @@ class Orchestrator:
         """:meth:`approve` without blocking the caller's event loop."""
         from orchestrator import review
 
-        return await self._adecide_and_continue(lambda: review.approve(
-            self.store, run_id, step=step, reviewer=self._who(reviewer), comment=comment, lease=new_lease(run_id)))
+        return await self._adecide_and_continue(run_id, lambda resolved: review.approve(
+            self.store, resolved, step=step, reviewer=self._who(reviewer), comment=comment, lease=new_lease(resolved)))
 
     async def aedit(self, run_id: str, output: object, *, step: str | None = None, reviewer: str | None = None,
                     comment: str | None = None, force: bool = False, rerun_side_effects: bool = False) -> RunDetail:
         """:meth:`edit` without blocking the caller's event loop."""
         from orchestrator import review
 
-        return await self._adecide_and_continue(lambda: review.edit(
-            self.store, run_id, output, step=step, reviewer=self._who(reviewer), comment=comment, force=force,
-            rerun_side_effects=rerun_side_effects, lease=new_lease(run_id)))
+        return await self._adecide_and_continue(run_id, lambda resolved: review.edit(
+            self.store, resolved, output, step=step, reviewer=self._who(reviewer), comment=comment, force=force,
+            rerun_side_effects=rerun_side_effects, lease=new_lease(resolved)))
 
     async def aretry(self, run_id: str, *, step: str | None = None, reviewer: str | None = None,
                      comment: str | None = None, rerun_side_effects: bool = False) -> RunDetail:
         """:meth:`retry` without blocking the caller's event loop."""
         from orchestrator import review
 
-        return await self._adecide_and_continue(lambda: review.retry(
-            self.store, run_id, step=step, reviewer=self._who(reviewer), comment=comment,
-            rerun_side_effects=rerun_side_effects, lease=new_lease(run_id)))
+        return await self._adecide_and_continue(run_id, lambda resolved: review.retry(
+            self.store, resolved, step=step, reviewer=self._who(reviewer), comment=comment,
+            rerun_side_effects=rerun_side_effects, lease=new_lease(resolved)))
 
     async def areject(self, run_id: str, *, step: str | None = None, reviewer: str | None = None,
                       comment: str | None = None) -> RunDetail:
@@ -363,7 +367,7 @@ class Orchestrator:
         """Record a human outcome of a finished run; an incorrect one is traced back to a step at once."""
         from orchestrator.labels import label_run
 
-        result = label_run(self.store, run_id, correct=correct, reward=reward, reason=reason,
+        result = label_run(self.store, self._run_id(run_id), correct=correct, reward=reward, reason=reason,
                            reviewer=self._who(reviewer))
         return LabelDetail(run_id=result.run_id, outcome_id=result.outcome_id, value=result.value,
                            correct=result.correct, blamed_step=result.blamed_step, confidence=result.confidence,
@@ -373,7 +377,8 @@ class Orchestrator:
         """The latest backward trace of the run's outcome (computed and stored when there is none)."""
         from orchestrator.attribution.methods import trace_view
 
-        return AttributionDetail.model_validate(trace_view(self.store, run_id, recompute=recompute).to_json())
+        view = trace_view(self.store, self._run_id(run_id), recompute=recompute)
+        return AttributionDetail.model_validate(view.to_json())
 
     def attribute(self, run_id: str, *, method: Literal["trace", "counterfactual", "shapley", "difference"] = "trace",
                   by: Literal["step", "agent"] = "step", samples: int | None = None,
@@ -382,7 +387,7 @@ class Orchestrator:
         refuse_inside_event_loop("Orchestrator.attribute()", "await anyio.to_thread.run_sync(...)")
         from orchestrator.attribution.methods import attribute, stored_view
 
-        result = attribute(self.store, run_id, method, by=by, samples=samples, seed=seed)
+        result = attribute(self.store, self._run_id(run_id), method, by=by, samples=samples, seed=seed)
         return AttributionDetail.model_validate(stored_view(self.store, result).to_json())
 
     def replay(self, run_id: str, *, from_step: str, output: object = MISSING) -> RunDetail:
@@ -391,6 +396,7 @@ class Orchestrator:
         refuse_inside_event_loop("Orchestrator.replay()", "await anyio.to_thread.run_sync(...)")
         from orchestrator.attribution.methods import fork_run
 
+        run_id = self._run_id(run_id)
         evaluation = fork_run(self.store, run_id, from_step, output)
         if not evaluation.run_id:
             raise InputError(f"replaying run {run_id} from step {from_step!r} created no run")
@@ -404,6 +410,10 @@ class Orchestrator:
         return compute_stats(self.store, workflow, since=run_query(since=since).since, period=period, min_runs=min_runs)
 
     # -- helpers ---------------------------------------------------------------------------------
+
+    def _run_id(self, run_id: str) -> str:
+        """The run an id, or a unique prefix of one, names (AmbiguousRunError naming the candidates)."""
+        return resolve_run_id(self.store, run_id)
 
     def _who(self, reviewer: str | None) -> str | None:
         return reviewer or self.reviewer
@@ -422,14 +432,14 @@ class Orchestrator:
     async def _detail(self, run_id: str) -> RunDetail:
         return await anyio.to_thread.run_sync(self.get_run, run_id)
 
-    def _decide_and_continue(self, name: str, decide: Callable[[], Decision]) -> RunDetail:
+    def _decide_and_continue(self, name: str, run_id: str, decide: Callable[[str], Decision]) -> RunDetail:
         refuse_inside_event_loop(f"Orchestrator.{name}()", f"await Orchestrator.a{name}(...)")
-        decision = decide()
+        decision = decide(self._run_id(run_id))
         continue_run(self.store, decision.run_id, max_concurrency=self.max_concurrency, lease=decision.lease)
         return self.get_run(decision.run_id)
 
-    async def _adecide_and_continue(self, decide: Callable[[], Decision]) -> RunDetail:
-        decision = await anyio.to_thread.run_sync(decide)
+    async def _adecide_and_continue(self, run_id: str, decide: Callable[[str], Decision]) -> RunDetail:
+        decision = await anyio.to_thread.run_sync(lambda: decide(self._run_id(run_id)))
         assert decision.lease is not None, "a continuing decision claims the run's lease"
         result: RunResult = await continue_run_async(self.store, decision.run_id, lease=decision.lease,
                                                      max_concurrency=self.max_concurrency)

@@ -14,11 +14,13 @@ from orchestrator.cli.common import (
     DbOption,
     JsonOption,
     ReviewerOption,
+    RunArgument,
     guarded,
     open_store,
     out,
     print_json,
     read_json_file,
+    resolve_run_id,
 )
 
 if TYPE_CHECKING:
@@ -82,7 +84,7 @@ def print_attribution(view: "AttributionView") -> None:
 
 
 @guarded
-def label(run_id: Annotated[str, typer.Argument(help="Run id.")],
+def label(run_id: RunArgument,
           correct: Annotated[bool, typer.Option("--correct", help="The final output was right.")] = False,
           incorrect: Annotated[bool, typer.Option("--incorrect", help="The final output was wrong.")] = False,
           reward: Annotated[float | None, typer.Option("--reward", help="A reward in [0, 1] instead of (or "
@@ -105,6 +107,7 @@ def label(run_id: Annotated[str, typer.Argument(help="Run id.")],
     verdict_given = True if correct else (False if incorrect else None)
     answer = read_json_file(reference, "--reference") if reference is not None else None
     store = open_store(db)
+    run_id = resolve_run_id(store, run_id)
     rescored = set_reference(store, run_id, answer) if reference is not None else None
     if rescored is not None and verdict_given is None and reward is None:
         if as_json:
@@ -156,7 +159,7 @@ def _print_rescore(rescored: Any) -> None:
 
 
 @guarded
-def trace(run_id: Annotated[str, typer.Argument(help="Run id.")],
+def trace(run_id: RunArgument,
           recompute: Annotated[bool, typer.Option("--recompute", help="Trace again even if a trace is "
                                                                       "stored.")] = False,
           as_json: JsonOption = False, db: DbOption = None) -> None:
@@ -164,6 +167,7 @@ def trace(run_id: Annotated[str, typer.Argument(help="Run id.")],
     from orchestrator.attribution.methods import trace_view
 
     store = open_store(db, create=False)
+    run_id = resolve_run_id(store, run_id)
     view = trace_view(store, run_id, recompute=recompute)
     if as_json:
         print_json(view.to_json())
@@ -172,7 +176,7 @@ def trace(run_id: Annotated[str, typer.Argument(help="Run id.")],
 
 
 @guarded
-def attribute(run_id: Annotated[str, typer.Argument(help="Run id.")],
+def attribute(run_id: RunArgument,
               method: Annotated[str, typer.Option("--method", "-m", help="trace | counterfactual | shapley | "
                                                                         "difference")],
               by: Annotated[str, typer.Option("--by", help="step | agent (shapley and difference)")] = "step",
@@ -186,6 +190,7 @@ def attribute(run_id: Annotated[str, typer.Argument(help="Run id.")],
     from orchestrator.attribution.methods import stored_view
 
     store = open_store(db)
+    run_id = resolve_run_id(store, run_id)
     result = compute(store, run_id, method, by=by, samples=samples, seed=seed)
     view = stored_view(store, result)
     if as_json:
@@ -195,7 +200,7 @@ def attribute(run_id: Annotated[str, typer.Argument(help="Run id.")],
 
 
 @guarded
-def replay(run_id: Annotated[str, typer.Argument(help="Run id.")],
+def replay(run_id: RunArgument,
            from_step: Annotated[str, typer.Option("--from", help="The step to fork from.")],
            output: Annotated[Path | None, typer.Option("--output", help="JSON file with the output STEP takes "
                                                                         "(default: STEP runs again).")] = None,
@@ -217,6 +222,7 @@ def replay(run_id: Annotated[str, typer.Argument(help="Run id.")],
     if output is not None:
         value = read_json_file(output, "--output")
     store = open_store(db)
+    run_id = resolve_run_id(store, run_id)
     evaluation = fork_run(store, run_id, from_step, value)
     if not as_json:
         how = "the given output" if output is not None else "a re-execution"

@@ -35,6 +35,7 @@ err = Console(stderr=True, soft_wrap=True)
 DbOption = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: $ORCHESTRATOR_DB, "
                                                    "else sqlite:///.orchestrator/orchestrator.db)")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the JSON document instead of tables.")]
+RunArgument = Annotated[str, typer.Argument(metavar="RUN", help="Run id, or a unique prefix of it.")]
 StepOption = Annotated[str | None, typer.Option("--step", help="The paused step (needed when several wait).")]
 CommentOption = Annotated[str | None, typer.Option("--comment", help="Why; stored with the decision.")]
 ReviewerOption = Annotated[str | None, typer.Option("--reviewer", help="Who decides (default: the OS user).")]
@@ -233,6 +234,13 @@ def open_store(db: str | None, *, create: bool = True) -> Store:
     url = store.display_url
     _opened = url.split("///", 1)[-1].split("?", 1)[0] if url.startswith("sqlite") and "///" in url else url
     return store
+
+
+def resolve_run_id(store: Store, text: str) -> str:
+    """The run a typed id, or a unique prefix of one, names; exit 2 naming the candidates when several match."""
+    from orchestrator.store.run_prefix import resolve_run_id as resolve
+
+    return resolve(store, text)
 
 
 _json_stdout: TextIO | None = None

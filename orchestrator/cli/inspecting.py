@@ -7,7 +7,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from orchestrator.cli.common import DbOption, JsonOption, err, guarded, open_store, out, print_json, status_markup
+from orchestrator.cli.common import (
+    DbOption,
+    JsonOption,
+    RunArgument,
+    err,
+    guarded,
+    open_store,
+    out,
+    print_json,
+    resolve_run_id,
+    status_markup,
+)
 from orchestrator.cli.fixes import print_critic_fixes, print_superseded
 
 if TYPE_CHECKING:
@@ -235,13 +246,14 @@ def print_step_blocks(doc: dict[str, Any], console: "Console", *, cut: bool) -> 
 
 
 @guarded
-def show(run_id: str, as_json: JsonOption = False, db: DbOption = None,
+def show(run_id: RunArgument, as_json: JsonOption = False, db: DbOption = None,
          traceback: Annotated[bool, typer.Option("--traceback", help="Also print the full traceback of every "
                                                                     "failed attempt.")] = False) -> None:
     """One run, step by step, with gate results, reviews and outcomes."""
     from orchestrator.documents import run_document, usage_text
 
     store = open_store(db, create=False)
+    run_id = resolve_run_id(store, run_id)
     doc = run_document(store, run_id)
     if as_json:
         print_json(doc)

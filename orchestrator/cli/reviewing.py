@@ -12,12 +12,14 @@ from orchestrator.cli.common import (
     DbOption,
     JsonOption,
     ReviewerOption,
+    RunArgument,
     StepOption,
     err,
     guarded,
     open_store,
     out,
     read_json_file,
+    resolve_run_id,
 )
 from orchestrator.cli.running import Progress, report_result, resumable_on_interrupt
 from orchestrator.threads import DEFAULT_CONCURRENCY
@@ -61,43 +63,47 @@ def _continue_after(store: "Store", decision: Any, as_json: bool, max_concurrenc
 
 
 @guarded
-def approve(run_id: str, step: StepOption = None, comment: CommentOption = None, reviewer: ReviewerOption = None,
-            as_json: JsonOption = False,
+def approve(run_id: RunArgument, step: StepOption = None, comment: CommentOption = None,
+            reviewer: ReviewerOption = None, as_json: JsonOption = False,
             max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY, db: DbOption = None) -> None:
     """Accept the paused step's output as it is and continue the run."""
     from orchestrator import review
 
     store = open_store(db)
+    run_id = resolve_run_id(store, run_id)
     _continue_after(store, review.approve(store, run_id, step=step, reviewer=reviewer, comment=comment,
                                           lease=_lease(run_id)), as_json, max_concurrency)
 
 
 @guarded
-def retry(run_id: str, step: FixStepOption = None, comment: CommentOption = None, reviewer: ReviewerOption = None,
-          rerun_side_effects: RerunSideEffectsOption = False, as_json: JsonOption = False,
+def retry(run_id: RunArgument, step: FixStepOption = None, comment: CommentOption = None,
+          reviewer: ReviewerOption = None, rerun_side_effects: RerunSideEffectsOption = False,
+          as_json: JsonOption = False,
           max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY, db: DbOption = None) -> None:
     """Run the paused step again (it sees the failed gates as ctx.gate_feedback), or any completed step
     and its descendants, and continue."""
     from orchestrator import review
 
     store = open_store(db)
+    run_id = resolve_run_id(store, run_id)
     _continue_after(store, review.retry(store, run_id, step=step, reviewer=reviewer, comment=comment,
                                         rerun_side_effects=rerun_side_effects, lease=_lease(run_id)),
                     as_json, max_concurrency)
 
 
 @guarded
-def reject(run_id: str, step: StepOption = None, comment: CommentOption = None, reviewer: ReviewerOption = None,
+def reject(run_id: RunArgument, step: StepOption = None, comment: CommentOption = None, reviewer: ReviewerOption = None,
            as_json: JsonOption = False, db: DbOption = None) -> None:
     """End the paused run as rejected (exit 1)."""
     from orchestrator import review
 
     store = open_store(db)
+    run_id = resolve_run_id(store, run_id)
     _continue_after(store, review.reject(store, run_id, step=step, reviewer=reviewer, comment=comment), as_json, 1)
 
 
 @guarded
-def edit(run_id: str,
+def edit(run_id: RunArgument,
          output: Annotated[Path, typer.Option("--output", help="JSON file with the replacement output.")],
          step: FixStepOption = None, comment: CommentOption = None, reviewer: ReviewerOption = None,
          force: Annotated[bool, typer.Option("--force", help="Accept an output that fails the step's gates; "
@@ -110,6 +116,7 @@ def edit(run_id: str,
 
     value = read_json_file(output, "--output")
     store = open_store(db)
+    run_id = resolve_run_id(store, run_id)
     _continue_after(store, review.edit(store, run_id, value, step=step, reviewer=reviewer, comment=comment,
                                        force=force, rerun_side_effects=rerun_side_effects, lease=_lease(run_id)),
                     as_json, max_concurrency)

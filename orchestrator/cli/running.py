@@ -18,6 +18,7 @@ from orchestrator.cli.common import (
     DbOption,
     JsonOption,
     OtelOption,
+    RunArgument,
     err,
     exit_code,
     fail,
@@ -26,6 +27,7 @@ from orchestrator.cli.common import (
     out,
     print_json,
     read_json_file,
+    resolve_run_id,
     show_warnings,
     status_markup,
 )
@@ -337,7 +339,7 @@ def run(
 
 
 @guarded
-def resume(run_id: Annotated[str, typer.Argument(help="Run id.")], as_json: JsonOption = False,
+def resume(run_id: RunArgument, as_json: JsonOption = False,
            max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY, otel: OtelOption = None,
            db: DbOption = None) -> None:
     """Continue a paused, interrupted or failed run; completed steps are not run again."""
@@ -348,6 +350,7 @@ def resume(run_id: Annotated[str, typer.Argument(help="Run id.")], as_json: Json
 
     show_warnings()
     store = open_store(db)
+    run_id = resolve_run_id(store, run_id)
     run_view = store.get_run(run_id)
     if run_view.status == "paused":
         apply_review_timeouts(store, run_id, load_run_workflow(store, run_id)[0].spec)

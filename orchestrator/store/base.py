@@ -99,6 +99,11 @@ class RunStore(ABC):
         """Runs, newest first."""
 
     @abstractmethod
+    def run_ids_starting(self, prefix: str, *, limit: int) -> list[str]:
+        """Up to ``limit`` run ids beginning with ``prefix`` (the ids are lowercase letters and digits),
+        in id order: how a prefix typed for a run finds it (:mod:`orchestrator.store.run_prefix`)."""
+
+    @abstractmethod
     def child_runs(self, run_id: str) -> list[RunView]:
         """Replays and forks of a run, oldest first."""
 

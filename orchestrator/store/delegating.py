@@ -97,6 +97,9 @@ class DelegatingStore(Store):
     def triage_runs(self, query: RunQuery) -> RunPage:
         return self.target().triage_runs(query)
 
+    def run_ids_starting(self, prefix: str, *, limit: int) -> list[str]:
+        return self.target().run_ids_starting(prefix, limit=limit)
+
     def child_runs(self, run_id: str) -> list[RunView]:
         return self.target().child_runs(run_id)
 

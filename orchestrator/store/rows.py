@@ -197,7 +197,9 @@ RUN_COLUMNS = ("run_id", "workflow_id", "workflow", "status", "kind", "inputs", 
 
 
 def new_run_id() -> str:
-    return "r" + secrets.token_hex(5)
+    """``r`` and 96 random bits in hex: no two runs ever collide, and the first characters tell them apart
+    (a person types a unique prefix, :mod:`orchestrator.store.run_prefix`)."""
+    return "r" + secrets.token_hex(12)
 
 
 def run_values(run_id: str, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str, kind: str,

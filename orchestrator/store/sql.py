@@ -364,6 +364,11 @@ class SqlStore(RetriedStore, Store):
 
         return triage_page(self.read, query)
 
+    def run_ids_starting(self, prefix: str, *, limit: int) -> list[str]:
+        query = (select(runs_t.c.run_id).where(runs_t.c.run_id.startswith(prefix, autoescape=True))
+                 .order_by(runs_t.c.run_id).limit(limit))
+        return [str(row.run_id) for row in self.read(query)]
+
     def child_runs(self, run_id: str) -> list[RunView]:
         return [run_view(r) for r in self.read(select(runs_t).where(runs_t.c.parent_run_id == run_id)
                                                .order_by(runs_t.c.id))]

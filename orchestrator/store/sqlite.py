@@ -460,6 +460,13 @@ class SqliteStore(RetriedStore, DelegatingStore):
         clause = f" WHERE {' AND '.join(where)}" if where else ""
         return [run_view(r) for r in self.read(f"{_RUN_SELECT}{clause} ORDER BY id DESC LIMIT ?", (*params, limit))]
 
+    def run_ids_starting(self, prefix: str, *, limit: int) -> list[str]:
+        """A range on the unique index (``~`` sorts after every letter and digit), the prefix then compared
+        exactly (SQLite's LIKE ignores case and would not use the index)."""
+        rows = self.read("SELECT run_id FROM runs WHERE run_id >= ? AND run_id < ? AND substr(run_id, 1, ?) = ? "
+                         "ORDER BY run_id LIMIT ?", (prefix, prefix + "~", len(prefix), prefix, limit))
+        return [str(row.run_id) for row in rows]
+
     def child_runs(self, run_id: str) -> list[RunView]:
         return [run_view(r) for r in self.read(f"{_RUN_SELECT} WHERE parent_run_id = ? ORDER BY id", (run_id,))]
 

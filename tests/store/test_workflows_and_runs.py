@@ -83,6 +83,24 @@ def test_run_ids_are_distinct_and_row_ids_increase(store: Store):
     assert [r.id for r in runs] == sorted(r.id for r in runs) and len({r.id for r in runs}) == 5
 
 
+def test_run_ids_are_r_and_96_random_bits_in_hex(store: Store):
+    wf = add_workflow(store)
+    ids = [add_run(store, wf) for _ in range(20)]
+    assert all(len(run_id) == 25 and run_id[0] == "r" and int(run_id[1:], 16) >= 0 for run_id in ids)
+    assert len({run_id[:6] for run_id in ids}) > 1  # random from the first characters on
+
+
+def test_run_ids_starting_with_a_prefix_are_those_ids_in_order_up_to_the_limit(store: Store):
+    wf = add_workflow(store)
+    ids = sorted(add_run(store, wf) for _ in range(12))
+    assert store.run_ids_starting("r", limit=100) == ids
+    assert store.run_ids_starting("r", limit=3) == ids[:3]
+    assert store.run_ids_starting(ids[5], limit=10) == [ids[5]]
+    assert store.run_ids_starting(ids[5][:-1], limit=10) == [ids[5]]
+    assert store.run_ids_starting("rz", limit=10) == []
+    assert store.run_ids_starting("r%", limit=10) == [] and store.run_ids_starting("r_", limit=10) == []
+
+
 UNKNOWN_RUN_CALLS = {
     "get_run": lambda s: s.get_run("rnope"),
     "set_run_status": lambda s: s.set_run_status("rnope", "failed"),

@@ -1,0 +1,47 @@
+"""A run named by a unique prefix of its id, as git names a commit.
+
+Run ids carry 96 random bits (:func:`orchestrator.store.rows.new_run_id`): far too long to type, and
+random from their first character on, so a few characters almost always name one run. Every command
+and API method that takes a run id accepts such a prefix. An exact id always wins (an id from before
+ids grew may also begin a newer one); a prefix that begins several runs is refused, naming them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from orchestrator.errors import InputError, NotFoundError
+from orchestrator.store.base import Store
+
+SHOWN_CANDIDATES = 8
+"""At most this many runs are named when a prefix is ambiguous."""
+
+_ID_CHARACTERS = re.compile(r"[0-9a-z]+")
+
+
+class AmbiguousRunError(InputError):
+    """A prefix that begins more than one run id (exit 2, naming them)."""
+
+
+def not_found(store: Store, text: str) -> NotFoundError:
+    return NotFoundError(f"no run {text!r} in {store.display_url}; list runs with `orchestrator runs`")
+
+
+def resolve_run_id(store: Store, text: str) -> str:
+    """The one run id that is ``text`` or begins with it (case ignored); NotFoundError when none does,
+    AmbiguousRunError naming the candidates when several do."""
+    prefix = text.strip().lower()
+    if not _ID_CHARACTERS.fullmatch(prefix):
+        raise not_found(store, text)
+    found = store.run_ids_starting(prefix, limit=SHOWN_CANDIDATES + 1)
+    if prefix in found or len(found) == 1:
+        return prefix if prefix in found else found[0]
+    if not found:
+        raise not_found(store, text)
+    named = []
+    for run_id in found[:SHOWN_CANDIDATES]:
+        run = store.get_run(run_id)
+        named.append(f"{run_id} ({run.workflow}, {run.status})")
+    more = ", and more" if len(found) > SHOWN_CANDIDATES else ""
+    raise AmbiguousRunError(f"run id {text!r} is ambiguous: it begins {', '.join(named)}{more}; "
+                            "type more of the id")
