@@ -106,7 +106,7 @@ def label(run_id: RunArgument,
         raise InputError("--correct and --incorrect contradict each other; give one of them")
     verdict_given = True if correct else (False if incorrect else None)
     answer = read_json_file(reference, "--reference") if reference is not None else None
-    store = open_store(db)
+    store = open_store(db, create=False)
     run_id = resolve_run_id(store, run_id)
     rescored = set_reference(store, run_id, answer) if reference is not None else None
     if rescored is not None and verdict_given is None and reward is None:
@@ -189,7 +189,7 @@ def attribute(run_id: RunArgument,
     from orchestrator.attribution.methods import attribute as compute
     from orchestrator.attribution.methods import stored_view
 
-    store = open_store(db)
+    store = open_store(db, create=False)
     run_id = resolve_run_id(store, run_id)
     result = compute(store, run_id, method, by=by, samples=samples, seed=seed)
     view = stored_view(store, result)
@@ -221,7 +221,7 @@ def replay(run_id: RunArgument,
     value: Any = MISSING
     if output is not None:
         value = read_json_file(output, "--output")
-    store = open_store(db)
+    store = open_store(db, create=False)
     run_id = resolve_run_id(store, run_id)
     evaluation = fork_run(store, run_id, from_step, value)
     if not as_json:

@@ -83,10 +83,21 @@ def revision(as_json: JsonOption = False, db: DbOption = None,
     """The schema revision stored in the database beside the one this orchestrator writes (head)."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from orchestrator.store.migrate import HEAD_REVISION, alembic_config, known_revisions, stored_revision
+    from orchestrator.store.migrate import (
+        HEAD_REVISION,
+        alembic_config,
+        known_revisions,
+        refuse_unless_ours,
+        schema_state,
+        stored_revision,
+        table_names,
+    )
 
     url, display = schema_url(db)
     try:
+        tables = table_names(url)
+        if schema_state(tables) == "foreign":  # its alembic_version, if any, is not ours
+            refuse_unless_ours(display, tables, create=False)
         stored = stored_revision(url)
     except SQLAlchemyError as exc:
         raise cannot_open(display, exc) from None

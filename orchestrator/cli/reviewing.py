@@ -69,7 +69,7 @@ def approve(run_id: RunArgument, step: StepOption = None, comment: CommentOption
     """Accept the paused step's output as it is and continue the run."""
     from orchestrator import review
 
-    store = open_store(db)
+    store = open_store(db, create=False)
     run_id = resolve_run_id(store, run_id)
     _continue_after(store, review.approve(store, run_id, step=step, reviewer=reviewer, comment=comment,
                                           lease=_lease(run_id)), as_json, max_concurrency)
@@ -84,7 +84,7 @@ def retry(run_id: RunArgument, step: FixStepOption = None, comment: CommentOptio
     and its descendants, and continue."""
     from orchestrator import review
 
-    store = open_store(db)
+    store = open_store(db, create=False)
     run_id = resolve_run_id(store, run_id)
     _continue_after(store, review.retry(store, run_id, step=step, reviewer=reviewer, comment=comment,
                                         rerun_side_effects=rerun_side_effects, lease=_lease(run_id)),
@@ -97,7 +97,7 @@ def reject(run_id: RunArgument, step: StepOption = None, comment: CommentOption 
     """End the paused run as rejected (exit 1)."""
     from orchestrator import review
 
-    store = open_store(db)
+    store = open_store(db, create=False)
     run_id = resolve_run_id(store, run_id)
     _continue_after(store, review.reject(store, run_id, step=step, reviewer=reviewer, comment=comment), as_json, 1)
 
@@ -115,7 +115,7 @@ def edit(run_id: RunArgument,
     from orchestrator import review
 
     value = read_json_file(output, "--output")
-    store = open_store(db)
+    store = open_store(db, create=False)
     run_id = resolve_run_id(store, run_id)
     _continue_after(store, review.edit(store, run_id, value, step=step, reviewer=reviewer, comment=comment,
                                        force=force, rerun_side_effects=rerun_side_effects, lease=_lease(run_id)),

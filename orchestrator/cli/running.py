@@ -349,7 +349,7 @@ def resume(run_id: RunArgument, as_json: JsonOption = False,
     from orchestrator.stored_workflow import load_run_workflow
 
     show_warnings()
-    store = open_store(db)
+    store = open_store(db, create=False)
     run_id = resolve_run_id(store, run_id)
     run_view = store.get_run(run_id)
     if run_view.status == "paused":

@@ -58,8 +58,10 @@ def normalize_url(url: str) -> str:
 def open_store(url: str | None = None, *, create: bool = True) -> Store:
     """The store for ``url`` (default: :func:`default_url`), its schema created if needed.
 
-    ``create=False`` is for readers: a SQLite path with no database is an InputError ("no
-    database at PATH") instead of a new empty file. An empty ``url`` is an InputError too.
+    ``create=False`` is for readers: a SQLite path with no database, or an empty database, is an
+    InputError ("no database at PATH") instead of a new schema. Another application's database
+    (tables, none of ours) is an InputError either way, and nothing is written to it. An empty
+    ``url`` is an InputError too.
     """
     if url is not None and not url.strip():
         from orchestrator.errors import InputError
@@ -72,4 +74,4 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
         return SqliteStore(url, create=create)
     from orchestrator.store.sql import SqlStore
 
-    return SqlStore(url)
+    return SqlStore(url, create=create)

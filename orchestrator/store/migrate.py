@@ -16,7 +16,7 @@ have transactional DDL, so a failed upgrade leaves the database as it was.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +43,36 @@ RELEASE_LATE_COLUMNS = (("step_records", "llm", "TEXT"), ("runs", "trace_id", "V
                         ("runs", "lease_token", "VARCHAR"), ("runs", "lease_expires_at", "FLOAT"))
 """Columns the release itself added with ``ALTER TABLE`` to databases of earlier builds; an
 unversioned database lacking them gets them before it is stamped as the release schema."""
+
+
+RELEASE_TABLES = frozenset({"workflows", "runs", "step_records"})
+"""Tables every orchestrator database has held since the first release: a database with them is ours."""
+
+TABLES_NAMED = 5
+"""At most this many of a foreign database's tables are named when it is refused."""
+
+
+def schema_state(tables: Iterable[str]) -> Literal["empty", "ours", "foreign"]:
+    """What a database's tables make it: empty (only an empty database gets our schema), ours (at any
+    revision, or from the release before revisions), or another application's."""
+    names = {name for name in tables if not name.startswith("sqlite_")}
+    if not names:
+        return "empty"
+    return "ours" if RELEASE_TABLES <= names else "foreign"
+
+
+def refuse_unless_ours(display: str, tables: Iterable[str], *, create: bool) -> None:
+    """InputError (exit 2; the caller has written nothing) for another application's database, and for an
+    empty one unless ``create`` (only ``run``, a worker and ``db upgrade`` create our schema)."""
+    names = sorted(name for name in tables if not name.startswith("sqlite_"))
+    state = schema_state(names)
+    if state == "foreign":
+        shown = ", ".join(names[:TABLES_NAMED]) + (", ..." if len(names) > TABLES_NAMED else "")
+        raise InputError(f"the database {display} is not an orchestrator database (it holds other tables: {shown}); "
+                         "nothing was written to it; check --db or ORCHESTRATOR_DB")
+    if state == "empty" and not create:
+        raise InputError(f"the database {display} is empty: nothing has run with this --db yet "
+                         "(check --db or ORCHESTRATOR_DB)")
 
 
 @dataclass(frozen=True)
@@ -95,7 +125,18 @@ def stored_revision(target: str | Engine | Connection | sqlite3.Connection) -> s
         raise
 
 
-def ensure_schema(target: str | Engine) -> SchemaChange:
+def table_names(url: str) -> list[str]:
+    """The tables of the database at ``url`` (a normalised SQLAlchemy URL); nothing is written."""
+    from sqlalchemy import inspect
+
+    engine = _engine_for(url)
+    try:
+        return list(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def ensure_schema(target: str | Engine, *, create: bool = True) -> SchemaChange:
     """Bring the database to :data:`HEAD_REVISION`; safe to call from many processes at once.
 
     ``target`` is a SQLAlchemy URL (normalised, as for :func:`stored_revision`) or an ``Engine``
@@ -106,22 +147,24 @@ def ensure_schema(target: str | Engine) -> SchemaChange:
     - tables but no ``alembic_version`` (written by the release before migrations): stamped
       :data:`RELEASE_REVISION`, then upgraded to head;
     - an older revision: upgraded to head;
-    - a revision this code does not know (a newer orchestrator wrote it): InputError, nothing changed.
+    - a revision this code does not know (a newer orchestrator wrote it): InputError, nothing changed;
+    - another application's tables (:func:`schema_state`), or an empty database without ``create``:
+      InputError, nothing changed.
     """
     if isinstance(target, str):
         engine = _engine_for(target)
         try:
-            return ensure_schema(engine)
+            return ensure_schema(engine, create=create)
         finally:
             engine.dispose()
     found = stored_revision(target)
     if found == HEAD_REVISION:
         return SchemaChange(found, "current")
     with schema_lock(target) as conn:
-        return _migrate(conn)
+        return _migrate(conn, create)
 
 
-def _migrate(conn: Connection) -> SchemaChange:
+def _migrate(conn: Connection, create: bool) -> SchemaChange:
     """Inside the schema lock: re-read the revision (another process may have just migrated) and act."""
     from alembic import command
     from sqlalchemy import inspect
@@ -129,6 +172,7 @@ def _migrate(conn: Connection) -> SchemaChange:
     from orchestrator.store.tables import metadata
 
     inspector = inspect(conn)
+    refuse_unless_ours(display_url(conn), inspector.get_table_names(), create=create)
     found = _single(conn.exec_driver_sql("SELECT version_num FROM alembic_version").all()) \
         if inspector.has_table("alembic_version") else None
     config = alembic_config(conn)
@@ -203,6 +247,14 @@ def is_missing_table(error: BaseException | None) -> bool:
     if isinstance(error, sqlite3.OperationalError):
         return str(error).startswith("no such table")
     return getattr(error, "sqlstate", None) == "42P01"
+
+
+def display_url(conn: Connection) -> str:
+    """The database a connection is on, for messages: a SQLite file's path, else the URL without credentials."""
+    url = conn.engine.url
+    if url.get_backend_name() == "sqlite":
+        return url.database or "(memory)"
+    return url.render_as_string(hide_password=True).split("@")[-1]
 
 
 def _single(rows: Any) -> str | None:

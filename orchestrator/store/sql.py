@@ -119,10 +119,12 @@ class NotPausedError(Exception):
 
 
 class SqlStore(RetriedStore, Store):
-    """A store on any SQLAlchemy URL; the schema is created on first use."""
+    """A store on any SQLAlchemy URL; the schema is created on first use, in an empty database only (and
+    with ``create=False``, for commands that only read, not even there)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, create: bool = True) -> None:
         self.url = url
+        self.create = create
         try:
             self.engine: Engine = self.create_engine()
             self.create_schema()
@@ -156,7 +158,7 @@ class SqlStore(RetriedStore, Store):
         """Create the tables of a new database, or upgrade an older one (one SELECT when current)."""
         from orchestrator.store.migrate import ensure_schema
 
-        ensure_schema(self.engine)
+        ensure_schema(self.engine, create=self.create)
 
     def close(self) -> None:
         with self.lock:

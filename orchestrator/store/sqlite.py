@@ -53,7 +53,7 @@ from orchestrator.store.rows import (
     step_values,
 )
 from orchestrator.store.sqlite_ddl import create_if_empty
-from orchestrator.store.sqlite_pragmas import apply_pragmas
+from orchestrator.store.sqlite_pragmas import BUSY_TIMEOUT_SECONDS, apply_pragmas
 from orchestrator.store.transient import RetriedStore, insert_once, is_missing_reference
 
 if TYPE_CHECKING:
@@ -224,11 +224,16 @@ class SqliteStore(RetriedStore, DelegatingStore):
         except sqlite3.Error as exc:
             raise InputError(f"cannot open the database {self.display_url}: {exc}; "
                              "check --db or ORCHESTRATOR_DB") from None
+        create = create or (path is None and "mode=memory" in target)  # a private memory database is always new
         try:
+            self.refuse_unless_ours(path or self.display_url, create)  # before the pragmas: WAL writes the header
             apply_pragmas(self.connection, self.synchronous)
             self.connection.row_factory = named_row
             # a new file gets the head schema in plain SQL, without importing SQLAlchemy or Alembic
             current = self.schema_is_current() or (create and create_if_empty(self.connection))
+        except InputError:
+            self.connection.close()
+            raise
         except sqlite3.Error as exc:
             self.connection.close()  # also removes the -wal and -shm files opening it created
             text = str(exc)
@@ -241,6 +246,15 @@ class SqliteStore(RetriedStore, DelegatingStore):
             from orchestrator.store.sqlite_sql import ensure_schema
 
             ensure_schema(self.sql_url, self.synchronous)
+
+    def refuse_unless_ours(self, display: str, create: bool) -> None:
+        """InputError, having written nothing, for another application's database, or for an empty one
+        unless ``create`` (:func:`orchestrator.store.migrate.refuse_unless_ours`)."""
+        from orchestrator.store.migrate import refuse_unless_ours
+
+        self.connection.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_SECONDS * 1000)}")
+        tables = [row[0] for row in self.connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        refuse_unless_ours(display, tables, create=create)
 
     def schema_is_current(self) -> bool:
         """Whether the database is at the schema revision this code writes (one SELECT, no SQLAlchemy);

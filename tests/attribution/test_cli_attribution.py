@@ -56,7 +56,7 @@ class TestLabel:
         assert result.exit_code == 2 and "only a finished run can be labelled" in result.stderr
         assert store.count_rows() == before
 
-    def test_label_of_an_unknown_run_exits_2(self, cli):
+    def test_label_of_an_unknown_run_exits_2(self, cli, store):
         result = cli("label", "r404", "--incorrect")
         assert result.exit_code == 2 and "no run 'r404'" in result.stderr
 
@@ -133,7 +133,7 @@ class TestAttribute:
         assert result.exit_code == 0
         assert "shapley by agent: blamed step analyze (agent analyst)" in result.stdout
 
-    def test_attribute_on_an_unknown_run_exits_2(self, cli):
+    def test_attribute_on_an_unknown_run_exits_2(self, cli, store):
         result = cli("attribute", "r404", "--method", "shapley")
         assert result.exit_code == 2 and "no run 'r404'" in result.stderr
 

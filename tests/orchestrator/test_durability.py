@@ -137,7 +137,7 @@ def test_resume_of_a_finished_run_changes_nothing(cli, step_log):
     assert step_log.read_text() == before
 
 
-def test_resume_of_an_unknown_run_is_exit_2(cli):
+def test_resume_of_an_unknown_run_is_exit_2(cli, store):
     result = cli("resume", "rnope")
     assert result.exit_code == 2
     assert "no run 'rnope'" in result.stderr
