@@ -26,8 +26,10 @@ from gates.base import evaluate_async as evaluate_gate_async
 from gates.base import normalize as normalize_verdict
 from orchestrator import jsonio
 from orchestrator.binding import BoundGate, BoundStep
+from orchestrator.children import ChildPaused, ChildRuns
 from orchestrator.conditions import ConditionError
 from orchestrator.context import CallLog, ModelCall, StepContext
+from orchestrator.errors import LeaseLostError, StoreError
 from orchestrator.events import EventHook, StepFinished, StepStarted, Verdict
 from orchestrator.group_commit import GroupCommit
 from orchestrator.invoke import call_step
@@ -35,8 +37,8 @@ from orchestrator.llm.client import LLMClient
 from orchestrator.llm.config import LLMConfig
 from orchestrator.llm.errors import LLMStepError
 from orchestrator.model import GateResult, field_value, parse_reference
-from orchestrator.records import unit_name
-from orchestrator.runstate import Done, StepOutcome, UpstreamView
+from orchestrator.records import join_path, unit_name
+from orchestrator.runstate import Done, RunHandedBack, StepOutcome, UpstreamView
 from orchestrator.store import GateRow, NewStepRecord, Store
 from orchestrator.threads import POOL
 
@@ -139,6 +141,8 @@ class RunContext:
     """Commits the records, grouping those of steps that finish together (None: each on its own)."""
     previous: Mapping[str, Any] = field(default_factory=dict)
     """Steps a reviewer sent back for another attempt: the output they were sent back with."""
+    children: ChildRuns | None = None
+    """Starts and continues the child runs of ``workflow:`` steps (None when the workflow has none)."""
 
     def alone(self) -> bool:
         """Whether the calling step is the only one of the run in flight (unknown without a writer: no)."""
@@ -294,6 +298,14 @@ class StepRunner:
                                   **self.fields}
         try:
             output = await self.call(kwargs, ctx)
+        except ChildPaused as paused:  # the step waits where its child run waits
+            self.emit_finished(attempt, "gate_failed", time.time() - started, str(paused), ctx=ctx)
+            return StepOutcome(step.id, "gate_failed", -1, units=tuple(join_path(self.unit, u) for u in paused.units))
+        except RunHandedBack:  # a drain stopped the child run before it ended: so is this step
+            self.emit_finished(attempt, "failed", time.time() - started, "handed back", ctx=ctx)
+            return StepOutcome(step.id, "held", -1)
+        except (LeaseLostError, StoreError):  # a child run's lease or store failed: the whole tree stops
+            raise
         except BaseException as exc:  # SystemExit, KeyboardInterrupt from a step are step failures too
             if is_cancellation(exc):
                 raise
@@ -311,8 +323,17 @@ class StepRunner:
         """The call to await (a plain function returning it: one coroutine less per step)."""
         timeout = self.step.spec.timeout
         if timeout is None:
-            return call_step(self.step.function, kwargs, ctx, alone=self.run.alone())
+            return self.invoke(kwargs, ctx)
         return self.call_with_timeout(timeout, kwargs, ctx)
+
+    def invoke(self, kwargs: dict[str, Any], ctx: StepContext | None) -> Coroutine[Any, Any, Any]:
+        """The step's work: its function, or for a ``workflow:`` step its child run (whose output it returns)."""
+        if self.step.child is not None:
+            if self.run.children is None:
+                raise NotImplementedError(f"step {self.step.id!r} runs a child workflow; this execution (a replay) "
+                                          "does not run child workflows")
+            return self.run.children.run(self.step, self.unit, kwargs)
+        return call_step(self.step.function, kwargs, ctx, alone=self.run.alone())
 
     async def call_with_timeout(self, timeout: float, kwargs: dict[str, Any], ctx: StepContext | None) -> Any:
         """Call the step under its timeout; the elapsed time when it returns is the ground truth.
@@ -321,7 +342,7 @@ class StepRunner:
         async step may swallow the cancellation, or block the loop so the deadline fires only after it
         returned: either way it returned late, so it is timed out and its output is discarded.
         """
-        timer = BlockTimer(call_step(self.step.function, kwargs, ctx, alone=self.run.alone()))
+        timer = BlockTimer(self.invoke(kwargs, ctx))
         began = time.monotonic()
         try:
             with anyio.fail_after(timeout) as scope:

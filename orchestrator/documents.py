@@ -9,10 +9,15 @@ from orchestrator.overrides import overrides, step_json
 from orchestrator.records import ModelCallView, StepRecordView, live_records
 from orchestrator.store import Store
 from orchestrator.store.triage import RunPage, RunQuery
+from orchestrator.tree import child_pauses, child_summaries
 
 
 def run_document(store: Store, run_id: str) -> dict[str, Any]:
     """``{"run_id", "workflow", "status", "output", "steps": [...], "reviews", "outcomes"}``.
+
+    ``paused_steps`` also names the pauses inside child runs by their paths (``research > retrieve``);
+    ``children`` lists the run's child runs (``{"run_id", "step", "status", "workflow"}``), and a child run's
+    own document has ``parent_run_id`` and ``parent_step``.
 
     ``steps`` holds the latest live record of each step, in execution order (a step whose record a
     fix upstream superseded is left out until it runs again); ``attempts`` holds them all, each
@@ -45,11 +50,19 @@ def run_document(store: Store, run_id: str) -> dict[str, Any]:
                      for r in records],
         "reviews": [{**r.to_json(), "superseded": superseded.get(r.id, [])} for r in reviews],
         "outcomes": [o.to_json() for o in store.outcomes(run_id)],
-        "paused_steps": [r.unit for r in grouped(latest.values()) if r.status == "gate_failed" and r.id not in decided],
+        "paused_steps": [r.unit for r in grouped(latest.values()) if r.status == "gate_failed" and r.id not in decided]
+        + ([p.path for p in child_pauses(store, run_id, latest)] if run.status == "paused" else []),
+        "children": child_summaries(store, run_id),
         "llm": call_totals(calls),
         "model_calls": [c.to_json() for c in calls],
     })
     return doc
+
+
+def pause_reason(record: StepRecordView) -> str | None:
+    """Why a waiting record waits: its first failing gate's reason."""
+    failing = record.failed_gates
+    return failing[0].reason if failing else record.error_message
 
 
 def _sums(calls: Sequence[ModelCallView]) -> dict[str, Any]:
@@ -103,6 +116,12 @@ def runs_page_document(store: Store, query: RunQuery) -> tuple[RunPage, list[dic
     ``blamed_step``, ``waiting_step``, ``waiting_steps``, ``gate_reason``) and ``llm`` totals for runs
     that called a model (one query for the page). The page says how many runs there are in all."""
     page = store.triage_runs(query)
+    for row in page.rows:  # a parent paused by a child run waits at the path into it
+        if row.run.status == "paused":
+            inside = child_pauses(store, row.run.run_id)
+            if inside and not row.waiting_steps:
+                row.gate_reason = pause_reason(inside[0].record)
+            row.waiting_steps.extend(p.path for p in inside)
     by_run: dict[str, list[ModelCallView]] = {}
     for call in store.model_calls([row.run.run_id for row in page.rows]):
         by_run.setdefault(call.run_id, []).append(call)

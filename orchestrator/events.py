@@ -22,6 +22,10 @@ class RunStarted:
     steps: tuple[str, ...]
     """Every step, in topological order."""
     resumed: bool = False
+    parent_run_id: str | None = None
+    """For a child run (a ``workflow:`` step's): the run that started it; its events come in the same stream."""
+    parent_step: str | None = None
+    """For a child run: the parent's unit that started it (``research``, ``per_ticket[3]``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

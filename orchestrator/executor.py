@@ -17,6 +17,7 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,15 +28,24 @@ import anyio.to_thread
 from orchestrator import jsonio
 from orchestrator.attempt import RunContext, StepRunner
 from orchestrator.binding import BoundWorkflow
-from orchestrator.errors import InputError, LeaseLostError, OrchestratorError, StoreError, StoreMismatchError
+from orchestrator.children import ChildRuns
+from orchestrator.errors import InputError, LeaseLostError, StoreError, StoreMismatchError
 from orchestrator.events import EventHook, RunFinished, RunStarted, shielded
 from orchestrator.group_commit import GroupCommit
 from orchestrator.lease_keeper import LeaseKeeper, keep_lease
 from orchestrator.looping import LoopRunner, LoopState
 from orchestrator.mapping import MapRunner, MapState
 from orchestrator.outcomes import Scoring, score_run, scoring_event
-from orchestrator.records import parse_unit
-from orchestrator.runstate import FAIR_SHARE_SECONDS, Done, PriorState, RunResult, StepOutcome, finish_run
+from orchestrator.records import StepRecordView, parse_unit, path_head
+from orchestrator.runstate import (
+    FAIR_SHARE_SECONDS,
+    Done,
+    PriorState,
+    RunHandedBack,
+    RunResult,
+    StepOutcome,
+    finish_run,
+)
 from orchestrator.store import Lease, NewStepRecord, RunEnd, Store
 from orchestrator.store.base import lease_lost
 from orchestrator.threads import DEFAULT_CONCURRENCY
@@ -92,17 +102,6 @@ class Drain:
         self.requested = True
 
 
-class RunHandedBack(OrchestratorError):
-    """A drained execution stopped before the run ended; the run is left resumable (``interrupted``)."""
-
-    exit_code = 1
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f"run {run_id} was handed back before it finished; `orchestrator resume {run_id}` "
-                         "or any worker continues it")
-        self.run_id = run_id
-
-
 @dataclass
 class _Handoff:
     """The next step a finishing step's task runs itself instead of starting a new task."""
@@ -130,16 +129,21 @@ class Executor:
             workflow.content_hash)
         self.position = {sid: i for i, sid in enumerate(workflow.order)}
         self.drain = drain
+        self.runs_children = any(step.child is not None for step in workflow.steps.values())
 
-    async def start(self, inputs: dict[str, Any], *, kind: str = "run", reference: Any = None) -> RunResult:
+    async def start(self, inputs: dict[str, Any], *, kind: str = "run", reference: Any = None,
+                    parent_run_id: str | None = None, parent_step: str | None = None) -> RunResult:
         """Create a run, held under this executor's lease, for already-converted inputs and execute it.
-        ``reference`` (JSON data) is stored with the run, for the outcome evaluator."""
+        ``reference`` (JSON data) is stored with the run, for the outcome evaluator. ``parent_run_id`` and
+        ``parent_step``: the run and unit that start this one as a child run."""
         run_id = self.store.create_run(self.workflow_id, self.workflow.name, inputs, kind=kind, owner=owner_token(),
-                                       lease=self.lease, reference=reference)
+                                       lease=self.lease, reference=reference, parent_run_id=parent_run_id,
+                                       parent_step=parent_step)
         if self.lease is not None:
             self.lease = replace(self.lease, run_id=run_id)
         if self.on_event is not None:
-            self.on_event(RunStarted(run_id=run_id, workflow=self.workflow.name, steps=self.workflow.order))
+            self.on_event(RunStarted(run_id=run_id, workflow=self.workflow.name, steps=self.workflow.order,
+                                     parent_run_id=parent_run_id, parent_step=parent_step))
         return await self.run_from(run_id, inputs, PriorState())  # a new run has no records yet
 
     async def resume(self, lease: Lease) -> RunResult:
@@ -147,8 +151,10 @@ class Executor:
         self.lease = lease
         run = self.store.get_run(lease.run_id)
         if self.on_event is not None:
+            child = run.kind == ChildRuns.KIND
             self.on_event(RunStarted(run_id=lease.run_id, workflow=self.workflow.name, steps=self.workflow.order,
-                                     resumed=True))
+                                     resumed=True, parent_run_id=run.parent_run_id if child else None,
+                                     parent_step=run.parent_step if child else None))
         return await self.execute(lease.run_id, run.inputs)
 
     async def execute(self, run_id: str, inputs: dict[str, Any]) -> RunResult:
@@ -162,12 +168,16 @@ class Executor:
         latest = {r.unit: r for r in records}
         # reviews only matter for records waiting on one
         reviews = self.store.reviews(run_id) if any(r.status == "gate_failed" for r in latest.values()) else []
-        return await self.run_from(run_id, inputs, PriorState.from_records(records, reviews))
+        return await self.run_from(run_id, inputs, PriorState.from_records(records, reviews), records)
 
-    async def run_from(self, run_id: str, inputs: dict[str, Any], prior: PriorState) -> RunResult:
+    async def run_from(self, run_id: str, inputs: dict[str, Any], prior: PriorState,
+                       records: Sequence[StepRecordView] = ()) -> RunResult:
+        """Execute the run from ``prior`` (what its ``records`` say)."""
         lease = self.lease if self.lease is not None and self.lease.run_id == run_id else None
+        children = ChildRuns(self.store, run_id, lease, self.child_executor, records) if self.runs_children else None
         run = RunContext(self.store, run_id, self.workflow.name, self.workflow_id, inputs, prior.done, self.on_event,
-                         self.workflow.spec.llm, lease.token if lease else None, previous=prior.retry_previous)
+                         self.workflow.spec.llm, lease.token if lease else None, previous=prior.retry_previous,
+                         children=children)
         schedule = _Schedule(self, run, prior, lease)
         try:
             await schedule.run()
@@ -206,11 +216,16 @@ class Executor:
                                       failed_steps=tuple(result.failed_steps), error=result.error))
         return result
 
+    def child_executor(self, workflow: BoundWorkflow, workflow_id: int) -> Executor:
+        """The executor of a child run this execution starts or continues: same store, listeners, drain and
+        concurrency (its lease is set by :class:`~orchestrator.children.ChildRuns`)."""
+        return Executor(self.store, workflow, max_concurrency=self.max_concurrency, on_event=self.on_event,
+                        workflow_id=workflow_id, leased=self.lease is not None, drain=self.drain)
 
 
 def step_of(unit: str) -> str:
-    """The step a unit belongs to (``summarize[7]`` -> ``summarize``)."""
-    return parse_unit(unit)[0]
+    """The step a unit belongs to (``summarize[7]`` -> ``summarize``, ``research > retrieve`` -> ``research``)."""
+    return parse_unit(path_head(unit))[0]
 
 
 class _NoKeeper:

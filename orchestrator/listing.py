@@ -14,8 +14,9 @@ from orchestrator.errors import InputError
 from orchestrator.model import RunStatus
 from orchestrator.store.triage import RunQuery
 
-KINDS = {"original": "run", "replay": "replay", "counterfactual": "counterfactual"}
-"""``--kind`` names -> the stored run kind (an original run is stored as kind ``run``)."""
+KINDS = {"original": "run", "replay": "replay", "counterfactual": "counterfactual", "child": "child"}
+"""``--kind`` names -> the stored run kind (an original run is stored as kind ``run``; ``child``: the child runs
+of ``workflow:`` steps, which the default listing leaves out: their parent lists where they wait)."""
 
 DEFAULT_LIMIT = 50
 
@@ -26,7 +27,7 @@ def run_query(*, status: str | None = None, workflow: str | None = None, outcome
     """The store query of the listing filters; a bad value is an InputError naming the option (exit 2).
 
     ``since``: epoch seconds, a datetime, an ISO date/time, or a duration back from now (``2h``,
-    ``7d``, ``2w``). ``kind``: ``original``, ``replay`` or ``counterfactual``; None lists every kind.
+    ``7d``, ``2w``). ``kind``: ``original``, ``replay``, ``counterfactual`` or ``child``; None lists every kind.
     """
     valid = RunStatus.__args__  # type: ignore[attr-defined]
     if status is not None and status not in valid:

@@ -29,7 +29,7 @@ from orchestrator.errors import InputError, LeaseLostError
 from orchestrator.events import StepFinished, StepStarted
 from orchestrator.looping import LoopRunner, LoopState
 from orchestrator.model import GateResult, field_value, parse_reference
-from orchestrator.records import parse_unit, unit_name
+from orchestrator.records import parse_unit, path_head, unit_name
 from orchestrator.runstate import FAIR_SHARE_SECONDS, Done, StepOutcome, in_order
 
 DEFAULT_MAX_ITEMS = 10_000
@@ -141,10 +141,11 @@ class MapRunner:
         return await self.collect(first_attempt, started, [done[i] for i in range(len(items))])
 
     def waiting_units(self, count: int) -> list[str]:
-        """The step's units waiting for review: instances, or iterations of instances that loop."""
+        """The step's units waiting for review: instances, iterations of instances that loop, or paths into
+        the child runs of instances (``per_ticket[3] > classify``)."""
         found = []
         for unit in self.state.waiting:
-            step_id, index, _ = parse_unit(unit)
+            step_id, index, _ = parse_unit(path_head(unit))
             if step_id == self.step.id and index is not None and index < count:
                 found.append(unit)
         return found
@@ -213,7 +214,7 @@ class MapRunner:
         if outcome.status in ("succeeded", "skipped"):
             self.state.instances[self.step.id][index] = Done(outcome.record_id, outcome.output, outcome.ended_at,
                                                              skipped=outcome.status == "skipped")
-        elif outcome.status == "gate_failed":
+        elif outcome.status == "gate_failed":  # its units: iterations of a loop, or paths into its child run
             self.state.waiting.update(outcome.units or (unit,))
         elif outcome.status == "failed":
             batch.failed = True

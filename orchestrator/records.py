@@ -167,6 +167,27 @@ def parse_unit(unit: str) -> tuple[str, int | None, int | None]:
     return step_id, int(rest), iteration
 
 
+PATH_SEPARATOR = " > "
+"""Between the units of a path into child runs: ``research > retrieve`` is unit ``retrieve`` of the child run
+that unit ``research`` of the parent started (``per_ticket[3] > classify`` for an instance's child)."""
+
+
+def join_path(*units: str) -> str:
+    """``research``, ``retrieve`` -> ``research > retrieve``."""
+    return PATH_SEPARATOR.join(units)
+
+
+def split_path(path: str) -> list[str]:
+    """``research > retrieve`` -> ``["research", "retrieve"]`` (spaces around ``>`` optional); a unit alone
+    gives a list of one."""
+    return [part.strip() for part in path.split(">")]
+
+
+def path_head(path: str) -> str:
+    """The unit of the run itself a path starts with: ``research`` of ``research > retrieve``."""
+    return path.split(">", 1)[0].strip()
+
+
 def live_records(records: Iterable[StepRecordView]) -> dict[str, StepRecordView]:
     """The latest record of each unit (a step, or ``STEP[i]`` for an instance of a mapped step), left
     out when a fix of an upstream step superseded it.

@@ -11,7 +11,7 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -30,6 +30,7 @@ from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.telemetry import get_tracer
 from orchestrator.telemetry.listener import TracingListener
 from orchestrator.threads import DEFAULT_CONCURRENCY
+from orchestrator.tree import is_child, root_of
 
 
 def start_run(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any], *,
@@ -105,9 +106,15 @@ class Tracing:
         return self
 
     def keep(self, run_id: str) -> None:
-        """Store the run's trace id if this execution started the trace."""
-        if self.listener is not None and self.listener.trace_id and self.listener.trace_id != self.stored:
+        """Store the run's trace id if this execution started the trace, and the trace of each child run it
+        started (its parent's)."""
+        if self.listener is None:
+            return
+        if self.listener.trace_id and self.listener.trace_id != self.stored:
             self.store.set_trace_id(run_id, self.listener.trace_id)
+        for child, trace_id in self.listener.child_traces.items():
+            self.store.set_trace_id(child, trace_id)
+        self.listener.child_traces.clear()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if self.listener is not None:
@@ -138,7 +145,8 @@ def claim(store: Store, run_id: str) -> Lease:
 
 def continue_run(store: Store, run_id: str, *, max_concurrency: int = DEFAULT_CONCURRENCY,
                  on_event: EventHook | None = None, otel: str | None = None, lease: Lease | None = None) -> RunResult:
-    """Resume a run from its stored records (after a crash, a pause or a review decision).
+    """Resume a run from its stored records (after a crash, a pause or a review decision). For a child
+    run (a ``workflow:`` step's), its root is resumed, which continues the child: the result is the root's.
 
     The run's lease is taken first (``lease`` when the caller already holds it, as a worker that
     claimed a queued run does): of any number of processes resuming one run, exactly one
@@ -153,7 +161,7 @@ def continue_run(store: Store, run_id: str, *, max_concurrency: int = DEFAULT_CO
         executor = Executor(store, found.workflow, max_concurrency=max_concurrency, on_event=tracing.hook,
                             workflow_id=found.workflow_id)
         result = run_blocking(executor.resume, found.lease)
-        tracing.keep(run_id)
+        tracing.keep(found.lease.run_id)
     trace_incorrect_outcome(store, found.workflow, result, on_event)
     return result
 
@@ -171,7 +179,7 @@ async def continue_run_async(store: Store, run_id: str, *, max_concurrency: int 
         executor = Executor(store, found.workflow, max_concurrency=max_concurrency, on_event=tracing.hook,
                             workflow_id=found.workflow_id, drain=drain)
         result = await executor.resume(found.lease)
-        tracing.keep(run_id)
+        tracing.keep(found.lease.run_id)
     await anyio.to_thread.run_sync(trace_incorrect_outcome, store, found.workflow, result, on_event)
     return result
 
@@ -187,8 +195,15 @@ class _Continuation:
 
 
 def _continuation(store: Store, run_id: str, lease: Lease | None) -> RunResult | _Continuation:
-    """What continuing the run needs, or its result when it has already ended."""
+    """What continuing the run needs, or its result when it has already ended.
+
+    A child run is continued through its root: one executor holds the whole tree, so the root is
+    continued (under ``lease``'s token, when given) and continues the child from inside."""
     run = store.get_run(run_id)
+    if is_child(run):
+        run = root_of(store, run_id)
+        run_id = run.run_id
+        lease = replace(lease, run_id=run_id) if lease is not None else None
     if run.status in ("succeeded", "rejected"):
         return RunResult(run_id, run.status, output=run.output, error=run.error)
     workflow, workflow_id = load_run_workflow(store, run_id)  # a workflow that no longer loads claims nothing

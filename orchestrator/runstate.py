@@ -13,14 +13,26 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.errors import OrchestratorError
 from orchestrator.model import GATE_ERROR, GateResult, RunStatus
-from orchestrator.records import ReviewView, StepRecordView, parse_unit, unit_name
+from orchestrator.records import ReviewView, StepRecordView, parse_unit, path_head, unit_name
 from orchestrator.store import Lease, NewOutcome
 from orchestrator.store.base import RunStore, lease_lost
 
 FAIR_SHARE_SECONDS = 0.05
 """The longest a run's task runs steps (or instances of a mapped step) back to back before giving the
 event loop a turn."""
+
+class RunHandedBack(OrchestratorError):
+    """A drained execution stopped before the run ended; the run is left resumable (``interrupted``)."""
+
+    exit_code = 1
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id} was handed back before it finished; `orchestrator resume {run_id}` "
+                         "or any worker continues it")
+        self.run_id = run_id
+
 
 @dataclass
 class RunResult:
@@ -153,12 +165,12 @@ class PriorState:
 
 
 def in_order(units: Iterable[str], order: Sequence[str]) -> list[str]:
-    """Units (steps, ``STEP[i]`` instances, ``STEP#n`` iterations) in the workflow's order, instances by
-    index, iterations by number."""
+    """Units (steps, ``STEP[i]`` instances, ``STEP#n`` iterations, ``STEP > CHILD_UNIT`` paths into child
+    runs) in the workflow's order, instances by index, iterations by number."""
     position = {sid: i for i, sid in enumerate(order)}
 
     def key(unit: str) -> tuple[int, int, int]:
-        step_id, index, iteration = parse_unit(unit)
+        step_id, index, iteration = parse_unit(path_head(unit))  # a path into a child: by its parent's unit
         return (position.get(step_id, len(position)), -1 if index is None else index,
                 -1 if iteration is None else iteration)
 

@@ -24,6 +24,7 @@ import anyio.to_thread
 from anyio.abc import TaskGroup, TaskStatus
 from pydantic import ValidationError
 
+from orchestrator.children import CHILD_KIND
 from orchestrator.errors import (
     DatabaseUnreachableError,
     LeaseLostError,
@@ -33,14 +34,15 @@ from orchestrator.errors import (
     StoreMismatchError,
 )
 from orchestrator.events import EventHook
-from orchestrator.executor import Drain, RunHandedBack, new_lease, release_lease
+from orchestrator.executor import Drain, new_lease, release_lease
 from orchestrator.model import WorkflowSpec
 from orchestrator.review import apply_review_timeouts, waiting_records
 from orchestrator.runner import continue_run_async
-from orchestrator.runstate import RunResult
+from orchestrator.runstate import RunHandedBack, RunResult
 from orchestrator.store import Lease, Store
 from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.threads import DEFAULT_CONCURRENCY
+from orchestrator.tree import root_of
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -266,10 +268,13 @@ def open_when_answering(open_store: Callable[[], Store]) -> Store | None:
 
 def recover_one(store: Store, lease: Lease) -> str | None:
     """Take over one interrupted run (its executor died, whoever started it), as DBOS recovers pending
-    workflows: the same path as a resume, so completed steps are not executed again."""
+    workflows: the same path as a resume, so completed steps are not executed again. A child run is
+    never taken on its own: its root (interrupted with it) is, and continues it."""
     for run in store.list_runs(status="interrupted", kind=None, limit=20):
-        if store.acquire_lease(replace(lease, run_id=run.run_id), statuses=("running",)):
-            return run.run_id
+        # a child's root instead (a map's many children may fill the list before their root shows)
+        run_id = root_of(store, run.run_id).run_id if run.kind == CHILD_KIND else run.run_id
+        if store.acquire_lease(replace(lease, run_id=run_id), statuses=("running",)):
+            return run_id
     return None
 
 

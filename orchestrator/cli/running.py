@@ -90,13 +90,17 @@ def schema(output: Annotated[Path | None, typer.Option("--output", "-o", help="W
 # -- run / resume -----------------------------------------------------------------------------
 
 class Progress:
-    """Live per-step progress on a terminal; one line per finished step otherwise."""
+    """Live per-step progress on a terminal; one line per finished step otherwise. Steps of child runs are
+    shown by their path (``research > retrieve``); those of the child runs of a map's instances are counted
+    on the map's row, like its instances."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self.rows: dict[str, dict[str, Any]] = {}
         self.live: Any = None
         self.run_id: str | None = None
+        self.prefixes: dict[str, str] = {}
+        """Child runs under way, by run id: the path of the unit that runs each (``research > ``)."""
 
     def __enter__(self) -> "Progress":
         if self.enabled and err.is_terminal:
@@ -149,9 +153,45 @@ class Progress:
             err.print(f"  {escape(event.unit):<24} {event.status:<12} attempt {event.attempt} "
                       f"{event.duration:.3f}s{escape(note)}", highlight=False, soft_wrap=True)
 
+    def child_event(self, event: "Event") -> None:
+        """An event of a child run: its steps by their path, or counted on the row of the mapped step whose
+        instance runs the child."""
+        from orchestrator.events import RunStarted, StepFinished, StepStarted
+
+        if isinstance(event, RunStarted):
+            assert event.parent_run_id is not None
+            self.prefixes[event.run_id] = f"{self.prefixes.get(event.parent_run_id, '')}{event.parent_step} > "
+            return
+        prefix = self.prefixes.get(event.run_id)
+        if prefix is None or not isinstance(event, StepStarted | StepFinished):
+            return
+        if "[" in prefix and isinstance(event, StepFinished):  # inside an instance: a line for a failure or pause
+            if self.enabled and self.live is None and event.status not in ("succeeded", "skipped"):
+                note = f"  {event.error}" if event.error else ""
+                err.print(escape(f"  {prefix + event.unit:<24} {event.status:<12} attempt {event.attempt} "
+                                 f"{event.duration:.3f}s{note}"), highlight=False, soft_wrap=True)
+        elif "[" not in prefix and isinstance(event, StepStarted):
+            self.rows[prefix + event.unit] = {"status": "running", "attempt": event.attempt,
+                                              "started": event.started_at}
+        elif "[" not in prefix and isinstance(event, StepFinished):
+            self.step_finished(event, prefix + event.unit)
+        if self.live is not None:
+            self.live.update(self._table())
+
+    def step_finished(self, event: "StepFinished", label: str) -> None:
+        row = self.rows.setdefault(label, {})
+        row.update(status=event.status, attempt=event.attempt, duration=event.duration, note=event.error)
+        if self.enabled and self.live is None:
+            note = f"  {event.error}" if event.error else ""
+            err.print(escape(f"  {label:<24} {event.status:<12} attempt {event.attempt} "
+                             f"{event.duration:.3f}s{note}"), highlight=False, soft_wrap=True)
+
     def __call__(self, event: "Event") -> None:
         from orchestrator.events import RunStarted, StepFinished, StepStarted
 
+        if (isinstance(event, RunStarted) and event.parent_run_id is not None) or event.run_id in self.prefixes:
+            self.child_event(event)
+            return
         if isinstance(event, RunStarted):
             self.run_id = event.run_id
             for sid in event.steps:
@@ -167,12 +207,7 @@ class Progress:
         elif isinstance(event, StepFinished) and event.index is not None:
             self.instance_finished(event)
         elif isinstance(event, StepFinished):
-            row = self.rows.setdefault(event.step_id, {})
-            row.update(status=event.status, attempt=event.attempt, duration=event.duration, note=event.error)
-            if self.enabled and self.live is None:
-                note = f"  {event.error}" if event.error else ""
-                err.print(escape(f"  {event.step_id:<24} {event.status:<12} attempt {event.attempt} "
-                                 f"{event.duration:.3f}s{note}"), highlight=False, soft_wrap=True)
+            self.step_finished(event, event.step_id)
         if self.live is not None:
             self.live.update(self._table())
 
@@ -342,16 +377,24 @@ def run(
 def resume(run_id: RunArgument, as_json: JsonOption = False,
            max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY, otel: OtelOption = None,
            db: DbOption = None) -> None:
-    """Continue a paused, interrupted or failed run; completed steps are not run again."""
+    """Continue a paused, interrupted or failed run; completed steps are not run again. A child run is
+    continued through the run at the top of its tree, which one process executes as a whole."""
     from orchestrator.review import apply_review_timeouts
     from orchestrator.runner import continue_run
     from orchestrator.runstate import RunResult
     from orchestrator.stored_workflow import load_run_workflow
+    from orchestrator.tree import is_child, path_from_root, root_of
 
     show_warnings()
     store = open_store(db, create=False)
     run_id = resolve_run_id(store, run_id)
     run_view = store.get_run(run_id)
+    if is_child(run_view):
+        root = root_of(store, run_view.run_id)
+        (err if as_json else out).print(escape(f"run {run_view.run_id} is the child run at "
+                                               f"{path_from_root(store, run_view.run_id)!r} of run {root.run_id}; "
+                                               f"continuing run {root.run_id}, which continues it"), highlight=False)
+        run_id, run_view = root.run_id, root
     if run_view.status == "paused":
         apply_review_timeouts(store, run_id, load_run_workflow(store, run_id)[0].spec)
     status = store.get_run(run_id).status

@@ -35,55 +35,81 @@ def capture_content() -> bool:
 
 
 class TracingListener:
-    """Spans for one execution of one run, then whatever ``inner`` does with each event."""
+    """Spans for one execution of one run (and of the child runs it runs), then whatever ``inner`` does with
+    each event.
+
+    A child run's events come in the same stream, its ``RunStarted`` naming its parent run and unit: its run
+    span starts under the parent's open span of that unit's attempt, in the parent's trace."""
 
     def __init__(self, tracer: RunTracer, *, trace_id: str | None = None, inner: EventHook | None = None) -> None:
         self.tracer = tracer
         self.trace_id = trace_id
         """The run's trace id: given for a resumed run, set at ``RunStarted`` otherwise."""
         self.inner = inner
-        self.run_span: RunSpan | None = None
-        self.steps: dict[tuple[str, int], StepSpan] = {}
+        self.runs: dict[str, RunSpan] = {}
+        """The open run spans: the run's own, and its child runs' while they execute."""
+        self.steps: dict[tuple[str, str, int], StepSpan] = {}
+        """Open step spans by (run id, unit, attempt)."""
+        self.child_traces: dict[str, str] = {}
+        """Child runs whose spans this execution started, with the trace they are in (stored on them)."""
         self.content = capture_content()
         self.run_id: str | None = None
 
+    @property
+    def run_span(self) -> RunSpan | None:
+        """The span of the run itself (not a child's), while it is open."""
+        return self.runs.get(self.run_id) if self.run_id is not None else None
+
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunStarted):
-            self.run_id = event.run_id
-            self.run_span = self.tracer.run(event.run_id, event.workflow, trace_id=self.trace_id,
-                                            resumed=event.resumed)
-            self.trace_id = self.run_span.trace_id
-        elif isinstance(event, StepStarted) and self.run_span is not None:
-            self.steps[(event.unit, event.attempt)] = self.run_span.step_attempt(
+            self.start_run(event)
+        elif isinstance(event, StepStarted) and event.run_id in self.runs:
+            self.steps[(event.run_id, event.unit, event.attempt)] = self.runs[event.run_id].step_attempt(
                 event.unit, agent=event.agent or None, attempt=event.attempt, step_type=event.step_type or None)
         elif isinstance(event, StepFinished):
             self.finish_step(event)
-        elif isinstance(event, OutcomeScored) and self.run_span is not None:
-            self.run_span.event("outcome", source="evaluator", value=event.value, correct=event.correct)
-        elif isinstance(event, RunFinished) and self.run_span is not None:
+        elif isinstance(event, OutcomeScored) and event.run_id in self.runs:
+            self.runs[event.run_id].event("outcome", source="evaluator", value=event.value, correct=event.correct)
+        elif isinstance(event, RunFinished) and event.run_id in self.runs:
+            span = self.runs.pop(event.run_id)
             if event.status == "paused":
-                self.run_span.event("paused", steps=", ".join(event.paused_steps))
-            self.run_span.set_status(event.status, event.error)
-            self.run_span.end()
-            self.run_span = None
+                span.event("paused", steps=", ".join(event.paused_steps))
+            span.set_status(event.status, event.error)
+            span.end()
         if self.inner is not None:
             self.inner(event)
+
+    def start_run(self, event: RunStarted) -> None:
+        if event.parent_run_id is None:
+            self.run_id = event.run_id
+            span = self.tracer.run(event.run_id, event.workflow, trace_id=self.trace_id, resumed=event.resumed)
+            self.runs[event.run_id] = span
+            self.trace_id = span.trace_id
+            return
+        parent = next((span for (run_id, unit, _), span in reversed(self.steps.items())
+                       if run_id == event.parent_run_id and unit == event.parent_step), None)
+        if parent is None:
+            return  # a child of a run this listener does not trace
+        child = parent.child_run(event.run_id, event.workflow, resumed=event.resumed)
+        self.runs[event.run_id] = child
+        if child.trace_id:
+            self.child_traces[event.run_id] = child.trace_id
 
     def interrupt(self, reason: str) -> None:
         """End what is still open when the execution stops from outside (Ctrl-C, a lost lease), so the
         segment's spans are exported and say how it ended; a resume continues the same trace."""
-        for span in self.steps.values():
+        for span in reversed(self.steps.values()):
             span.set_status("interrupted", reason)
             span.end()
         self.steps.clear()
-        if self.run_span is not None:
-            self.run_span.event("interrupted", reason=reason)
-            self.run_span.set_status("interrupted", reason)
-            self.run_span.end()
-            self.run_span = None
+        for run_span in reversed(self.runs.values()):
+            run_span.event("interrupted", reason=reason)
+            run_span.set_status("interrupted", reason)
+            run_span.end()
+        self.runs.clear()
 
     def finish_step(self, event: StepFinished) -> None:
-        span = self.steps.pop((event.unit, event.attempt), None)
+        span = self.steps.pop((event.run_id, event.unit, event.attempt), None)
         if span is None:
             return
         if event.model_calls:

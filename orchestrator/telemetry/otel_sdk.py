@@ -214,6 +214,13 @@ class OtelStepSpan(_OtelSpan, StepSpan):
                                        attributes=attributes(PREFIX, values))
         return OtelToolSpan(span)
 
+    def child_run(self, run_id: str, workflow: str, *, resumed: bool = False) -> OtelRunSpan:
+        values: dict[str, object] = {"run_id": run_id, "workflow": workflow, "resumed": resumed, SPAN_KIND: "CHAIN",
+                                     "child": True}
+        span = self._tracer.start_span(f"run {workflow}", context=self._context, kind=SpanKind.INTERNAL,
+                                       attributes=attributes(PREFIX, values))
+        return OtelRunSpan(span, self._tracer)
+
 
 class OtelRunSpan(_OtelSpan, RunSpan):
     def __init__(self, span: trace.Span, tracer: trace.Tracer) -> None:

@@ -215,6 +215,11 @@ class StepSpan(_Span):
         """Start a child span for one tool execution."""
         return ToolSpan()
 
+    def child_run(self, run_id: str, workflow: str, *, resumed: bool = False) -> RunSpan:
+        """Start the span of an execution of a child run (a ``workflow:`` step's) under this attempt: the
+        child's spans sit in its parent's trace, below the step that ran it."""
+        return _NoopRunSpan(None)
+
 
 class RunSpan(_Span):
     """One execution of a run (``run {workflow}``): the start, or one resume, of a run."""

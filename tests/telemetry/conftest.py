@@ -11,6 +11,7 @@ import gzip
 import threading
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -80,6 +81,13 @@ def key_values(kvs: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
+    with otlp_receiver() as rec:
+        yield rec
+
+
+@contextmanager
+def otlp_receiver() -> Iterator[Receiver]:
+    """An OTLP/HTTP trace receiver on 127.0.0.1 (the ``receiver`` fixture; other test folders use it too)."""
     trace_service_pb2 = pytest.importorskip(
         "opentelemetry.proto.collector.trace.v1.trace_service_pb2",
         reason="the 'otel' extra (opentelemetry-proto) is not installed")
