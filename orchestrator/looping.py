@@ -31,7 +31,7 @@ from orchestrator.attempt import RunContext, StepRunner, exception_text, gate_po
 from orchestrator.binding import BoundStep
 from orchestrator.conditions import ConditionError
 from orchestrator.errors import LeaseLostError, StoreError
-from orchestrator.events import StepFinished, StepStarted
+from orchestrator.events import StepFinished, StepStarted, Verdict
 from orchestrator.model import GateResult
 from orchestrator.records import parse_unit, unit_name
 from orchestrator.runstate import Done, StepOutcome
@@ -189,7 +189,10 @@ class LoopRunner:
             self.run.on_event(StepFinished(run_id=self.run.run_id, step_id=self.step.id, status=status,  # type: ignore[arg-type]
                                            attempt=attempt, index=self.index, duration=ended - started,
                                            error=message, gates=1 if verdict else 0,
-                                           failed_gates=0 if verdict is None or verdict.passed else 1))
+                                           failed_gates=0 if verdict is None or verdict.passed else 1,
+                                           verdicts=() if verdict is None else (
+                                               Verdict(REPEAT_GATE, verdict.passed, verdict.score, verdict.reason,
+                                                       "block"),)))
         units = () if self.index is None else (self.unit,)
         if status == "failed":
             return StepOutcome(self.step.id, status, rid, error=message, units=units)

@@ -117,6 +117,8 @@ class InputKeys:
                     rows.append((param, "const", digest(ref), None))
                 elif parsed[0] == "input":
                     rows.append((param, "input", self.input_digests.get(parsed[1], digest(None)), None))
+                elif parsed[0] in ("previous", "iteration"):  # a loop's own: its output follows from the rest
+                    rows.append((param, "const", digest(ref), None))
                 else:
                     rows.append((param, "step", parsed[1], parsed[2]))
             rows.extend((param, "const", digest(value), None) for param, value in step.params.items())

@@ -1,8 +1,9 @@
 """Counterfactual replay: what would the outcome have been had this one step behaved as its reference?
 
-For each step that can reach the output, replay its descendants with its output replaced by
-its reference (a reviewer's edit, else its ``baseline`` callable, else a fresh re-execution),
-score the replay with the outcome evaluator and credit the step with the difference:
+For each step that can reach the output (for a loop, each of its iterations: ``improve#2``), replay
+its descendants with its output replaced by its reference (a reviewer's edit, else its ``baseline``
+callable, else a fresh re-execution), score the replay with the outcome evaluator and credit the step
+with the difference:
 ``credit = v(actual) - v(step replaced)``. A step whose replacement would have improved the
 outcome gets negative credit (blame); one whose replacement would have hurt gets positive
 credit (it helped, e.g. a step that compensated an earlier error).
@@ -31,7 +32,7 @@ from orchestrator.attribution.result import (
 )
 from orchestrator.attribution.trace import agent_graph
 from orchestrator.binding import BoundWorkflow
-from orchestrator.records import iso
+from orchestrator.records import iso, parse_unit
 from orchestrator.store import Store
 
 
@@ -48,14 +49,14 @@ def counterfactual(store: Store, run_id: str, *, workflow: BoundWorkflow | None 
     assert actual.value is not None, "require_evaluator ran above, so every replay is scored"
     candidates = []
     blockers: dict[str, str] = {}
-    for sid in engine.relevant:
+    for sid in engine.candidates:  # steps, and a loop's iterations (``improve#2``)
         replay = engine.evaluate(Plan(reference=frozenset({sid})), kind="counterfactual", label=sid,
                                  force_run=True)
-        rec = engine.latest.get(sid)
+        rec = engine.record_of(sid)
         evidence = {
             "reference": engine.reference_kind(sid), "value_actual": actual.value,
             "value_with_reference": replay.value, "replay_run_id": replay.run_id, "replay_status": replay.status,
-            "executions": replay.executions, "side_effects": engine.steps[sid].side_effects,
+            "executions": replay.executions, "side_effects": engine.steps[parse_unit(sid)[0]].side_effects,
             "record_id": rec.id if rec else None, "started_at": iso(rec.started_at) if rec else None,
             "consumed": rec.consumed if rec else []}
         evidence.update(engine.route_taken(replay.run_id))
@@ -63,10 +64,10 @@ def counterfactual(store: Store, run_id: str, *, workflow: BoundWorkflow | None 
             assert replay.blocked_by is not None and replay.blocked_reason is not None
             evidence.update(blocked_by=replay.blocked_by, blocked_reason=replay.blocked_reason)
             blockers[replay.blocked_by] = replay.blocked_reason
-            candidates.append(Candidate(sid, engine.steps[sid].agent_name, 0.0, evidence))
+            candidates.append(Candidate(sid, engine.agent_of(sid), 0.0, evidence))
             continue
         assert replay.value is not None, "require_evaluator ran above, so every replay is scored"
-        candidates.append(Candidate(sid, engine.steps[sid].agent_name, actual.value - replay.value, evidence))
+        candidates.append(Candidate(sid, engine.agent_of(sid), actual.value - replay.value, evidence))
     ranked = rank(candidates, engine.order)
     blamed_id = blamed(ranked)
     shortfall = max(1e-9, 1.0 - actual.value)
@@ -119,14 +120,14 @@ def blocked_result(engine: ReplayEngine, run_id: str, method: str, blocked_by: s
                    params: dict[str, Any], replay_run_id: str | None = None) -> AttributionResult:
     """The result of an attribution that a side-effecting step stopped before credit could be measured:
     no step is blamed, every candidate's evidence and the explanation name the blocker."""
-    candidates = [Candidate(sid, engine.steps[sid].agent_name, 0.0,
+    candidates = [Candidate(sid, engine.agent_of(sid), 0.0,
                             {"blocked_by": blocked_by, "blocked_reason": reason,
                              "reference": engine.reference_kind(sid), "replay_run_id": replay_run_id,
                              "replay_status": "blocked"})
-                  for sid in engine.relevant]
+                  for sid in engine.candidates]
     evidence = {"explanation": f"{blocked_note({blocked_by: reason})}: the replays cannot finish, so no step can "
                                "be credited; declare `simulate:` on the blocking step to replay through it",
-                "blocked": [{"step_id": blocked_by, "reason": reason, "candidates": list(engine.relevant)}],
+                "blocked": [{"step_id": blocked_by, "reason": reason, "candidates": list(engine.candidates)}],
                 "replays": list(engine.replay_runs), "notes": engine.notes, "trace_id": run_id}
     return AttributionResult(run_id, method, params, rank(candidates, engine.order), agent_totals(candidates), None,
                              0.0, evidence, cost=engine.executions)

@@ -42,11 +42,11 @@ def _players(engine: ReplayEngine, by: str) -> tuple[list[str], dict[str, list[s
     """Players in workflow order and the steps each one controls."""
     if by not in BY:
         raise InputError(f"--by must be one of {list(BY)}; got {by!r}")
-    if by == "step":
-        return list(engine.relevant), {sid: [sid] for sid in engine.relevant}
+    if by == "step":  # a loop's iterations are players of their own (``improve#2``)
+        return list(engine.candidates), {sid: [sid] for sid in engine.candidates}
     steps_of: dict[str, list[str]] = {}
-    for sid in engine.relevant:
-        steps_of.setdefault(engine.steps[sid].agent_name, []).append(sid)
+    for sid in engine.candidates:
+        steps_of.setdefault(engine.agent_of(sid), []).append(sid)
     return list(steps_of), steps_of
 
 
@@ -78,7 +78,7 @@ def _result(engine: ReplayEngine, run_id: str, method: str, by: str, estimate: m
             evidence["steps"] = sids
             agent = player
         else:
-            agent = engine.steps[player].agent_name
+            agent = engine.agent_of(player)
         candidates.append(Candidate(sids[0], agent, credit, evidence))
     ranked = rank(candidates, engine.order)
     blamed_id = blamed(ranked)

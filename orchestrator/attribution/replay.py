@@ -46,7 +46,7 @@ from orchestrator.evaluation import call_evaluator
 from orchestrator.executor import Executor
 from orchestrator.invoke import StepFunction, call_step
 from orchestrator.outcomes import record_score
-from orchestrator.records import StepRecordView
+from orchestrator.records import StepRecordView, live_records, parse_unit, unit_name
 from orchestrator.store import (
     GateRow,
     NewStepRecord,
@@ -77,7 +77,9 @@ NEVER_RAN = "side-effecting step that never ran in the original run (no recorded
 
 @dataclass
 class Plan:
-    """What a replay changes. Steps in none of the sets keep their own behaviour."""
+    """What a replay changes. Steps in none of the sets keep their own behaviour. ``reference`` may name an
+    iteration of a loop (``improve#2``): that iteration takes its reference, the loop's others keep their
+    behaviour (reusing their recorded outputs while their inputs and previous iteration are unchanged)."""
 
     reference: frozenset[str] = frozenset()
     fixed: dict[str, Any] = field(default_factory=dict)
@@ -86,6 +88,10 @@ class Plan:
 
     def key(self) -> tuple[Any, ...]:
         return (self.reference, tuple(sorted((k, Value.of(v).digest) for k, v in self.fixed.items())), self.fresh)
+
+    def looped(self) -> frozenset[str]:
+        """The steps whose loop has an iteration replaced: they run again, never copied from the original."""
+        return frozenset(parse_unit(u)[0] for u in self.reference if parse_unit(u)[2] is not None)
 
 
 @dataclass
@@ -154,6 +160,12 @@ def model_calls(store: Store, run_ids: Sequence[str]) -> dict[str, Any]:
     return {"model_calls": totals["calls"] if totals else 0, "model_cost": totals["cost"] if totals else 0.0}
 
 
+def iteration_key(kwargs: dict[str, Any], iteration: int | None, previous: Any) -> str:
+    """The cache key of one iteration of a loop: its inputs, its number and the output before it (an LLM
+    step's template reads the last two without their being inputs)."""
+    return InputKeys.from_kwargs({**kwargs, "$iteration": iteration, "$previous": previous})
+
+
 class ReplayEngine:
     """Evaluates plans against one stored run; one engine per attribution so the cache is shared."""
 
@@ -176,7 +188,13 @@ class ReplayEngine:
         self.llm_cache = response_cache(records)
         """The original run's model answers: a replay whose prompt is unchanged reuses them (no model call)."""
         self.step_of_record = {r.id: r.step_id for r in records}
+        self.records_by_id = {r.id: r for r in records}
         self.latest = {r.step_id: r for r in records}
+        self.iterations = {unit: r for unit, r in live_records(records).items()
+                           if r.iteration is not None and r.status == "succeeded"}
+        """The completed iterations of the run's loops, by unit (``improve#2``)."""
+        self.candidates = self._candidates()
+        """What attribution blames: the steps that reach the output, a loop (not mapped) by its iterations."""
         self.gated: dict[str, Any] = {}
         for r in records:
             if r.gates:
@@ -207,6 +225,26 @@ class ReplayEngine:
         """Steps with a ``when``: which of them ran is the route a run took."""
         self.original_route = self.route_of(records)
         self._seed()
+
+    def _candidates(self) -> list[str]:
+        found: list[str] = []
+        for sid in self.relevant:
+            step = self.steps[sid]
+            its = sorted((r for r in self.iterations.values() if r.step_id == sid and r.index is None),
+                         key=lambda r: r.iteration or 0)
+            if step.repeat is not None and not step.mapped and its:
+                found.extend(r.unit for r in its)
+            else:
+                found.append(sid)
+        return found
+
+    def agent_of(self, unit: str) -> str:
+        """The agent responsible for a candidate (a step, or an iteration of one)."""
+        return self.steps[parse_unit(unit)[0]].agent_name
+
+    def record_of(self, unit: str) -> StepRecordView | None:
+        """A candidate's record in the original run: an iteration's, else its step's latest."""
+        return self.iterations.get(unit) or self.latest.get(unit)
 
     # -- routes -------------------------------------------------------------------------------------
 
@@ -241,12 +279,40 @@ class ReplayEngine:
             if key is not None:
                 self.original_keys[sid] = key
                 self.cache.put(sid, "own", key, value, "original", rec)
+        for rec in self.iterations.values():  # a replayed loop reuses an iteration whose inputs are unchanged
+            kwargs = self._recorded_kwargs(rec)
+            if kwargs is None:
+                continue
+            before = self.iterations.get(unit_name(rec.step_id, rec.index, (rec.iteration or 1) - 1))
+            key = iteration_key(kwargs, rec.iteration, before.output if before is not None else None)
+            self.cache.put(rec.step_id, "own", key, Value.of(rec.output), "original", rec)
+
+    def _recorded_kwargs(self, rec: StepRecordView) -> dict[str, Any] | None:
+        """The keyword arguments a record's attempt was called with, its stored links resolved to the outputs
+        they point at; None when a link points at no record of the run."""
+        kwargs: dict[str, Any] = {}
+        for param, stored in (rec.inputs or {}).items():
+            if not (isinstance(stored, dict) and "$record" in stored):
+                kwargs[param] = stored
+                continue
+            source = self.records_by_id.get(stored["$record"])
+            if source is None:
+                return None
+            value = Value.of(source.output)
+            if stored.get("field"):
+                sub = self.cache.field(value, stored["field"])
+                if sub is None:
+                    return None
+                value = sub
+            kwargs[param] = value.data
+        return kwargs
 
     def reference_kind(self, step_id: str) -> str:
-        """``edit`` (a reviewer replaced the output), ``baseline`` (declared) or ``resample``."""
+        """``edit`` (a reviewer replaced the output), ``baseline`` (declared) or ``resample``; ``step_id`` may
+        be an iteration (``improve#2``): a reviewer's edit of that iteration, else its step's baseline."""
         if step_id in self.edits:
             return "edit"
-        if self.workflow.step(step_id).baseline is not None:
+        if self.workflow.step(parse_unit(step_id)[0]).baseline is not None:
             return "baseline"
         return "resample"
 
@@ -282,6 +348,8 @@ class ReplayEngine:
 
     def simulate(self, plan: Plan) -> Value | None:
         """The final output from cached executions alone, or None when something must run."""
+        if plan.looped():
+            return None  # a loop with an iteration replaced runs again
         outputs: dict[str, Value] = {}
         for sid in self.relevant:
             policy = self._policy(plan, sid)
@@ -358,8 +426,9 @@ class ReplayEngine:
         """Insert the recorded outputs of steps that nothing in the plan can change."""
         new_ids: dict[str, int] = {}
         now = time.time()
+        looped = plan.looped()
         for sid in self.order:
-            if sid not in self.original or self._policy(plan, sid) not in ("own", "recorded"):
+            if sid not in self.original or sid in looped or self._policy(plan, sid) not in ("own", "recorded"):
                 continue
             step = self.steps[sid]
             if any(dep not in new_ids for dep in step.step_dependencies()):
@@ -407,8 +476,17 @@ class ReplayEngine:
         async def replay_step(ctx: StepContext, **kwargs: Any) -> Any:
             # async, so a cached output returns on the event loop; real work still runs in a thread
             plan = self._plans[ctx.run_id]
-            policy = self._policy(plan, sid)
-            key = None if policy in ("fixed", "edit") else InputKeys.from_kwargs(kwargs)
+            unit = unit_name(sid, ctx.index, ctx.iteration)
+            if ctx.iteration is not None and unit in plan.reference:  # this iteration takes its reference
+                policy = self.reference_kind(unit)
+                if policy == "edit":
+                    self._marks[(ctx.run_id, sid)] = "edited"
+                    return self.edits[unit].data
+            else:
+                policy = self._policy(plan, sid)
+            key = None if policy in ("fixed", "edit") else (
+                InputKeys.from_kwargs(kwargs) if ctx.iteration is None
+                else iteration_key(kwargs, ctx.iteration, ctx.previous_iteration))
             value, origin = self._known(plan, sid, policy, key)
             if value is not None:
                 self._marks[(ctx.run_id, sid)] = origin

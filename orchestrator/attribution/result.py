@@ -85,9 +85,17 @@ class AttributionResult:
 
 
 def rank(candidates: list[Candidate], order: list[str]) -> list[Candidate]:
-    """Most blamed first: ascending credit, then earliest in the workflow."""
+    """Most blamed first: ascending credit, then earliest in the workflow (a loop's iterations by number)."""
+    from orchestrator.records import parse_unit
+
     position = {sid: i for i, sid in enumerate(order)}
-    return sorted(candidates, key=lambda c: (round(c.credit, 9), position.get(c.step_id, len(position))))
+
+    def key(c: Candidate) -> tuple[float, int, int, int]:
+        step_id, index, iteration = parse_unit(c.step_id)
+        return (round(c.credit, 9), position.get(step_id, len(position)), -1 if index is None else index,
+                -1 if iteration is None else iteration)
+
+    return sorted(candidates, key=key)
 
 
 def blamed(candidates: list[Candidate]) -> str | None:

@@ -135,12 +135,12 @@ def collect_signals(spec: WorkflowSpec, records: list[StepRecordView],
     """Every step's signals, from all its attempts, the reviews of those attempts and the critics."""
     by_record = {r.record_id: r for r in reviews}
     per_step: dict[str, list[StepRecordView]] = {}
-    for rec in records:  # by unit: each instance of a mapped step (``summarize[7]``) is judged on its own
+    for rec in records:  # by unit: each instance (``summarize[7]``) and iteration (``improve#2``) on its own
         per_step.setdefault(rec.unit, []).append(rec)
     signals: dict[str, list[Signal]] = {sid: [] for sid in spec.step_ids}
     known = set(signals)
-    signals.update({unit: [] for unit, recs in per_step.items() if recs[0].index is not None
-                    and recs[0].step_id in known})
+    signals.update({unit: [] for unit, recs in per_step.items()
+                    if (recs[0].index is not None or recs[0].iteration is not None) and recs[0].step_id in known})
     critic_ids = {s.id for s in spec.steps if s.type == "critic"}
 
     def add(sid: str, signal: Signal, rec: StepRecordView) -> None:

@@ -67,17 +67,19 @@ def backward_trace(spec: WorkflowSpec, run: RunView, records: list[StepRecordVie
     ran = {r.step_id for r in records}
     if run.status in ("failed", "rejected"):
         relevant |= ran  # the step that ended the run explains it, whether or not it feeds the output
-    # a mapped step's instances are candidates of their own, right after their step (``summarize[7]``)
-    instances: dict[str, list[StepRecordView]] = {}
+    # a mapped step's instances and a loop's iterations are candidates of their own, right after their step
+    # (``summarize[7]``, ``improve#2``)
+    parts: dict[str, list[StepRecordView]] = {}
     for record in records:
-        if record.index is not None:
-            instances.setdefault(record.step_id, []).append(record)
+        if record.index is not None or record.iteration is not None:
+            parts.setdefault(record.step_id, []).append(record)
     candidates_ids = []
     for sid in order:
         if sid in relevant:
             candidates_ids.append(sid)
-            units = {r.unit: r.index for r in instances.get(sid, [])}
-            candidates_ids.extend(sorted(units, key=lambda u: units[u] or 0))
+            units = {r.unit: (-1 if r.index is None else r.index, -1 if r.iteration is None else r.iteration)
+                     for r in parts.get(sid, [])}
+            candidates_ids.extend(sorted(units, key=lambda u: units[u]))
     position = {unit: i for i, unit in enumerate(candidates_ids)}
     signals = collect_signals(spec, records, reviews)
     checked = _checked(spec)

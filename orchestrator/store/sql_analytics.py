@@ -228,15 +228,19 @@ RECORD_COLUMNS = ("id", "run_pk", "step_id", "agent", "status", "attempt", "orig
 EXECUTED = "s.status <> 'skipped' AND s.origin <> 'collected'"
 """Records of work done: not a skip, and not the list a mapped step collected from its instances."""
 
-UNIT = "s.step_id || '#' || COALESCE(CAST(s.item_index AS VARCHAR(12)), '')"
-"""What a trajectory counts as one step executed: a step, or one instance of a mapped step."""
+UNIT = ("s.step_id || '#' || COALESCE(CAST(s.item_index AS VARCHAR(12)), '') || '#' "
+        "|| COALESCE(CAST(s.iteration AS VARCHAR(12)), '')")
+"""What a trajectory counts as one step executed: a step, one instance of a mapped step, one iteration of a
+loop."""
 
 
 SKIPPED_BY_CONDITION = "s.status = 'skipped' AND s.skip_reason IS NOT NULL AND s.item_index IS NULL"
 """A step that its ``when`` (or a skipped upstream step) kept from running: the route a run did not take."""
 
-RUN_UNIT = "CAST(s.run_pk AS VARCHAR(20)) || '#' || COALESCE(CAST(s.item_index AS VARCHAR(12)), '')"
-"""What a gate pass rate counts once: a step in a run, or each instance of a mapped step in a run."""
+RUN_UNIT = ("CAST(s.run_pk AS VARCHAR(20)) || '#' || COALESCE(CAST(s.item_index AS VARCHAR(12)), '') || '#' "
+            "|| COALESCE(CAST(s.iteration AS VARCHAR(12)), '')")
+"""What a gate pass rate counts once: a step in a run, each instance of a mapped step in a run, each
+iteration of a loop (and the loop's own ``repeat`` verdict)."""
 
 
 def _records_of(run: str, bound: str, dialect: str, *, outer: bool = False) -> str:
@@ -303,7 +307,7 @@ def _contributions(conn: Connection, dialect: str, runs_sql: str, params: dict[s
     SELECT workflow, step_id, day, SUM(CASE WHEN first_gate % 2 = 0 THEN 1 ELSE 0 END) AS passes FROM (
       SELECT MIN(ar.workflow) AS workflow, s.step_id AS step_id, MIN({day}) AS day,
              MIN(CAST(s.id AS BIGINT) * 2 + CASE WHEN {_GATES_FAILED} > 0 THEN 1 ELSE 0 END) AS first_gate
-      {joined} AND {_GATED} GROUP BY s.run_pk, s.step_id, s.item_index) firsts
+      {joined} AND {_GATED} GROUP BY s.run_pk, s.step_id, s.item_index, s.iteration) firsts
     GROUP BY workflow, step_id, day"""
     values = {**params, "bound_": bound}
     out: dict[tuple[str, str, int], DayCounts] = {}
@@ -957,7 +961,7 @@ def live_step_period_counts(read: Read, dialect: str, workflow: str, period: str
              MIN(CAST(s.id AS BIGINT) * 2 + CASE WHEN {_GATES_FAILED} > 0 THEN 1 ELSE 0 END) AS first_gate
       FROM win w JOIN step_records s ON s.run_pk = w.run_pk
       WHERE {_GATED}
-      GROUP BY s.run_pk, s.step_id, s.item_index, w.period_start),
+      GROUP BY s.run_pk, s.step_id, s.item_index, s.iteration, w.period_start),
     passes AS (
       SELECT step_id, period_start, SUM(CASE WHEN first_gate % 2 = 0 THEN 1 ELSE 0 END) AS passes
       FROM first_gated GROUP BY step_id, period_start)
