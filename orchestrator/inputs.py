@@ -69,13 +69,14 @@ def parse_pairs(pairs: list[str]) -> dict[str, str]:
 
 
 def resolve_inputs(spec: WorkflowSpec, given: dict[str, Any]) -> dict[str, Any]:
-    """Check names, fill defaults and convert types; raises InputError naming the input."""
+    """Check names, fill defaults and convert types; raises InputError naming the input. A null given for an
+    input that has a default takes the default (a loop's ``$previous`` is null on its first iteration)."""
     unknown = sorted(set(given) - set(spec.inputs))
     if unknown:
         raise InputError(f"workflow {spec.name!r} has no input {unknown[0]!r}; declared inputs: {sorted(spec.inputs)}")
     values: dict[str, Any] = {}
     for name, decl in spec.inputs.items():
-        if name in given:
+        if name in given and not (given[name] is None and decl.default is not None):
             values[name] = convert(name, decl.type, given[name])
         elif decl.default is not None:
             values[name] = decl.default

@@ -33,7 +33,7 @@ from orchestrator.conditions import ConditionError
 from orchestrator.errors import LeaseLostError, StoreError
 from orchestrator.events import StepFinished, StepStarted, Verdict
 from orchestrator.model import GateResult
-from orchestrator.records import parse_unit, unit_name
+from orchestrator.records import parse_unit, path_head, unit_name
 from orchestrator.runstate import Done, StepOutcome
 
 REPEAT_GATE = "repeat"
@@ -144,7 +144,7 @@ class LoopRunner:
     def waiting_iteration(self) -> str | None:
         """This loop's iteration waiting for review, if one is."""
         for unit in self.state.waiting:
-            step_id, index, iteration = parse_unit(unit)
+            step_id, index, iteration = parse_unit(path_head(unit))  # a path: a pause inside its child run
             if step_id == self.step.id and index == self.index and iteration is not None:
                 return unit
         return None
