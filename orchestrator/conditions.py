@@ -166,15 +166,14 @@ def until_step_names(until: str) -> list[str]:
         return []
 
 
-def until_false_reason(until: str, values: Mapping[str, Any]) -> str | None:
-    """None when a loop's ``until`` holds for ``values``, else what it read (``output.passed = False``).
+def until_holds(until: str, values: Mapping[str, Any]) -> bool:
+    """Whether a loop's ``until`` holds for ``values`` (what it read is :meth:`Condition.explain`'s, asked only
+    when the loop gives up: evaluating the probes too would cost every iteration as much again).
     ConditionError (naming ``repeat until``) when it raises."""
-    condition = parse(until)
     try:
-        holds = bool(_compiled(until)(**values))
+        return bool(_compiled(until)(**values))
     except Exception as exc:
         raise ConditionError(f"repeat until {until} raised {type(exc).__name__}: {exc}") from None
-    return None if holds else condition.explain(values)
 
 
 def step_names(when: When) -> list[str]:

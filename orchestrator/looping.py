@@ -102,18 +102,20 @@ class LoopRunner:
         n = max(done, default=0)
         while True:
             if n > start:  # the round has an iteration: does it end the loop?
+                values = self.until_values(n, done)
                 try:
-                    still_false = self.until_false(n, done)
+                    holds = conditions.until_holds(self.repeat.until, values)
                 except ConditionError as exc:
                     return await self.end(first_attempt, started, "failed", error=("ConditionError", str(exc)),
                                           last=(n, done[n]))
-                if still_false is None:
+                if holds:
                     verdict = GateResult(True, 1.0, f"until {self.repeat.until} held after {_count(n)}",
                                          self.details(n))
                     return await self.end(first_attempt, started, "succeeded", last=(n, done[n]), verdict=verdict)
                 if n >= limit:
+                    read = conditions.parse(self.repeat.until).explain(values)
                     verdict = GateResult(False, 0.0, f"until {self.repeat.until} still false after {_count(n)}",
-                                         {**self.details(n), "values": still_false})
+                                         {**self.details(n), "values": read})
                     status, message = gate_policy(step.on_gate_fail, [verdict], is_last=True)
                     return await self.end(first_attempt, started, status, last=(n, done[n]), verdict=verdict,
                                           error=("GateFailed", message) if message else None)
@@ -149,15 +151,16 @@ class LoopRunner:
                 return unit
         return None
 
-    def until_false(self, n: int, done: dict[int, Done]) -> str | None:
-        """None when ``until`` holds for iteration ``n``, else the values it read. ConditionError when it raises."""
+    def until_values(self, n: int, done: dict[int, Done]) -> dict[str, Any]:
+        """What ``until`` reads of iteration ``n``: its output, number and the output before it, the workflow's
+        inputs, the upstream outputs it names, and an instance's item and index."""
         names = conditions.parse(self.repeat.until).names
         values: dict[str, Any] = {name: self.run.done[name].output for name in names if name in self.run.done}
         values.update(inputs=self.run.inputs, output=done[n].output, iteration=n,
                       previous=done[n - 1].output if n - 1 in done else None)
         if self.index is not None:
             values.update(item=self.item, index=self.index)
-        return conditions.until_false_reason(self.repeat.until, values)
+        return values
 
     def details(self, n: int) -> dict[str, Any]:
         return {"until": self.repeat.until, "iterations": n, "max": self.repeat.max}
