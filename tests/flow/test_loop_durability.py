@@ -95,3 +95,37 @@ def test_two_racing_resumes_leave_each_iteration_executed_once_after_the_kill(tm
     assert store.get_run(run_id).status == "succeeded"
     assert sorted(r.unit for r in store.step_records(run_id) if r.iteration is not None
                   and r.status == "succeeded") == ITERATIONS
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_a_loop_ends_on_until_or_pauses_at_max_and_each_decision_continues_it(tmp_path, durable_url):
+    """Through the CLI on each backend: until ends a loop; max pauses it at its repeat gate, and approve,
+    edit and retry each continue it (retry with a new round), no iteration running twice."""
+    log = tmp_path / "steps.log"
+    log.touch()
+    env = _env(log)
+    loop = str(FLOW / "loop.yaml")
+    ended = _cli(env, "run", loop, "--db", durable_url, "--json")
+    assert ended.returncode == 0, ended.stderr
+    assert json.loads(ended.stdout)["output"] == "ESSAY V3"
+
+    outputs = {}
+    replacement = tmp_path / "draft.json"
+    replacement.write_text(json.dumps({"text": "by hand", "score": 1, "revises": None}))
+    for decision, target, extra in (("approve", "5", ()), ("edit", "5", ("--output", str(replacement))),
+                                    ("retry", "2", ())):
+        paused = _cli(env, "run", loop, "--input", f"target={target}", "--db", durable_url, "--json")
+        assert paused.returncode == 3, paused.stderr
+        doc = json.loads(paused.stdout)
+        assert doc["paused_steps"] == ["draft"]
+        decided = _cli(env, decision, doc["run_id"], "--step", "draft", *extra, "--db", durable_url, "--json")
+        assert decided.returncode == 0, decided.stderr
+        outputs[decision] = json.loads(decided.stdout)["output"]
+    assert outputs == {"approve": "ESSAY V4", "edit": "BY HAND", "retry": "ESSAY V7"}
+    # three loops to max 4 and one round of three more after the retry; each iteration ran once
+    assert Counter(executions(log)) == Counter(
+        [*ITERATIONS[:3], *ITERATIONS[:4] * 3, *(f"draft#{n}" for n in (5, 6, 7)), *["publish"] * 4])

@@ -141,16 +141,43 @@ def test_a_mapped_step_loops_per_instance_and_one_instance_reaching_max_pauses_a
 
 
 def test_on_gate_fail_fail_fails_the_run_when_max_comes_first(cli, step_log, tmp_path):
-    text = (FLOW / "loop.yaml").read_text().replace("max: 4}", "max: 2}\n    on_gate_fail: fail")
-    (tmp_path / "loop_steps.py").write_text((FLOW / "loop_steps.py").read_text())
-    path = tmp_path / "loop_fail.yaml"
-    path.write_text(text)
+    path = _variant(tmp_path, "max: 4}", "max: 2}\n    on_gate_fail: fail")
     res = cli("run", str(path), "--json")
     assert res.exit_code == 1
     doc = res.json()
     assert doc["status"] == "failed"
     assert "until output.score >= inputs.target still false after 2 iterations" in doc["error"]
     assert executions(step_log) == ["draft#1", "draft#2"]
+
+
+def _variant(tmp_path, old: str, new: str):
+    """loop.yaml with one line changed, next to a copy of its step module."""
+    (tmp_path / "loop_steps.py").write_text((FLOW / "loop_steps.py").read_text())
+    path = tmp_path / "variant.yaml"
+    text = (FLOW / "loop.yaml").read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def test_on_gate_fail_warn_records_the_verdict_and_goes_on_with_the_last_iteration(cli, step_log, tmp_path):
+    path = _variant(tmp_path, "max: 4}", "max: 2}\n    on_gate_fail: warn")
+    res = cli("run", str(path), "--json")
+    assert res.exit_code == 0, res.stderr
+    doc = res.json()
+    assert doc["output"] == "ESSAY V2"
+    loop = _units(doc)["draft"]
+    assert loop["status"] == "succeeded" and loop["gates"][0]["passed"] is False
+    assert loop["gates"][0]["details"]["values"] == "output.score = 0.6, inputs.target = 0.8"
+
+
+def test_an_until_that_raises_fails_the_step_with_its_error(cli, step_log, tmp_path):
+    path = _variant(tmp_path, 'until: "output.score >= inputs.target"', 'until: "output.missing.deeper"')
+    res = cli("run", str(path), "--json")
+    assert res.exit_code == 1
+    doc = res.json()
+    assert doc["status"] == "failed" and "repeat until output.missing.deeper raised" in doc["error"]
+    assert executions(step_log) == ["draft#1"]
 
 
 def test_show_lists_the_iterations_under_their_loop(cli, step_log):
@@ -180,10 +207,7 @@ def test_validate_names_the_file_line_step_and_name_of_each_bad_loop(cli):
 
 
 def test_a_loop_without_max_is_refused(cli, tmp_path):
-    (tmp_path / "loop_steps.py").write_text((FLOW / "loop_steps.py").read_text())
-    path = tmp_path / "no_max.yaml"
-    path.write_text((FLOW / "loop.yaml").read_text().replace(", max: 4}", "}"))
-    res = cli("validate", str(path), db=False)
+    res = cli("validate", str(_variant(tmp_path, ", max: 4}", "}")), db=False)
     assert res.exit_code == 2 and "steps.draft.repeat.max: missing required key 'max'" in res.stderr
 
 
