@@ -91,6 +91,12 @@ class StepDetail(_Document):
     error: str | None = None
     gates: list[GateVerdict] = []
     llm: dict[str, Any] | None = None
+    index: int | None = None
+    """An instance's position in its ``for_each`` list; None for a step's own record."""
+    iteration: int | None = None
+    """A ``repeat:`` step's iteration (1-based); None for a step's own record (a loop's result)."""
+    unit: str = ""
+    """The step id, ``summarize[3]`` for an instance, ``improve#2`` for an iteration."""
 
 
 class ReviewDetail(_Document):
@@ -133,12 +139,16 @@ class RunDetail(_Document):
     llm: dict[str, Any] | None = None
 
     def step(self, step_id: str) -> StepDetail:
-        """The latest live record of ``step_id``; KeyError naming the steps there are."""
+        """The latest live record of ``step_id``: a unit (``summarize[3]``, ``improve#2``), else the step's own
+        record (a map's collected list, a loop's result); KeyError naming the steps there are."""
+        for s in self.steps:
+            if (s.unit or s.step_id) == step_id:
+                return s
         for s in self.steps:
             if s.step_id == step_id:
                 return s
         raise KeyError(f"run {self.run_id} has no live record of step {step_id!r}; "
-                       f"steps: {[s.step_id for s in self.steps]}")
+                       f"steps: {[s.unit or s.step_id for s in self.steps]}")
 
 
 class RunSummary(_Document):

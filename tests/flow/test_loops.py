@@ -216,3 +216,15 @@ def test_the_python_twin_gives_an_equal_spec_and_hash():
 
     yaml_twin, python_twin = load_workflow(FLOW / "loop.yaml"), load_workflow(FLOW / "loop_py.py")
     assert python_twin.spec == yaml_twin.spec and python_twin.content_hash == yaml_twin.content_hash
+
+
+def test_the_python_api_names_iterations_and_decides_the_loop(db_url, step_log):
+    from orchestrator import Orchestrator
+
+    with Orchestrator(db_url, reviewer="ann") as orch:
+        run = orch.run(FLOW / "loop.yaml", {"target": 5})
+        assert run.status == "paused" and run.paused_steps == ["draft"]
+        assert run.step("draft").gates[0].reason == "until output.score >= inputs.target still false after 4 iterations"
+        assert (run.step("draft#2").iteration, run.step("draft#2").unit) == (2, "draft#2")
+        done = orch.approve(run.run_id, step="draft")
+        assert done.status == "succeeded" and done.output == "ESSAY V4"
