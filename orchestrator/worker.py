@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -137,13 +139,16 @@ class Worker:
         self.in_flight: set[str] = set()
         self.review_timeouts = ReviewTimeouts(store)
         self.database_wait = DatabaseWait()
+        self.runs_scope: anyio.CancelScope | None = None
+        """Cancels every run of this worker at once (a second signal)."""
 
     async def run(self, stop_on_signals: bool) -> None:
         self.stopping = anyio.Event()
         async with anyio.create_task_group() as everything:
             if stop_on_signals:
-                await everything.start(self.watch_signals, everything)
+                await everything.start(self.watch_signals)
             async with anyio.create_task_group() as runs:
+                self.runs_scope = runs.cancel_scope
                 await self.claim_runs(runs)
             everything.cancel_scope.cancel()  # done: stop watching for signals
 
@@ -219,9 +224,9 @@ class Worker:
         if self.on_result is not None:
             self.on_result(result)
 
-    async def watch_signals(self, everything: TaskGroup, *,
-                            task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """The first SIGTERM/SIGINT drains; a second one cancels everything (leases are still handed back)."""
+    async def watch_signals(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The first SIGTERM/SIGINT drains; a second one cancels the runs (their leases are still handed
+        back, and further signals wait for that); once the runs are over, a signal ends the process (130)."""
         try:
             with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
                 task_status.started()
@@ -232,10 +237,10 @@ class Worker:
                         self.stopping.set()
                         if self.on_stopping is not None:
                             self.on_stopping(self.summary.signal, len(self.in_flight))
-                    else:
+                    elif not self.summary.forced:
                         self.summary.forced = True
-                        everything.cancel_scope.cancel()
-                        return
+                        if self.runs_scope is not None:
+                            self.runs_scope.cancel()
         finally:
             if self.summary.signal is not None:
                 # the loop put the default actions back; a second signal while the drained worker winds
@@ -317,7 +322,13 @@ class ReviewTimeouts:
 
 
 def _stop_at_once(_signum: int, _frame: FrameType | None) -> None:
-    raise SystemExit(130)
+    """A signal after the drain: everything is recorded and every lease handed back, so the process ends
+    here with 130, whatever it still waits for (a thread a step left running, an exporter's flush at
+    exit). Raising SystemExit would not do: Python ignores it while joining threads at exit."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # the main thread may be writing to it right now
+            stream.flush()
+    os._exit(130)
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:

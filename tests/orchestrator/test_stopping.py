@@ -213,3 +213,53 @@ def test_sigterm_stops_a_run_like_ctrl_c_exits_143_and_resume_takes_it_at_once(t
     _resume_finishes(run_id, durable_url, side)
     lines = _lines(side)
     assert [lines.count(s) for s in ("first start", "nap start", "anap start", "last start")] == [1, 2, 2, 1]
+
+
+LINGERING_STEP = '''
+import os, threading, time
+from pathlib import Path
+
+def linger(x: int) -> int:
+    """Leaves a thread that keeps the process from exiting (as a library's exporter thread may)."""
+    release = Path(os.environ["RELEASE"])
+
+    def wait() -> None:
+        deadline = time.monotonic() + 60
+        while not release.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    threading.Thread(target=wait, daemon=False).start()
+    with open(os.environ["SIDE"], "a") as fh:
+        fh.write("linger start\\n")
+    return x
+'''
+
+
+def test_a_second_sigterm_after_the_drain_finished_exits_130(tmp_path, durable_url):
+    """The drain is over (the summary is printed) but the process still waits, here for a thread a step
+    left running; a second SIGTERM then stops it at once with the documented 130, never by the default
+    action (-15) nor with the 0 of the first signal's drain."""
+    (tmp_path / "linger_steps.py").write_text(LINGERING_STEP)
+    workflow = tmp_path / "linger.yaml"
+    workflow.write_text("name: linger\ninputs: {x: {type: integer, default: 1}}\n"
+                        "steps:\n  - {id: linger, run: 'linger_steps:linger', inputs: {x: $inputs.x}}\n")
+    side = tmp_path / "side.txt"
+    side.touch()
+    env = {**_env(side, 0), "RELEASE": str(tmp_path / "release")}
+    run_id = _queue(workflow, durable_url, env)
+    worker = subprocess.Popen([*ORCHESTRATOR, "worker", "--poll", "0.1", "--db", durable_url], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stderr = _stderr_lines(worker)
+        _wait_for(lambda: open_store(durable_url).get_run(run_id).status == "succeeded", "the run never finished")
+        worker.send_signal(signal.SIGTERM)
+        assert stderr.get(timeout=60).startswith("SIGTERM: draining 0 run(s)")
+        assert stderr.get(timeout=60).startswith("worker stopped by SIGTERM: 1 run(s) executed, 0 handed back")
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=30)  # the lingering thread would hold it for 60 s
+    finally:
+        (tmp_path / "release").touch()
+        worker.kill()
+        worker.communicate(timeout=60)
+
+    assert worker.returncode == 130
+    assert _lines(side) == ["linger start"]
