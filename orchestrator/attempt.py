@@ -13,7 +13,7 @@ import hashlib
 import math
 import time
 import traceback
-from collections.abc import Awaitable, Coroutine, Generator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,7 @@ from orchestrator.model import GateResult, field_value, parse_reference
 from orchestrator.records import join_path, unit_name
 from orchestrator.runstate import Done, RunHandedBack, StepOutcome, UpstreamView
 from orchestrator.store import GateRow, NewStepRecord, Store
+from orchestrator.store.base import lease_lost
 from orchestrator.threads import POOL
 
 _JSON_SCALARS = frozenset({str, int, bool, type(None)})
@@ -143,6 +144,9 @@ class RunContext:
     """Steps a reviewer sent back for another attempt: the output they were sent back with."""
     children: ChildRuns | None = None
     """Starts and continues the child runs of ``workflow:`` steps (None when the workflow has none)."""
+    lease_held: Callable[[], bool] = field(default=lambda: True)
+    """Whether the run's lease is still this execution's, asked before every attempt starts (the lease
+    keeper's fenced check; always True without a lease). False: the keeper has stopped the execution."""
 
     def alone(self) -> bool:
         """Whether the calling step is the only one of the run in flight (unknown without a writer: no)."""
@@ -278,6 +282,8 @@ class StepRunner:
 
     async def attempt(self, attempt: int, state: AttemptState, *, is_last: bool) -> StepOutcome:
         run, step = self.run, self.step
+        if not run.lease_held():  # every attempt, a retry's too: a process that stalled in a backoff starts nothing
+            raise lease_lost(run.run_id)
         self.started_attempt = attempt
         started = time.time()
         try:

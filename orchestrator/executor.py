@@ -298,6 +298,7 @@ class _Schedule:
             async with anyio.create_task_group() as self.tg:
                 if self.lease is not None:  # renewed while steps run; on losing it, stop at once
                     self.keeper = keep_lease(self.executor.store, self.lease, self.stop, self.tg)
+                    self.run_context.lease_held = self.keeper.still_held  # asked before every attempt
                 self.spawn_context.run(self.schedule, None)
                 await self.finish_when_idle()
         finally:

@@ -44,6 +44,12 @@ def first(x: int) -> int:
         time.sleep(0.02)
     return x
 
+def flaky(x: int, ctx) -> int:
+    _log(f"flaky{ctx.attempt}")
+    if ctx.attempt == 1:
+        raise ConnectionError("the service hiccupped")
+    return x
+
 def hold(value: int) -> int:
     _log("hold")
     time.sleep(float(os.environ["HOLD"]))
@@ -58,9 +64,18 @@ output: hold
 """
 
 
+RETRIED = """name: retried
+inputs: {x: {type: integer, default: 1}}
+steps:
+  - {id: flaky, run: 'edge_steps:flaky', inputs: {x: $inputs.x}, inline: true, retry: {attempts: 2, backoff: 5}}
+output: flaky
+"""
+
+
 def _setup(tmp_path: Path, *, hold: float, lease: float) -> tuple[Path, dict[str, str]]:
     (tmp_path / "edge_steps.py").write_text(STEPS)
     (tmp_path / "edges.yaml").write_text(WORKFLOW)
+    (tmp_path / "retried.yaml").write_text(RETRIED)
     side = tmp_path / "side.txt"
     side.touch()
     env = {**os.environ, "PYTHONPATH": str(REPO), "SIDE": str(side), "HOLD": str(hold),
@@ -139,6 +154,35 @@ def test_a_worker_stopped_after_its_claim_starts_no_step_once_another_holds_the_
     assert [what for what, pid in _side(env) if pid == stalled.pid] == ["stalled"]  # it started no step
     assert [what for what, _ in _side(env)].count("first") == 1
     assert open_store(durable_url).get_run(run_id).output == 2
+
+
+def test_a_worker_stopped_between_two_attempts_of_a_step_starts_no_retry_once_another_holds_the_run(
+        tmp_path, durable_url):
+    """The lease is confirmed before every attempt, not only a step's first: the first worker's attempt 1
+    fails and is recorded, and the worker is stopped (SIGSTOP) while it waits out the retry's 5 s backoff.
+    Its lease lapses, a second worker runs attempt 2 and finishes the run; continued (SIGCONT), the first
+    worker must find its lease gone instead of starting attempt 2 again."""
+    _, env = _setup(tmp_path, hold=0, lease=1)
+    run_id = _queue(tmp_path / "retried.yaml", durable_url, env)
+    store = open_store(durable_url)
+    stalled = _worker(durable_url, env, "--once")
+    _wait_for(lambda: [r.attempt for r in store.step_records(run_id)] == [1], "attempt 1 was never recorded")
+    stalled.send_signal(signal.SIGSTOP)  # within the backoff: attempt 2 is seconds away
+    assert _side(env) == [("flaky1", stalled.pid)]
+    _wait_for(lambda: store.get_run(run_id).status == "interrupted", "the lease never lapsed")
+
+    other = _worker(durable_url, env)
+    _wait_for(lambda: store.get_run(run_id).status == "succeeded", "the second worker never finished the run")
+    stalled.send_signal(signal.SIGCONT)
+    _, stderr = stalled.communicate(timeout=60)  # --once: it exits once it gave the run up
+    assert stalled.returncode == 0, stderr
+    other.send_signal(signal.SIGTERM)
+    _, stderr = other.communicate(timeout=60)
+    assert other.returncode == 0, stderr
+
+    assert _side(env) == [("flaky1", stalled.pid), ("flaky2", other.pid)]  # attempt 2 executed once
+    assert [(r.attempt, r.status) for r in store.step_records(run_id)] == [(1, "failed"), (2, "succeeded")]
+    assert store.get_run(run_id).output == 1
 
 
 def test_two_workers_execute_a_3s_inline_step_under_a_1s_lease_once(tmp_path, durable_url):
