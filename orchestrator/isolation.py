@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import multiprocessing
+import signal
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
@@ -61,7 +62,7 @@ def child_main(ref: str, base_dir: str | None, payload: str, conn: Connection) -
         result = asyncio.run(fn(**kwargs)) if inspect.iscoroutinefunction(fn) else fn(**kwargs)
         conn.send(("ok", jsonio.dumps(result)))
     except BaseException as exc:  # every failure of the step is reported to the parent as a value
-        conn.send(("error", type(exc).__name__, str(exc), "".join(traceback.format_exception(exc))))
+        conn.send(("error", type(exc).__name__, _message(exc), "".join(traceback.format_exception(exc))))
     finally:
         conn.close()
 
@@ -78,8 +79,9 @@ async def call_isolated(ref: str, base_dir: str | None, kwargs: dict[str, Any], 
     try:
         message = await POOL.run(parent.recv)
     except EOFError:
-        raise IsolatedStepError("ChildDied", f"the step's process ended without an answer "
-                                             f"(exit code {process.exitcode})") from None
+        process.join(timeout=5)  # its exit code is known only once it is reaped
+        raise IsolatedStepError("ChildDied", f"the step's process {_death(process.exitcode)} before it answered"
+                                ) from None
     finally:
         if process.is_alive():
             process.kill()  # a timeout or a stop: the code itself stops here
@@ -88,3 +90,35 @@ async def call_isolated(ref: str, base_dir: str | None, kwargs: dict[str, Any], 
     if message[0] == "ok":
         return jsonio.loads(message[1])
     raise IsolatedStepError(message[1], message[2], message[3] if len(message) > 3 else None)
+
+
+def _death(exitcode: int | None) -> str:
+    """How a child that never answered ended: by a signal (SIGKILL is what the kernel's OOM killer sends)
+    or with an exit code."""
+    if exitcode is None:
+        return "did not end"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"was killed by {name}" + (" (out of memory?)" if -exitcode == signal.SIGKILL else "")
+    return f"exited with code {exitcode}"
+
+
+def _message(exc: BaseException) -> str:
+    """The child's error message; a MemoryError (whose own message is empty) says what ran out, and the
+    address-space limit when one is set (``resource.setrlimit(RLIMIT_AS)``, ``ulimit -v``)."""
+    if not isinstance(exc, MemoryError):
+        return str(exc)
+    detail = str(exc)
+    text = "out of memory" + (f" ({detail})" if detail else "")
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):
+        return text
+    if limit == resource.RLIM_INFINITY:
+        return text
+    return f"{text}: the process's address space is limited to {limit / 2**20:.0f} MiB (RLIMIT_AS)"
