@@ -25,7 +25,7 @@ from orchestrator.errors import ResolveError
 from orchestrator.model import GateResult, GateSpec
 from orchestrator.resolve import resolve_callable
 
-__all__ = ["build_gate", "construct_gate", "FunctionGate"]
+__all__ = ["build_gate", "construct_gate", "FunctionGate", "AsyncFunctionGate"]
 
 
 def _did_you_mean(word: str, choices: list[str]) -> str:
@@ -142,15 +142,17 @@ class FunctionGate:
 
     @classmethod
     def wrap(cls, fn: Callable[..., Any], params: Mapping[str, Any], ref: str = "") -> FunctionGate:
-        """Check ``params`` against ``fn``'s signature now, so a typo fails at validation time."""
+        """Check ``params`` against ``fn``'s signature now, so a typo fails at validation time (or, from
+        Python, at definition). An ``async def`` function gives an :class:`AsyncFunctionGate`, awaited."""
         params = dict(params)
         ref = ref or getattr(fn, "__qualname__", repr(fn))
+        kind = AsyncFunctionGate if inspect.iscoroutinefunction(fn) else FunctionGate
         if "ctx" in params:
             raise GateConfigError("'ctx' is reserved: the step context is passed by the orchestrator")
         try:
             sig = inspect.signature(fn)
         except (TypeError, ValueError):
-            return cls(fn=fn, params=params, ref=ref, ctx_mode=None)
+            return kind(fn=fn, params=params, ref=ref, ctx_mode=None)
         all_params = list(sig.parameters.values())
         positional = [p for p in all_params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         has_var_pos = any(p.kind == p.VAR_POSITIONAL for p in all_params)
@@ -182,16 +184,27 @@ class FunctionGate:
                 raise
             raise GateConfigError(f"{exc} of {ref}; give it as a key of the gate (the step context goes only to a "
                                   "parameter named ctx)") from None
-        return cls(fn=fn, params=params, ref=ref, ctx_mode=ctx_mode)
+        return kind(fn=fn, params=params, ref=ref, ctx_mode=ctx_mode)
+
+    def call(self, output: Any, ctx: StepContext) -> Any:
+        """The function's own answer: the output first, ``ctx`` where declared, the params as keywords."""
+        if self.ctx_mode == "positional":
+            return self.fn(output, ctx, **self.params)
+        if self.ctx_mode == "keyword":
+            return self.fn(output, ctx=ctx, **self.params)
+        return self.fn(output, **self.params)
 
     def check(self, output: Any, ctx: StepContext) -> GateResult:
-        if self.ctx_mode == "positional":
-            value = self.fn(output, ctx, **self.params)
-        elif self.ctx_mode == "keyword":
-            value = self.fn(output, ctx=ctx, **self.params)
-        else:
-            value = self.fn(output, **self.params)
-        return normalize(value, self.ref)
+        return normalize(self.call(output, ctx), self.ref)
+
+
+@dataclasses.dataclass(frozen=True)
+class AsyncFunctionGate(FunctionGate):
+    """An ``async def`` function used as a gate: the same rule for its parameters, its check awaited on
+    the event loop (so it may ``await ctx.llm.acomplete(...)``)."""
+
+    async def check(self, output: Any, ctx: StepContext) -> GateResult:  # type: ignore[override]
+        return normalize(await self.call(output, ctx), self.ref)
 
 
 def _is_context(parameter: inspect.Parameter) -> bool:

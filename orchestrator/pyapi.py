@@ -30,6 +30,7 @@ the object travelling in ``objects``) or a file path resolved next to this workf
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 from collections.abc import Callable, Mapping
@@ -258,7 +259,7 @@ class Workflow(DefinesWorkflow):
             step_id = opts.pop("id", fn.__name__ if fn is not None else "")
             gates = []
             for index, gate in enumerate(opts.pop("gates", [])):
-                spec, obj = _gate_spec(gate)
+                spec, obj = _gate_spec(gate, step_id, index, registered.where)
                 gates.append(spec)
                 if obj is not None:
                     objects[gate_object_key(step_id, index)] = obj
@@ -427,11 +428,42 @@ def _template_names(template: str) -> list[str]:
     return ordered
 
 
-def _gate_spec(gate: Any) -> tuple[GateSpec, Any]:
-    """A gate as the spec holds it, plus the object when one was given directly."""
-    if isinstance(gate, GateSpec):
-        return gate, None
-    if isinstance(gate, (str, dict)):
+def _gate_spec(gate: Any, step_id: str, index: int, where: str) -> tuple[GateSpec, Any]:
+    """A gate as the spec holds it, plus the object when one was given directly.
+
+    A plain function (``gates=[fn]``, ``gates=[{"gate": fn, "limit": 5}]``, a ``functools.partial``) gets
+    its parameters by the rule YAML's ``gate: module:fn`` follows (:class:`gates.factory.FunctionGate`),
+    checked here: the output first, the step context only to a parameter named ``ctx`` (or a second one
+    annotated ``StepContext``), every other parameter from the dict's keys or its default. A gate object
+    (anything with a ``check`` method) is called as ``check(output, ctx)``; a gate class is constructed
+    with the dict's keys."""
+    from gates.base import GateConfigError
+    from gates.factory import FunctionGate, construct_gate
+
+    if isinstance(gate, GateSpec) or isinstance(gate, str):
         return GateSpec.model_validate(gate), None
-    name = getattr(gate, "name", None) or getattr(gate, "__name__", type(gate).__name__)
-    return GateSpec(gate=str(name)), gate
+    keys: dict[str, Any] = {}
+    if isinstance(gate, dict):
+        if not callable(gate.get("gate")):
+            return GateSpec.model_validate(gate), None
+        keys = {k: v for k, v in gate.items() if k != "gate"}
+        gate = gate["gate"]
+    function = gate.func if isinstance(gate, functools.partial) else gate
+    name = getattr(gate, "name", None) or getattr(function, "__name__", type(gate).__name__)
+    try:
+        spec = GateSpec.model_validate({"gate": str(name), **keys})
+    except ValidationError as exc:
+        raise SpecError([SpecProblem(where, f"steps.{step_id}.gates[{index}].{'.'.join(map(str, e['loc']))}",
+                                     f"{e['msg']} (got {e.get('input')!r})") for e in exc.errors()]) from None
+    try:
+        if inspect.isclass(gate):
+            return spec, construct_gate(gate, spec.params, typed=False)
+        if callable(getattr(gate, "check", None)):
+            if spec.params:
+                raise GateConfigError(f"a gate object takes no keys besides gate, name, severity and timeout; got "
+                                      f"{sorted(spec.params)}")
+            return spec, gate
+        return spec, FunctionGate.wrap(gate, spec.params, ref=str(name))
+    except GateConfigError as exc:
+        raise SpecError([SpecProblem(where, f"steps.{step_id}.gates[{index}]",
+                                     f"step {step_id!r} gate {spec.label!r}: {exc}")]) from None

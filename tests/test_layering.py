@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
      "orchestrator.binding", "orchestrator.spec", "orchestrator.files", "orchestrator.evaluation",
      "orchestrator.pyapi", "gates", "orchestrator.llm", "orchestrator.telemetry"),
     # 2: the store
-    ("orchestrator.store", "orchestrator.stored_workflow"),
+    ("orchestrator.store", "orchestrator.stored_workflow", "orchestrator.workflow_filter"),
     # 3: executing and explaining runs
     ("orchestrator.runstate", "orchestrator.attempt", "orchestrator.executor", "orchestrator.attribution",
      "orchestrator.outcomes", "orchestrator.documents", "orchestrator.group_commit", "orchestrator.blocking",

@@ -25,6 +25,7 @@ from orchestrator.jsonio import loads
 from orchestrator.records import iso
 from orchestrator.store import Store
 from orchestrator.store.analytics import NondeterminismCounts
+from orchestrator.workflow_filter import check_workflow_filter
 
 
 class Distribution(BaseModel):
@@ -162,6 +163,8 @@ def build_report(store: Store, workflow: str | None = None, *, now: float | None
     """
     counts = store.run_counts(workflow)
     production = [c for c in counts if c.kind == "run"]
+    if not production:
+        check_workflow_filter(store, workflow)  # a name no run has is a typo: say which names have runs
     names = sorted({c.workflow for c in production})
     runs = sum(c.runs for c in production)
     definitions = {c.workflow_id: store.workflow_definition(c.workflow_id)[0] for c in production}

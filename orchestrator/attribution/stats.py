@@ -29,6 +29,7 @@ from orchestrator.errors import InputError
 from orchestrator.records import ModelCallView, iso, parse_unit
 from orchestrator.store import Store
 from orchestrator.store.analytics import OutcomeCounts, StepPeriodCounts
+from orchestrator.workflow_filter import check_workflow_filter
 
 PERIODS = ("day", "week")
 MAX_RUNS = 1_000_000
@@ -182,11 +183,8 @@ def period_of(ts: float, period: str) -> tuple[str, str]:
 def choose_workflow(store: Store, workflow: str | None) -> str:
     """The named workflow, or the only one with runs; else an InputError listing them (a name with no
     runs is a typo far more often than a question, and "0 runs" would hide it)."""
-    names = sorted({c.workflow for c in store.run_counts() if c.kind == "run"})
+    names = check_workflow_filter(store, workflow)
     if workflow is not None:
-        if workflow not in names:
-            known = f"workflows with runs: {names}" if names else "no runs are stored yet"
-            raise InputError(f"no runs of workflow {workflow!r} are stored; {known}")
         return workflow
     if not names:
         raise InputError("no runs are stored yet; run a workflow first")

@@ -57,11 +57,14 @@ def runs(status: Annotated[str | None, typer.Option("--status", help="Only runs 
     """List runs, newest first, for triage: outcome, where a paused run waits and why, blame, model cost."""
     from orchestrator.documents import runs_page_document
     from orchestrator.listing import run_query
+    from orchestrator.workflow_filter import check_workflow_filter
 
     query = run_query(status=status, workflow=workflow, outcome=outcome, blamed=blamed, since=since, kind=kind,
                       limit=limit, offset=offset)
     store = open_store(db, create=False)
     page, docs = runs_page_document(store, query)
+    if not docs and workflow is not None:  # none listed: a typo in the name, or none in this state?
+        check_workflow_filter(store, workflow)
     if as_json:
         print_json(docs)
         if page.more:

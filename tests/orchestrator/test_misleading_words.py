@@ -62,13 +62,23 @@ def test_ctrl_c_while_a_decision_continues_the_run_names_that_run(cli, monkeypat
         "re-running its completed steps")
 
 
-def test_stats_of_a_workflow_without_runs_names_the_known_ones(cli):
+@pytest.mark.parametrize("command", ["stats", "report", "runs"])
+@pytest.mark.parametrize("as_json", [False, True], ids=["table", "json"])
+def test_a_read_command_filtered_by_a_workflow_without_runs_names_the_known_ones(cli, command, as_json):
     cli("run", str(FIXTURES / "ok.yaml"))
-    result = cli("stats", "--workflow", "nosuchwf")
+    json_flag = ["--json"] if as_json else []
+    result = cli(command, "--workflow", "nosuchwf", *json_flag)
     assert result.exit_code == 2
+    assert result.stdout == ""
     assert result.stderr.strip().splitlines() == [
         "error: no runs of workflow 'nosuchwf' are stored; workflows with runs: ['ok']"]
-    assert cli("stats", "--workflow", "ok").exit_code == 0
+    assert cli(command, "--workflow", "ok", *json_flag).exit_code == 0
+
+
+def test_runs_of_a_known_workflow_in_no_run_of_that_state_is_an_empty_list_not_an_error(cli):
+    cli("run", str(FIXTURES / "ok.yaml"))
+    result = cli("runs", "--workflow", "ok", "--status", "paused", "--json")
+    assert (result.exit_code, result.json()) == (0, [])
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
