@@ -15,7 +15,6 @@ import contextvars
 import heapq
 import os
 import secrets
-import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -32,6 +31,7 @@ from orchestrator.children import ChildRuns
 from orchestrator.errors import InputError, LeaseLostError, StoreError, StoreMismatchError
 from orchestrator.events import EventHook, RunFinished, RunStarted, shielded
 from orchestrator.group_commit import GroupCommit
+from orchestrator.lease_holder import this_holder
 from orchestrator.lease_keeper import LeaseKeeper, keep_lease
 from orchestrator.looping import LoopRunner, LoopState
 from orchestrator.mapping import MapRunner, MapState
@@ -61,8 +61,9 @@ so a lease that never expires (``inf``) would keep it stuck for ever."""
 
 
 def owner_token() -> str:
-    """Who executes a run: ``host:pid``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """Who executes a run: ``host:pid`` and, where known, the process's start time and machine
+    (:mod:`orchestrator.lease_holder`), so a ``resume`` on the same machine knows when it died."""
+    return this_holder()
 
 
 def lease_seconds() -> float:

@@ -23,6 +23,7 @@ from orchestrator.errors import LeaseHeldError
 from orchestrator.events import EventHook, shielded
 from orchestrator.executor import Drain, Executor, new_lease
 from orchestrator.inputs import resolve_inputs
+from orchestrator.lease_holder import holder_is_gone, holder_name
 from orchestrator.outcomes import trace_incorrect_outcome
 from orchestrator.runstate import RunResult
 from orchestrator.store import Lease, Store
@@ -136,10 +137,15 @@ def claim(store: Store, run_id: str) -> Lease:
     if store.acquire_lease(lease, statuses=RESUMABLE):
         return lease
     run = store.get_run(run_id)
+    # a holder killed on this machine holds nothing: its lease is ended now instead of waited out
+    if (run.status == "running" and run.owner and holder_is_gone(run.owner)
+            and store.expire_lease(run_id, run.owner) and store.acquire_lease(lease, statuses=RESUMABLE)):
+        return lease
     if run.status in ("running", "interrupted") and run.lease_expires_at is not None:
         left = max(0.0, run.lease_expires_at - time.time())
-        raise LeaseHeldError(f"run {run_id} is being executed by {run.owner} (its lease runs {left:.1f} s more); "
-                             "wait for it to finish, or for the lease to expire if that process died")
+        raise LeaseHeldError(f"run {run_id} is being executed by {holder_name(run.owner or '?')} (its lease runs "
+                             f"{left:.1f} s more); wait for it to finish, or for the lease to expire if that process "
+                             "died")
     raise LeaseHeldError(f"run {run_id} is {run.status}; there is nothing to continue")
 
 

@@ -34,8 +34,8 @@ LAYERS: list[tuple[str, ...]] = [
     # 3: executing and explaining runs
     ("orchestrator.runstate", "orchestrator.attempt", "orchestrator.executor", "orchestrator.attribution",
      "orchestrator.outcomes", "orchestrator.documents", "orchestrator.group_commit", "orchestrator.blocking",
-     "orchestrator.lease_keeper", "orchestrator.mapping", "orchestrator.looping", "orchestrator.children",
-     "orchestrator.tree"),
+     "orchestrator.lease_keeper", "orchestrator.lease_holder", "orchestrator.mapping", "orchestrator.looping",
+     "orchestrator.children", "orchestrator.tree"),
     # 4: what every face calls
     ("orchestrator.runner", "orchestrator.review", "orchestrator.labels", "orchestrator.worker",
      "orchestrator.listing"),

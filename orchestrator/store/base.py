@@ -137,6 +137,11 @@ class RunStore(ABC):
         """Extend a held lease (the heartbeat); False when it was taken over."""
 
     @abstractmethod
+    def expire_lease(self, run_id: str, holder: str) -> bool:
+        """End now the live lease ``holder`` has on the run, whose process is known to be gone, so that
+        :meth:`acquire_lease` may take the run at once; False when that holder holds no lease on it."""
+
+    @abstractmethod
     def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
                   outcome: NewOutcome | None = None) -> bool:
         """Write the run's end and release the lease, only if still held; False when it was taken over.

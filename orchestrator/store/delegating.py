@@ -77,6 +77,9 @@ class DelegatingStore(Store):
     def acquire_lease(self, lease: Lease, *, statuses: Iterable[str]) -> bool:
         return self.target().acquire_lease(lease, statuses=statuses)
 
+    def expire_lease(self, run_id: str, holder: str) -> bool:
+        return self.target().expire_lease(run_id, holder)
+
     def renew_lease(self, lease: Lease) -> bool:
         return self.target().renew_lease(lease)
 

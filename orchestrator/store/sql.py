@@ -301,6 +301,13 @@ class SqlStore(RetriedStore, Store):
                 and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token)).values(
                 lease_expires_at=now + lease.seconds, heartbeat_at=now)).rowcount == 1)
 
+    def expire_lease(self, run_id: str, holder: str) -> bool:
+        now = self.clock()
+        with self.lock, self.conn.begin():
+            return bool(self.conn.execute(update(runs_t).where(
+                and_(runs_t.c.run_id == run_id, runs_t.c.owner == holder, runs_t.c.lease_token.is_not(None),
+                     runs_t.c.lease_expires_at >= now)).values(lease_expires_at=now)).rowcount == 1)
+
     def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
                   outcome: NewOutcome | None = None) -> bool:
         run_pk = self.run_pk(lease.run_id) if outcome is not None else 0

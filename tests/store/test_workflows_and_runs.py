@@ -315,6 +315,19 @@ def test_an_expired_lease_is_taken_over_and_shown_as_interrupted_meanwhile(store
     assert store.get_run(run_id).owner == "host:2"
 
 
+def test_the_lease_of_a_holder_known_dead_is_ended_only_for_that_holder(store: Store):
+    run_id = add_run(store, add_workflow(store), status="paused")
+    dead = lease("host:1#100@m", run_id)
+    assert store.acquire_lease(dead, statuses=["paused"])
+    assert store.expire_lease(run_id, "host:1#101@m") is False  # another holder (the pid's next process)
+    assert store.acquire_lease(lease("host:2", run_id), statuses=["running"]) is False
+    assert store.expire_lease(run_id, dead.holder) is True
+    assert store.get_run(run_id).status == "interrupted"
+    assert store.expire_lease(run_id, dead.holder) is False  # nothing live left to end
+    assert store.acquire_lease(lease("host:2", run_id), statuses=["running"]) is True
+    assert store.expire_lease(run_id, dead.holder) is False  # the taker's lease is not the dead one's
+
+
 def taken_over(store: Store, run_id: str) -> tuple[Lease, Lease]:
     """A paused run's lease taken by ``host:1``, left to expire and taken over by ``host:2``: (stalled, held)."""
     stalled = lease("host:1", run_id, seconds=0.05)
