@@ -45,6 +45,7 @@ from orchestrator.runstate import (
     RunResult,
     StepOutcome,
     finish_run,
+    pause_deadline,
 )
 from orchestrator.store import Lease, NewStepRecord, RunEnd, Store
 from orchestrator.store.base import lease_lost
@@ -209,7 +210,9 @@ class Executor:
                             done=run.done, waiting=schedule.waiting, failed=schedule.failed, errors=schedule.errors,
                             lease=lease, ended=schedule.writer.ended is not None,
                             outcome=scoring.outcome if scoring else None,
-                            evaluator_error=scoring.error if scoring else None)
+                            evaluator_error=scoring.error if scoring else None,
+                            review_deadline=lambda: pause_deadline(self.store, run_id, schedule.waiting,
+                                                                   self.workflow.spec.review_timeouts()))
         if self.on_event is not None:
             if scoring is not None:  # before the end, so a listener can put the score on the run's span
                 self.on_event(scoring_event(run_id, scoring))

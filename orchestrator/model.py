@@ -456,6 +456,10 @@ class WorkflowSpec(_Strict):
                 return s
         raise KeyError(step_id)
 
+    def review_timeouts(self) -> dict[str, float]:
+        """Step id -> ``review_timeout``, for the steps that have one."""
+        return {s.id: s.review_timeout for s in self.steps if s.review_timeout is not None}
+
     @property
     def step_ids(self) -> list[str]:
         return [s.id for s in self.steps]

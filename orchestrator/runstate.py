@@ -9,15 +9,15 @@ with :func:`finish_run`, which stores the run's status and says what it came to 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.errors import OrchestratorError
 from orchestrator.model import GATE_ERROR, GateResult, RunStatus
-from orchestrator.records import ReviewView, StepRecordView, parse_unit, path_head, unit_name
+from orchestrator.records import ReviewView, StepRecordView, live_records, parse_unit, path_head, unit_name
 from orchestrator.store import Lease, NewOutcome
-from orchestrator.store.base import RunStore, lease_lost
+from orchestrator.store.base import RecordStore, RunStore, lease_lost
 
 FAIR_SHARE_SECONDS = 0.05
 """The longest a run's task runs steps (or instances of a mapped step) back to back before giving the
@@ -177,17 +177,34 @@ def in_order(units: Iterable[str], order: Sequence[str]) -> list[str]:
     return sorted(units, key=key)
 
 
+def review_deadline(waiting: Iterable[StepRecordView], timeouts: Mapping[str, float]) -> float | None:
+    """When the earliest of these waiting records times out (its end plus its step's ``review_timeout``,
+    ``timeouts`` giving them by step); None when none of their steps has one."""
+    return min((rec.ended_at + timeouts[rec.step_id] for rec in waiting
+                if rec.step_id in timeouts and rec.ended_at is not None), default=None)
+
+
+def pause_deadline(store: RecordStore, run_id: str, waiting: set[str], timeouts: Mapping[str, float]) -> float | None:
+    """The review deadline of a run pausing at ``waiting`` (units): read from its records only when one of
+    those steps has a ``review_timeout``."""
+    if not any(parse_unit(unit)[0] in timeouts for unit in waiting):
+        return None
+    records = live_records(store.step_records(run_id))
+    return review_deadline((records[unit] for unit in waiting if unit in records), timeouts)
+
+
 def finish_run(store: RunStore, run_id: str, *, output_step: str, order: Sequence[str], done: Mapping[str, Done],
                waiting: set[str], failed: list[str], errors: list[str], lease: Lease | None = None,
-               ended: bool = False, outcome: NewOutcome | None = None, evaluator_error: str | None = None
-               ) -> RunResult:
+               ended: bool = False, outcome: NewOutcome | None = None, evaluator_error: str | None = None,
+               review_deadline: Callable[[], float | None] | None = None) -> RunResult:
     """Store how an execution ended (failed, paused or succeeded) and release the run's lease.
 
     Under a lease the end is written only while the lease is still this execution's; a stalled
     executor whose lease was taken over gets LeaseLostError and writes nothing. ``ended``: the end
     was already committed with the last record (:mod:`orchestrator.group_commit`). A succeeded run's
     evaluator ``outcome`` is stored in the end's transaction; ``evaluator_error`` is kept as the
-    succeeded run's error when the evaluator gave none.
+    succeeded run's error when the evaluator gave none. A paused run's ``review_deadline()`` is stored with
+    its pause, for the workers that decide timed-out reviews.
     """
     if failed:
         result = RunResult(run_id, "failed", failed_steps=failed, error="; ".join(errors))
@@ -201,6 +218,9 @@ def finish_run(store: RunStore, run_id: str, *, output_step: str, order: Sequenc
     error = result.error or evaluator_error  # only a succeeded run was scored
     if lease is None:
         store.set_run_status(run_id, result.status, output=result.output, error=error, owner=None)
-    elif not store.end_lease(lease, result.status, output=result.output, error=error, outcome=outcome):
-        raise lease_lost(run_id)
+    else:
+        deadline = review_deadline() if result.status == "paused" and review_deadline is not None else None
+        if not store.end_lease(lease, result.status, output=result.output, error=error, outcome=outcome,
+                               review_deadline=deadline):
+            raise lease_lost(run_id)
     return result

@@ -40,9 +40,8 @@ from orchestrator.executor import Drain, new_lease, release_lease
 from orchestrator.model import WorkflowSpec
 from orchestrator.review import apply_review_timeouts, waiting_records
 from orchestrator.runner import continue_run_async
-from orchestrator.runstate import RunHandedBack, RunResult
+from orchestrator.runstate import RunHandedBack, RunResult, review_deadline
 from orchestrator.store import Lease, Store
-from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.threads import DEFAULT_CONCURRENCY
 from orchestrator.tree import root_of
 
@@ -284,41 +283,57 @@ def recover_one(store: Store, lease: Lease) -> str | None:
 
 
 class ReviewTimeouts:
-    """Decides paused runs whose review timed out, binding a run's workflow only when one is due.
+    """Decides paused runs whose review timed out, asking the store only for the ones that are due.
 
-    A worker looks on every idle poll. Most pauses wait for a human with no timeout, so each paused
-    run costs only its row here: a workflow's step timeouts are read from its stored definition once
-    (a stored version never changes), its waiting records only when a step has a timeout, and its
-    workflow is bound (its modules imported) only to decide a pause whose time is up. The worker
-    calls this in a thread: nothing here runs on the event loop that renews leases and starts steps.
+    Each paused run carries its review deadline (its earliest ``review_timeout``, stored with the pause),
+    so a worker's idle poll is one indexed query, whatever the number of runs waiting for a person. A due
+    run's workflow is read from its stored definition (once per version) and bound (its modules imported)
+    only to approve; then the run's next deadline is stored (None once no waiting pause times out). A pause
+    that is due but cannot be decided (its workflow no longer binds) is looked at again a minute later, not
+    on every poll. The worker calls this in a thread: nothing here runs on the event loop that renews leases
+    and starts steps.
     """
+
+    BATCH = 100
+    """Due runs decided per poll (earliest first); more wait for the next poll."""
+    RETRY_SECONDS = 60.0
+    """How long a due pause that could not be decided waits before it is tried again."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.timeouts: dict[int, dict[str, float]] = {}
-        """Per stored workflow version: step id -> review_timeout, for the steps that have one."""
+        self.specs: dict[int, WorkflowSpec | None] = {}
+        """Per stored workflow version: its spec (None when the stored definition no longer validates)."""
 
     def decide(self) -> None:
         now = time.time()
-        for paused in self.store.list_runs(status="paused"):
-            timeouts = self.step_timeouts(paused.workflow_id)
-            if timeouts and any(rec.step_id in timeouts and rec.ended_at + timeouts[rec.step_id] <= now
-                                for rec in waiting_records(self.store, paused.run_id)):
-                try:
-                    workflow, _ = load_run_workflow(self.store, paused.run_id)
-                except (SpecError, StoreMismatchError):
-                    continue
-                apply_review_timeouts(self.store, paused.run_id, workflow.spec)  # an approval queues the run
+        for run_id, deadline in self.store.due_reviews(now, limit=self.BATCH):
+            self.decide_run(run_id, deadline, now)
 
-    def step_timeouts(self, workflow_id: int) -> dict[str, float]:
-        if workflow_id not in self.timeouts:
+    def decide_run(self, run_id: str, deadline: float, now: float) -> None:
+        run = self.store.get_run(run_id)
+        if run.kind == CHILD_KIND:  # a child's pause is its root's; decisions on it go through the root
+            self.store.set_review_deadline(run_id, None, was=deadline)
+            return
+        spec = self.spec(run.workflow_id)
+        if spec is None:
+            log.warning("run %s: its stored workflow no longer validates; its review timeouts are not applied", run_id)
+            self.store.set_review_deadline(run_id, None, was=deadline)
+            return
+        apply_review_timeouts(self.store, run_id, spec)  # an approval queues the run, a rejection ends it
+        next_deadline = review_deadline(waiting_records(self.store, run_id), spec.review_timeouts())
+        if next_deadline is not None and next_deadline <= now:  # due, yet not decided: the workflow does not bind
+            log.warning("run %s: a timed-out review could not be decided; trying again in %g s", run_id,
+                        self.RETRY_SECONDS)
+            next_deadline = now + self.RETRY_SECONDS
+        self.store.set_review_deadline(run_id, next_deadline, was=deadline)  # False: decided, no longer paused
+
+    def spec(self, workflow_id: int) -> WorkflowSpec | None:
+        if workflow_id not in self.specs:
             try:
-                spec = WorkflowSpec.model_validate(self.store.workflow_definition(workflow_id)[0])
+                self.specs[workflow_id] = WorkflowSpec.model_validate(self.store.workflow_definition(workflow_id)[0])
             except ValidationError:
-                spec = None
-            self.timeouts[workflow_id] = {} if spec is None else {
-                step.id: step.review_timeout for step in spec.steps if step.review_timeout is not None}
-        return self.timeouts[workflow_id]
+                self.specs[workflow_id] = None
+        return self.specs[workflow_id]
 
 
 def _stop_at_once(_signum: int, _frame: FrameType | None) -> None:

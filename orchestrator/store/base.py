@@ -137,14 +137,27 @@ class RunStore(ABC):
         """Extend a held lease (the heartbeat); False when it was taken over."""
 
     @abstractmethod
+    def due_reviews(self, now: float, *, limit: int = 100) -> list[tuple[str, float]]:
+        """Paused runs whose review deadline is at or before ``now``, earliest first: ``(run_id, deadline)``.
+        Indexed: a worker asks on every idle poll, whatever the number of paused runs."""
+
+    @abstractmethod
+    def set_review_deadline(self, run_id: str, deadline: float | None, *, was: float) -> bool:
+        """Move a paused run's review deadline from ``was`` (as :meth:`due_reviews` read it) to ``deadline``;
+        False, and nothing changed, when the run changed meanwhile (decided, continued, paused again)."""
+
+    @abstractmethod
     def expire_lease(self, run_id: str, holder: str) -> bool:
         """End now the live lease ``holder`` has on the run, whose process is known to be gone, so that
         :meth:`acquire_lease` may take the run at once; False when that holder holds no lease on it."""
 
     @abstractmethod
     def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
-                  outcome: NewOutcome | None = None) -> bool:
+                  outcome: NewOutcome | None = None, review_deadline: float | None = None) -> bool:
         """Write the run's end and release the lease, only if still held; False when it was taken over.
+
+        ``review_deadline``: of a ``paused`` end, when its earliest ``review_timeout`` is due (None: no
+        pause times out); any end replaces the run's previous deadline (see :meth:`due_reviews`).
 
         ``outcome`` (the evaluator's score of the run) is stored in the same transaction: a run never
         ends without the score its execution computed, so a process killed in between leaves a run

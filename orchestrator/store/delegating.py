@@ -77,6 +77,12 @@ class DelegatingStore(Store):
     def acquire_lease(self, lease: Lease, *, statuses: Iterable[str]) -> bool:
         return self.target().acquire_lease(lease, statuses=statuses)
 
+    def due_reviews(self, now: float, *, limit: int = 100) -> list[tuple[str, float]]:
+        return self.target().due_reviews(now, limit=limit)
+
+    def set_review_deadline(self, run_id: str, deadline: float | None, *, was: float) -> bool:
+        return self.target().set_review_deadline(run_id, deadline, was=was)
+
     def expire_lease(self, run_id: str, holder: str) -> bool:
         return self.target().expire_lease(run_id, holder)
 
@@ -84,8 +90,9 @@ class DelegatingStore(Store):
         return self.target().renew_lease(lease)
 
     def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
-                  outcome: NewOutcome | None = None) -> bool:
-        return self.target().end_lease(lease, status, output=output, error=error, outcome=outcome)
+                  outcome: NewOutcome | None = None, review_deadline: float | None = None) -> bool:
+        return self.target().end_lease(lease, status, output=output, error=error, outcome=outcome,
+                                       review_deadline=review_deadline)
 
     def set_trace_id(self, run_id: str, trace_id: str) -> None:
         self.target().set_trace_id(run_id, trace_id)

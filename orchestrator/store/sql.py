@@ -301,6 +301,18 @@ class SqlStore(RetriedStore, Store):
                 and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token)).values(
                 lease_expires_at=now + lease.seconds, heartbeat_at=now)).rowcount == 1)
 
+    def due_reviews(self, now: float, *, limit: int = 100) -> list[tuple[str, float]]:
+        rows = self.read(select(runs_t.c.run_id, runs_t.c.review_deadline).where(
+            and_(runs_t.c.review_deadline <= now, runs_t.c.status == "paused"))
+            .order_by(runs_t.c.review_deadline).limit(limit))
+        return [(row.run_id, row.review_deadline) for row in rows]
+
+    def set_review_deadline(self, run_id: str, deadline: float | None, *, was: float) -> bool:
+        with self.lock, self.conn.begin():
+            return bool(self.conn.execute(update(runs_t).where(
+                and_(runs_t.c.run_id == run_id, runs_t.c.status == "paused", runs_t.c.review_deadline == was))
+                .values(review_deadline=deadline)).rowcount == 1)
+
     def expire_lease(self, run_id: str, holder: str) -> bool:
         now = self.clock()
         with self.lock, self.conn.begin():
@@ -309,18 +321,20 @@ class SqlStore(RetriedStore, Store):
                      runs_t.c.lease_expires_at >= now)).values(lease_expires_at=now)).rowcount == 1)
 
     def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
-                  outcome: NewOutcome | None = None) -> bool:
+                  outcome: NewOutcome | None = None, review_deadline: float | None = None) -> bool:
         run_pk = self.run_pk(lease.run_id) if outcome is not None else 0
         with self.lock, self.conn.begin():
-            if not self.write_end(lease, status, output, error):
+            if not self.write_end(lease, status, output, error, review_deadline):
                 return False
             if outcome is not None:
                 self.insert_outcome(outcome, run_pk)
             return True
 
-    def write_end(self, lease: Lease, status: str, output: Any, error: str | None) -> bool:
+    def write_end(self, lease: Lease, status: str, output: Any, error: str | None,
+                  review_deadline: float | None = None) -> bool:
         """The run's end and a released lease, inside the caller's transaction, only while the lease is held."""
-        values = {**run_update_values(status, output, error, None), "lease_token": None, "lease_expires_at": None}
+        values = {**run_update_values(status, output, error, None), "lease_token": None, "lease_expires_at": None,
+                  "review_deadline": review_deadline}
         return bool(self.conn.execute(update(runs_t).where(
             and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token)).values(**values))
             .rowcount == 1)

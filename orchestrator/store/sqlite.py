@@ -117,7 +117,7 @@ SCHEMA: dict[str, tuple[str, ...]] = {
     "workflows": ("id", "name", "version", "content_hash", "definition", "source", "created_at"),
     "runs": ("id", "run_id", "workflow_id", "workflow", "status", "kind", "inputs", "output", "error", "parent_run_id",
              "parent_step", "owner", "heartbeat_at", "trace_id", "lease_token", "lease_expires_at", "created_at",
-             "updated_at", "reference"),
+             "updated_at", "reference", "review_deadline"),
     "step_records": ("id", *STEP_COLUMNS[:-3], "superseded_by", *STEP_COLUMNS[-3:]),
     "gate_results": ("id", *GATE_COLUMNS),
     "reviews": ("id", "run_pk", "record_id", "step_id", "decision", "reviewer", "comment", "output_before",
@@ -416,9 +416,9 @@ class SqliteStore(RetriedStore, DelegatingStore):
                                 "run_id = ? AND lease_token = ?", (lease.run_id, lease.token)) == 1
 
     def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
-                  outcome: NewOutcome | None = None) -> bool:
+                  outcome: NewOutcome | None = None, review_deadline: float | None = None) -> bool:
         if outcome is None:
-            return self.execute(*self.end_statement(lease, status, output, error)) == 1
+            return self.execute(*self.end_statement(lease, status, output, error, review_deadline)) == 1
         run_pk = self.run_pk(lease.run_id)
         with self.write() as conn:
             if conn.execute(*self.end_statement(lease, status, output, error)).rowcount != 1:
@@ -426,9 +426,11 @@ class SqliteStore(RetriedStore, DelegatingStore):
             self.insert_outcome(conn, outcome, run_pk)
             return True
 
-    def end_statement(self, lease: Lease, status: str, output: Any, error: str | None) -> tuple[str, tuple[Any, ...]]:
+    def end_statement(self, lease: Lease, status: str, output: Any, error: str | None,
+                      review_deadline: float | None = None) -> tuple[str, tuple[Any, ...]]:
         """The UPDATE that writes a run's end and releases its lease, only while the lease is held."""
-        values = {**run_update_values(status, output, error, None), "lease_token": None, "lease_expires_at": None}
+        values = {**run_update_values(status, output, error, None), "lease_token": None, "lease_expires_at": None,
+                  "review_deadline": review_deadline}
         sets = ", ".join(f"{key} = ?" for key in values)
         return (f"UPDATE runs SET {sets} WHERE run_id = ? AND lease_token = ?",
                 (*values.values(), lease.run_id, lease.token))

@@ -206,6 +206,7 @@ CREATE TABLE runs (
 	created_at FLOAT NOT NULL, 
 	updated_at FLOAT NOT NULL, 
 	reference TEXT, 
+	review_deadline FLOAT, 
 	PRIMARY KEY (id), 
 	UNIQUE (run_id), 
 	FOREIGN KEY(workflow_id) REFERENCES workflows (id)
@@ -270,6 +271,8 @@ CREATE INDEX ix_outcomes_run_pk ON outcomes (run_pk)
 CREATE INDEX ix_reviews_run_pk ON reviews (run_pk)
 ;
 CREATE INDEX ix_runs_parent_run_id ON runs (parent_run_id)
+;
+CREATE INDEX ix_runs_review_deadline ON runs (review_deadline)
 ;
 CREATE INDEX ix_runs_status ON runs (status)
 ;

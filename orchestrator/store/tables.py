@@ -76,6 +76,9 @@ class RunRow(StoreModel, table=True):
     updated_at: float
     reference: str | None = Field(default=None, sa_column=Column(Text))
     """JSON text of the run's reference answer (``run --reference``, ``label --reference``) for its evaluator."""
+    review_deadline: float | None = Field(default=None, index=True)
+    """A paused run's earliest ``review_timeout``: when a worker must decide a pause (NULL: none will time
+    out). Workers query the due ones instead of reading every paused run."""
 
 
 class StepRecordRow(StoreModel, table=True):

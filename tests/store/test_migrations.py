@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from orchestrator.errors import InputError
-from orchestrator.store import normalize_url
+from orchestrator.store import normalize_url, open_store
 from orchestrator.store.migrate import (
     HEAD_REVISION,
     RELEASE_REVISION,
@@ -223,6 +224,8 @@ def check_release_content_upgrades(db: str) -> None:
     assert same_as_release(show(paused, db), MANIFEST["documents"][paused])
     assert revision_of(db) == {"database": revision_of(db)["database"], "stored": HEAD_REVISION,
                                "head": HEAD_REVISION, "current": True, "newer": False}
+    # paused before review deadlines existed: due at once, so a worker looks at its pause once
+    assert open_store(db).due_reviews(time.time()) == [(paused, 0.0)]
 
     approved = cli("approve", paused, "--comment", "upgraded", db=db)
     assert approved.returncode == 0, approved.stdout + approved.stderr

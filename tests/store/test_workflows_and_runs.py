@@ -328,6 +328,32 @@ def test_the_lease_of_a_holder_known_dead_is_ended_only_for_that_holder(store: S
     assert store.expire_lease(run_id, dead.holder) is False  # the taker's lease is not the dead one's
 
 
+def test_paused_runs_are_due_for_review_by_their_stored_deadline_earliest_first(store: Store):
+    workflow_id = add_workflow(store)
+    later, sooner, untimed, ended = (add_run(store, workflow_id, status="queued") for _ in range(4))
+    for run_id, deadline in ((later, 200.0), (sooner, 100.0), (untimed, None)):
+        held = lease("host:1", run_id)
+        assert store.acquire_lease(held, statuses=["queued"])
+        assert store.end_lease(held, "paused", review_deadline=deadline)
+    held = lease("host:1", ended)
+    assert store.acquire_lease(held, statuses=["queued"])
+    assert store.end_lease(held, "failed", review_deadline=50.0)  # only a paused run is ever due
+
+    assert store.due_reviews(99.0) == []
+    assert store.due_reviews(1000.0) == [(sooner, 100.0), (later, 200.0)]
+    assert store.due_reviews(1000.0, limit=1) == [(sooner, 100.0)]
+    assert store.set_review_deadline(sooner, 300.0, was=99.0) is False  # read before it changed: refused
+    assert store.set_review_deadline(sooner, 300.0, was=100.0) is True
+    assert store.set_review_deadline(later, None, was=200.0) is True
+    assert store.due_reviews(1000.0) == [(sooner, 300.0)]
+
+    resumed = lease("host:2", sooner)  # continued, then paused again with no timed pause: nothing due
+    assert store.acquire_lease(resumed, statuses=["paused"])
+    assert store.set_review_deadline(sooner, 1.0, was=300.0) is False  # no longer paused
+    assert store.end_lease(resumed, "paused")
+    assert store.due_reviews(1000.0) == []
+
+
 def taken_over(store: Store, run_id: str) -> tuple[Lease, Lease]:
     """A paused run's lease taken by ``host:1``, left to expire and taken over by ``host:2``: (stalled, held)."""
     stalled = lease("host:1", run_id, seconds=0.05)
