@@ -18,6 +18,7 @@ import secrets
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -106,6 +107,28 @@ def sqlite_file_problem(path: Path) -> str | None:
     if pages and header_valid and not busy and size < pages * page_size:
         return f"it is truncated ({size} bytes; its header says {pages * page_size})"
     return None
+
+
+def read_only_uri(path: Path) -> str | None:
+    """The ``file:`` URI that opens a database read-only where this process cannot write; None where it can.
+
+    Opening normally switches the file to WAL and creates ``-wal`` and ``-shm`` files beside it, which a
+    read-only directory (a mounted backup) refuses. ``mode=ro`` reads it without writing; when the directory
+    cannot even hold the shared-memory file SQLite needs, and none is there, ``immutable=1`` reads the file
+    alone, which is all of the data only while no write-ahead log holds pages of its own.
+    """
+    directory = path.parent
+    if os.access(directory, os.W_OK) and os.access(path, os.W_OK):
+        return None
+    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    if os.access(directory, os.W_OK) or Path(f"{path}-shm").exists():
+        return uri
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise InputError(f"the database {path} is in a directory that cannot be written and its write-ahead log "
+                         f"({wal.name}) cannot be read without a {path.name}-shm file there; copy the three files "
+                         "somewhere writable")
+    return uri + "&immutable=1"
 
 
 def corrupt(path: str, why: str) -> InputError:
@@ -197,6 +220,13 @@ class SqliteStore(RetriedStore, DelegatingStore):
     def __init__(self, url: str, *, create: bool = True) -> None:
         self.url, self.synchronous = split_synchronous(url)
         target, path, self.sql_url = connect_target(self.url)
+        self.read_only = False
+        """Opened ``mode=ro`` (a reader beside a file it cannot write, or in a directory it cannot write)."""
+        if path is not None and not create and Path(path).is_file():
+            read_only = read_only_uri(Path(path))
+            if read_only is not None:
+                target, _, self.sql_url = connect_target(f"sqlite:///{read_only}")
+                self.read_only = True
         if path is not None:
             file = Path(path)
             if file.is_dir():
@@ -220,14 +250,14 @@ class SqliteStore(RetriedStore, DelegatingStore):
         self.digests = RecordDigests(self.stored_output_digests)
         try:
             self.connection = sqlite3.connect(target, check_same_thread=False, isolation_level=None,
-                                              uri=path is None)
+                                              uri=path is None or self.read_only)
         except sqlite3.Error as exc:
             raise InputError(f"cannot open the database {self.display_url}: {exc}; "
                              "check --db or ORCHESTRATOR_DB") from None
         create = create or (path is None and "mode=memory" in target)  # a private memory database is always new
         try:
             self.refuse_unless_ours(path or self.display_url, create)  # before the pragmas: WAL writes the header
-            apply_pragmas(self.connection, self.synchronous)
+            apply_pragmas(self.connection, self.synchronous, read_only=self.read_only)
             self.connection.row_factory = named_row
             # a new file gets the head schema in plain SQL, without importing SQLAlchemy or Alembic
             current = self.schema_is_current() or (create and create_if_empty(self.connection))
@@ -243,6 +273,10 @@ class SqliteStore(RetriedStore, DelegatingStore):
             raise InputError(f"cannot open the database {self.display_url}: {text}; "
                              "check --db or ORCHESTRATOR_DB") from None
         if not current and not self.schema_is_current():  # an older schema (or a newer creator's)
+            if self.read_only:
+                self.connection.close()
+                raise InputError(f"the database {path} cannot be written here and was written by another version "
+                                 "of orchestrator; `orchestrator db upgrade` it where it can be written")
             from orchestrator.store.sqlite_sql import ensure_schema
 
             ensure_schema(self.sql_url, self.synchronous)

@@ -15,11 +15,14 @@ BUSY_TIMEOUT_SECONDS = 30.0
 reviewers and workers can hold a write for a moment, and creators of one new file queue)."""
 
 
-def apply_pragmas(connection: Any, level: str) -> None:
-    """The store's pragmas, on a DBAPI connection (this store's, or one SQLAlchemy opens on the file)."""
+def apply_pragmas(connection: Any, level: str, *, read_only: bool = False) -> None:
+    """The store's pragmas, on a DBAPI connection (this store's, or one SQLAlchemy opens on the file).
+    ``read_only`` (a database opened ``mode=ro``): nothing that writes, so the journal mode is left as is."""
     cursor = connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_SECONDS * 1000)}")
+        if read_only:
+            return
         enter_wal_mode(cursor)
         # NORMAL is durable against process crashes in WAL mode (a killed process loses
         # nothing committed); FULL adds power-loss safety at the price of an fsync per commit,

@@ -19,10 +19,10 @@ from orchestrator.store.sql import SqlStore
 from orchestrator.store.sqlite_pragmas import apply_pragmas
 
 
-def pragma_listener(level: str) -> Any:
+def pragma_listener(level: str, *, read_only: bool = False) -> Any:
     """A connect listener giving every SQLAlchemy connection the embedded store's pragmas."""
     def apply(dbapi_conn: Any, _record: Any) -> None:
-        apply_pragmas(dbapi_conn, level)
+        apply_pragmas(dbapi_conn, level, read_only=read_only)
 
     return apply
 
@@ -39,7 +39,7 @@ class SqliteSqlStore(SqlStore):
         if "mode=memory" in self.url:  # one connection keeps a shared-cache memory database's data
             options["poolclass"] = StaticPool
         engine = create_engine(self.url, connect_args={"check_same_thread": False}, **options)
-        event.listen(engine, "connect", pragma_listener(self.synchronous))
+        event.listen(engine, "connect", pragma_listener(self.synchronous, read_only="mode=ro" in self.url))
         return engine
 
     def reconnect(self) -> None:
