@@ -162,11 +162,11 @@ class Worker:
                 slots.release()
                 break
             lease = new_lease()
-            # interrupted runs first: a run whose executor died is taken over within about a lease,
-            # not after the whole backlog of queued runs
             try:
-                run_id = (recover_one(self.store, lease) if options.recover else None) \
-                    or self.store.claim_queued_run(lease)
+                # off the loop (a claim may wait on a database lock); shielded, so a claim that succeeds is
+                # always executed or handed back, even when a second signal cancels everything meanwhile
+                with anyio.CancelScope(shield=True):
+                    run_id = await anyio.to_thread.run_sync(self.claim_one, lease)
             except StoreError as exc:  # the database is away (or full): no claim until it answers again
                 slots.release()
                 await self.database_wait.wait(exc, self.stopping)
@@ -174,8 +174,7 @@ class Worker:
             if run_id is None:
                 slots.release()
                 try:
-                    await anyio.to_thread.run_sync(self.review_timeouts.decide)
-                    more = bool(self.store.list_runs(status="queued", limit=1))
+                    more = await anyio.to_thread.run_sync(self.idle_checks)
                 except StoreError as exc:
                     await self.database_wait.wait(exc, self.stopping)
                     continue
@@ -191,6 +190,18 @@ class Worker:
             claimed += 1
             self.in_flight.add(run_id)
             runs.start_soon(self.execute, replace(lease, run_id=run_id), slots)
+
+    def claim_one(self, lease: Lease) -> str | None:
+        """Claim a run under ``lease``, interrupted runs first: a run whose executor died is taken over within
+        about a lease, not after the whole backlog of queued runs. In a thread, off the event loop."""
+        return (recover_one(self.store, lease) if self.options.recover else None) \
+            or self.store.claim_queued_run(lease)
+
+    def idle_checks(self) -> bool:
+        """Nothing to claim: decide the reviews that timed out (an approval queues its run), then say whether
+        anything is queued now. In a thread: none of it runs on the loop that starts steps."""
+        self.review_timeouts.decide()
+        return bool(self.store.list_runs(status="queued", limit=1))
 
     async def execute(self, lease: Lease, slots: anyio.Semaphore) -> None:
         """Execute one claimed run; whatever stops it, its lease is ended or handed back."""
