@@ -248,9 +248,10 @@ def test_a_second_sigterm_after_the_drain_finished_exits_130(tmp_path, durable_u
     run_id = _queue(workflow, durable_url, env)
     worker = subprocess.Popen([*ORCHESTRATOR, "worker", "--poll", "0.1", "--db", durable_url], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    store = open_store(durable_url)
     try:
         stderr = _stderr_lines(worker)
-        _wait_for(lambda: open_store(durable_url).get_run(run_id).status == "succeeded", "the run never finished")
+        _wait_for(lambda: store.get_run(run_id).status == "succeeded", "the run never finished")
         worker.send_signal(signal.SIGTERM)
         assert stderr.get(timeout=60).startswith("SIGTERM: draining 0 run(s)")
         assert stderr.get(timeout=60).startswith("worker stopped by SIGTERM: 1 run(s) executed, 0 handed back")
