@@ -187,7 +187,7 @@ def review_deadline(waiting: Iterable[StepRecordView], timeouts: Mapping[str, fl
 def pause_deadline(store: RecordStore, run_id: str, waiting: set[str], timeouts: Mapping[str, float]) -> float | None:
     """The review deadline of a run pausing at ``waiting`` (units): read from its records only when one of
     those steps has a ``review_timeout``."""
-    if not any(parse_unit(unit)[0] in timeouts for unit in waiting):
+    if not any(parse_unit(path_head(unit))[0] in timeouts for unit in waiting):
         return None
     records = live_records(store.step_records(run_id))
     return review_deadline((records[unit] for unit in waiting if unit in records), timeouts)
