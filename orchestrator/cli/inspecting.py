@@ -267,9 +267,11 @@ def show(run_id: RunArgument, as_json: JsonOption = False, db: DbOption = None,
               f"{status_markup(doc['status'])}",
               highlight=False)
     if doc.get("parent_run_id"):
-        out.print(f"forked from {escape(doc['parent_run_id'])} at step {escape(str(doc.get('parent_step')))}",
+        relation = "child run of" if doc.get("kind") == "child" else "forked from"
+        out.print(f"{relation} {escape(doc['parent_run_id'])} at step {escape(str(doc.get('parent_step')))}",
                   highlight=False)
     print_steps(doc, out)
+    print_children(doc)
     for s in doc["steps"]:
         for g in s["gates"]:
             if not g["passed"]:
@@ -310,6 +312,18 @@ def show(run_id: RunArgument, as_json: JsonOption = False, db: DbOption = None,
         out.print(f"error: {escape(doc['error'])}", highlight=False, soft_wrap=True)
     if traceback:
         print_tracebacks(store.step_records(run_id))
+
+
+def print_children(doc: dict[str, Any]) -> None:
+    """The child runs the run's ``workflow:`` steps started, by the unit that started each, so a reader can
+    open one with ``show CHILD``."""
+    if not doc.get("children"):
+        return
+    out.print("child runs (open one with `orchestrator show CHILD`):", highlight=False)
+    width = max(len(c["step"]) for c in doc["children"])
+    for child in doc["children"]:
+        out.print(f"  {escape(child['step'].ljust(width))}  {status_markup(child['status'])}  "
+                  f"{escape(child['run_id'])}  ({escape(child['workflow'])})", highlight=False)
 
 
 def print_tracebacks(records: "Sequence[StepRecordView]") -> None:

@@ -36,6 +36,17 @@ def test_the_childs_output_is_the_steps_output_and_the_child_is_a_run_of_its_own
                                     "tree-parent.write"]
 
 
+def test_show_lists_a_parents_child_runs_and_names_a_childs_parent(cli, step_log):
+    doc = cli("run", str(FLOW / "tree_parent.yaml"), "--json").json()
+    [child] = doc["children"]
+    parent_text = cli("show", doc["run_id"]).stdout
+    assert "child runs" in parent_text
+    assert any(line.split() == ["research", "succeeded", child["run_id"], "(tree-research)"]
+               for line in parent_text.splitlines())
+    child_text = cli("show", child["run_id"]).stdout
+    assert f"child run of {doc['run_id']} at step research" in child_text
+
+
 def test_a_child_run_is_not_listed_among_the_runs_unless_asked_for(cli, step_log):
     run_id = cli("run", str(FLOW / "tree_parent.yaml"), "--json").json()["run_id"]
     listed = cli("runs", "--json").json()
