@@ -1,4 +1,5 @@
-"""The routed support agent and the map-reduce examples on the real embedded model (SmolLM2-135M), offline.
+"""The routed support agent, map-reduce and reflection examples on the real embedded model (SmolLM2-135M),
+offline, and the ticket queue (a map of child runs, no model).
 
 Each is run once per module through the CLI; the tests read what its pause shows and decide it as the
 README says. Their Python twins load into equal specs and content hashes. Skipped with a reason where the
@@ -18,12 +19,15 @@ from tests.conftest import REPO
 
 ROUTING = REPO / "workflows" / "routing" / "routing.yaml"
 MAPREDUCE = REPO / "workflows" / "mapreduce" / "mapreduce.yaml"
+REFLECTION = REPO / "workflows" / "reflection" / "reflection.yaml"
+TICKETS = REPO / "workflows" / "tickets" / "tickets.yaml"
 TICKET = "I was charged twice for my order"
 QUESTION = "which protective gear is replaced, cleaned or worn"
 
 
-@pytest.mark.parametrize(("yaml_path", "twin"), [(ROUTING, "routing_py.py"), (MAPREDUCE, "mapreduce_py.py")],
-                         ids=["routing", "mapreduce"])
+@pytest.mark.parametrize(("yaml_path", "twin"), [(ROUTING, "routing_py.py"), (MAPREDUCE, "mapreduce_py.py"),
+                                                (REFLECTION, "reflection_py.py"), (TICKETS, "tickets_py.py")],
+                         ids=["routing", "mapreduce", "reflection", "tickets"])
 def test_the_python_twins_give_equal_specs_and_content_hashes(yaml_path: Path, twin: str) -> None:
     from_yaml, from_python = load_workflow(yaml_path), load_workflow(yaml_path.with_name(twin))
     assert from_python.spec == from_yaml.spec
@@ -138,3 +142,56 @@ class TestMapReduce:
         assert [line.split(":")[0] for line in after["output"].splitlines()] == [
             "- Cut-resistant gloves", "- Safety goggles", "- Ear defenders"]
         assert steps["check"]["gates"][0]["passed"] is True
+
+
+@pytest.fixture(scope="module")
+def reflected(local_model: None, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
+    db = f"sqlite:///{tmp_path_factory.mktemp('reflection') / 'o.db'}"
+    code, doc, output = cli("run", str(REFLECTION), "--input", "brief=a reusable steel water bottle", db=db)
+    assert code in (0, 3), output
+    return db, doc
+
+
+class TestReflection:
+    def test_each_round_is_a_child_run_that_sees_the_previous_rounds_draft_and_critique(self, reflected) -> None:
+        db, doc = reflected
+        rounds = [u for u in units(doc) if u.startswith("improve#")]
+        assert 1 <= len(rounds) <= 3
+        assert [c["step"] for c in doc["children"]] == rounds
+        assert {c["workflow"] for c in doc["children"]} == {"draft-and-critique"}
+        for n, unit in enumerate(rounds, start=1):
+            output = units(doc)[unit]["output"]
+            assert output["round"] == n and output["critique"]["score"] in (1, 2, 3, 4, 5)
+            assert output["critique"]["passed"] is (output["critique"]["score"] == 5)
+        if len(rounds) > 1:  # the second round's writer was shown the first round's draft and critique
+            _, child, _ = cli("show", doc["children"][1]["run_id"], db=db)
+            prompt = units(child)["draft"]["llm"]["messages"][-1]["content"]
+            assert units(doc)["improve#1"]["output"]["draft"] in prompt
+            assert child["inputs"]["previous"] == units(doc)["improve#1"]["output"]
+
+    def test_the_loop_ends_when_the_critic_passes_or_pauses_after_three_rounds(self, reflected) -> None:
+        db, doc = reflected
+        last = units(doc)["improve"]
+        if last["output"]["critique"]["passed"]:
+            assert doc["status"] == "succeeded" and doc["output"]["passed"] is True
+            return
+        assert len([u for u in units(doc) if u.startswith("improve#")]) == 3
+        assert doc["paused_steps"] == ["improve"]
+        assert last["gates"][-1]["reason"] == "until output.critique.passed still false after 3 iterations"
+        code, after, output = cli("approve", doc["run_id"], db=db)
+        assert code == 0, output
+        assert after["output"] == {"text": last["output"]["draft"], "passed": False, "rounds": 3}
+
+
+class TestTicketQueue:
+    def test_each_ticket_is_triaged_in_a_child_run_and_the_unclear_one_waits_alone(self, tmp_path: Path) -> None:
+        db = f"sqlite:///{tmp_path / 'o.db'}"
+        code, doc, output = cli("run", str(TICKETS), db=db)
+        assert code == 3, output
+        assert doc["paused_steps"] == ["per_ticket[3] > classify"]
+        assert [(c["step"], c["status"]) for c in doc["children"]] == [
+            ("per_ticket[0]", "succeeded"), ("per_ticket[1]", "succeeded"), ("per_ticket[2]", "succeeded"),
+            ("per_ticket[3]", "paused"), ("per_ticket[4]", "succeeded")]
+        assert [units(doc)[f"per_ticket[{i}]"]["output"]["policy"] for i in (0, 1, 2, 4)] == [
+            "P-REF", "P-TEC", "P-REF", "P-TEC"]
+        assert "report" not in units(doc)  # it waits for every ticket
