@@ -1,0 +1,126 @@
+"""What a child run (a ``workflow:`` step) costs against the same steps written inline, at equal persistence.
+
+Run it as ``.venv/bin/python benchmarks/bench_children.py [--rounds 5] [--runs 5]``. Each round runs, in
+alternation, a parent of 20 ``workflow:`` steps in a chain, each running a child workflow of 2 no-op async steps,
+and a flat workflow of the same 40 no-op steps in the same order, ``--runs`` times each, on a fresh SQLite file
+(WAL, ``synchronous=NORMAL``, the store's own setting) and on ``memory://`` (no persistence: the engine's own
+cost). A round's value is the median of its runs; the table prints µs per child for the parent, µs per 2 steps
+for the flat workflow, and their difference: what one child run adds (its run row, its lease, its executor, the
+parent's record of the step). The target is at most 1 ms more per child at NORMAL.
+
+Wall-clock numbers belong here, never in pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import anyio  # noqa: E402
+
+from orchestrator.binding import BoundWorkflow  # noqa: E402
+from orchestrator.executor import Executor  # noqa: E402
+from orchestrator.pyapi import Workflow  # noqa: E402
+from orchestrator.store import Store, open_store  # noqa: E402
+
+CHILDREN = 20
+"""``workflow:`` steps of the parent, in a chain."""
+CHILD_STEPS = 2
+"""No-op steps of each child (and the flat workflow has CHILDREN * CHILD_STEPS of them)."""
+
+
+async def _first(value: Any = None) -> dict[str, Any]:
+    return {"n": 1}
+
+
+async def _next(value: Any = None) -> dict[str, Any]:
+    return {"n": 2}
+
+
+def child_workflow() -> Workflow:
+    wf = Workflow("bench-child", inputs={"value": {"type": "integer", "default": 0}})
+    wf.step(id="c0", inputs={"value": "$inputs.value"})(_first)
+    for i in range(1, CHILD_STEPS):
+        wf.step(id=f"c{i}", inputs={"value": f"c{i - 1}"})(_next)
+    return wf
+
+
+def parent_workflow() -> BoundWorkflow:
+    child = child_workflow()
+    wf = Workflow("bench-parent", output=f"w{CHILDREN - 1}")
+    for i in range(CHILDREN):
+        wf.workflow_step(id=f"w{i}", workflow=child, inputs={"value": f"w{i - 1}.n" if i else 0})
+    return wf.bind()
+
+
+def flat_workflow() -> BoundWorkflow:
+    wf = Workflow("bench-flat")
+    previous: str | None = None
+    for i in range(CHILDREN):
+        for j in range(CHILD_STEPS):
+            sid = f"w{i}_c{j}"
+            wf.step(id=sid, inputs={"value": previous} if previous else {})(_first if j == 0 else _next)
+            previous = sid
+    return wf.bind()
+
+
+async def _runs(store: Store, workflow: BoundWorkflow, runs: int) -> list[float]:
+    """µs per child (per CHILD_STEPS steps for the flat workflow) of each of ``runs`` runs."""
+    executor = Executor(store, workflow)
+    out = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        result = await executor.start({})
+        elapsed = time.perf_counter() - began
+        assert result.status == "succeeded", result
+        out.append(elapsed / CHILDREN * 1e6)
+    return out
+
+
+def measure(url: str, rounds: int, runs: int) -> list[tuple[float, float]]:
+    """(parent, flat) µs per child, one pair per round, the two alternating within each round."""
+    store = open_store(url)
+    parent, flat = parent_workflow(), flat_workflow()
+    pairs = []
+    try:
+        anyio.run(_runs, store, parent, 1)  # warm both up: imports, statements, registered workflows
+        anyio.run(_runs, store, flat, 1)
+        for r in range(rounds):
+            first, second = (parent, flat) if r % 2 == 0 else (flat, parent)
+            a = statistics.median(anyio.run(_runs, store, first, runs))
+            b = statistics.median(anyio.run(_runs, store, second, runs))
+            pairs.append((a, b) if first is parent else (b, a))
+    finally:
+        store.close()
+    return pairs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        stores = {"SQLite (NORMAL)": f"sqlite:///{Path(tmp) / 'bench.db'}", "memory://": "memory://"}
+        print(f"{CHILDREN} child runs of {CHILD_STEPS} no-op async steps against the same {CHILDREN * CHILD_STEPS} "
+              f"steps inline; {args.rounds} interleaved rounds, median of {args.runs} runs each")
+        print(f"{'store':<16} {'child µs':>9} {'inline µs':>10} {'extra µs':>9} {'ratio':>7}  extra per round")
+        for name, url in stores.items():
+            pairs = measure(url, args.rounds, args.runs)
+            extras = [a - b for a, b in pairs]
+            print(f"{name:<16} {statistics.median(a for a, _ in pairs):>9.1f} "
+                  f"{statistics.median(b for _, b in pairs):>10.1f} {statistics.median(extras):>9.1f} "
+                  f"{statistics.median(a / b for a, b in pairs):>6.2f}x  " + " ".join(f"{e:.0f}" for e in extras))
+
+
+if __name__ == "__main__":
+    main()
