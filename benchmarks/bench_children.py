@@ -17,7 +17,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import anyio  # noqa: E402
-
+from benchmarks.interleaved import measure_pair  # noqa: E402
 from orchestrator.binding import BoundWorkflow  # noqa: E402
-from orchestrator.executor import Executor  # noqa: E402
 from orchestrator.pyapi import Workflow  # noqa: E402
-from orchestrator.store import Store, open_store  # noqa: E402
 
 CHILDREN = 20
 """``workflow:`` steps of the parent, in a chain."""
@@ -73,37 +69,6 @@ def flat_workflow() -> BoundWorkflow:
     return wf.bind()
 
 
-async def _runs(store: Store, workflow: BoundWorkflow, runs: int) -> list[float]:
-    """µs per child (per CHILD_STEPS steps for the flat workflow) of each of ``runs`` runs."""
-    executor = Executor(store, workflow)
-    out = []
-    for _ in range(runs):
-        began = time.perf_counter()
-        result = await executor.start({})
-        elapsed = time.perf_counter() - began
-        assert result.status == "succeeded", result
-        out.append(elapsed / CHILDREN * 1e6)
-    return out
-
-
-def measure(url: str, rounds: int, runs: int) -> list[tuple[float, float]]:
-    """(parent, flat) µs per child, one pair per round, the two alternating within each round."""
-    store = open_store(url)
-    parent, flat = parent_workflow(), flat_workflow()
-    pairs = []
-    try:
-        anyio.run(_runs, store, parent, 1)  # warm both up: imports, statements, registered workflows
-        anyio.run(_runs, store, flat, 1)
-        for r in range(rounds):
-            first, second = (parent, flat) if r % 2 == 0 else (flat, parent)
-            a = statistics.median(anyio.run(_runs, store, first, runs))
-            b = statistics.median(anyio.run(_runs, store, second, runs))
-            pairs.append((a, b) if first is parent else (b, a))
-    finally:
-        store.close()
-    return pairs
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -115,7 +80,8 @@ def main() -> None:
               f"steps inline; {args.rounds} interleaved rounds, median of {args.runs} runs each")
         print(f"{'store':<16} {'child µs':>9} {'inline µs':>10} {'extra µs':>9} {'ratio':>7}  extra per round")
         for name, url in stores.items():
-            pairs = measure(url, args.rounds, args.runs)
+            pairs = measure_pair(url, parent_workflow(), flat_workflow(), units=CHILDREN, rounds=args.rounds,
+                                 runs=args.runs)
             extras = [a - b for a, b in pairs]
             print(f"{name:<16} {statistics.median(a for a, _ in pairs):>9.1f} "
                   f"{statistics.median(b for _, b in pairs):>10.1f} {statistics.median(extras):>9.1f} "

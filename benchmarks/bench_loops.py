@@ -18,7 +18,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import anyio  # noqa: E402
-
+from benchmarks.interleaved import measure_pair  # noqa: E402
 from orchestrator.binding import BoundWorkflow  # noqa: E402
-from orchestrator.executor import Executor  # noqa: E402
 from orchestrator.pyapi import Workflow  # noqa: E402
-from orchestrator.store import Store, open_store  # noqa: E402
 
 LENGTH = 100
 """Iterations of the loop (its max is at most 100) and steps of the chain."""
@@ -57,37 +53,6 @@ def chain_workflow() -> BoundWorkflow:
     return wf.bind()
 
 
-async def _runs(store: Store, workflow: BoundWorkflow, runs: int) -> list[float]:
-    """µs per iteration (or step) of each of ``runs`` runs."""
-    executor = Executor(store, workflow)
-    out = []
-    for _ in range(runs):
-        began = time.perf_counter()
-        result = await executor.start({})
-        elapsed = time.perf_counter() - began
-        assert result.status == "succeeded", result
-        out.append(elapsed / LENGTH * 1e6)
-    return out
-
-
-def measure(url: str, rounds: int, runs: int) -> list[tuple[float, float]]:
-    """(loop, chain) µs per unit, one pair per round, the two alternating within each round."""
-    store = open_store(url)
-    loop, chain = loop_workflow(), chain_workflow()
-    pairs = []
-    try:
-        anyio.run(_runs, store, loop, 1)  # warm both up: imports, compiled conditions, statements
-        anyio.run(_runs, store, chain, 1)
-        for r in range(rounds):
-            first, second = (loop, chain) if r % 2 == 0 else (chain, loop)
-            a = statistics.median(anyio.run(_runs, store, first, runs))
-            b = statistics.median(anyio.run(_runs, store, second, runs))
-            pairs.append((a, b) if first is loop else (b, a))
-    finally:
-        store.close()
-    return pairs
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -99,7 +64,8 @@ def main() -> None:
               f"{args.rounds} interleaved rounds, median of {args.runs} runs each")
         print(f"{'store':<16} {'iteration µs':>13} {'step µs':>9} {'ratio':>7}  per round")
         for name, url in stores.items():
-            pairs = measure(url, args.rounds, args.runs)
+            pairs = measure_pair(url, loop_workflow(), chain_workflow(), units=LENGTH, rounds=args.rounds,
+                                 runs=args.runs)
             ratios = [a / b for a, b in pairs]
             print(f"{name:<16} {statistics.median(a for a, _ in pairs):>13.1f} "
                   f"{statistics.median(b for _, b in pairs):>9.1f} {statistics.median(ratios):>6.2f}x  "
