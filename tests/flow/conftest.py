@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
+
+from orchestrator.store import open_store
+from tests.conftest import REPO
 
 FLOW = Path(__file__).parent.parent / "fixtures" / "flow"
 
@@ -20,3 +27,29 @@ def keys(log: Path) -> dict[str, set[str]]:
             unit, key = line.split()
             found.setdefault(unit, set()).add(key)
     return found
+
+
+LEASE = 2.0
+"""The lease (seconds) the durability tests' processes take: short, so a killed holder's runs come back soon."""
+
+
+def durable_env(log: Path, **extra: str) -> dict[str, str]:
+    """The environment of a CLI process of a durability test: steps log to ``log``, the repository is importable,
+    leases last LEASE seconds; ``extra`` adds variables (ITEM_SLEEP, STEP_SLEEP)."""
+    return {**os.environ, "STEP_LOG": str(log), "PYTHONPATH": str(REPO), "ORCHESTRATOR_LEASE_SECONDS": str(LEASE),
+            **extra}
+
+
+def orchestrator_cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``orchestrator ARGS`` in a process of its own, its output captured."""
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def wait_interrupted(url: str, run_id: str) -> None:
+    """Wait until a killed holder's run shows as interrupted (its lease lapsed), at most a few leases."""
+    store = open_store(url)
+    deadline = time.time() + 4 * LEASE
+    while store.get_run(run_id).status != "interrupted":
+        assert time.time() < deadline, "the killed run never showed as interrupted"
+        time.sleep(0.05)

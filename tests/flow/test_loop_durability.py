@@ -8,7 +8,6 @@ on PostgreSQL.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,17 +16,10 @@ from collections import Counter
 from pathlib import Path
 
 from orchestrator.store import open_store
-from tests.conftest import REPO
-from tests.flow.conftest import FLOW, executions
+from tests.flow.conftest import FLOW, durable_env, executions, orchestrator_cli, wait_interrupted
 
-LEASE = 2.0
 ITERATIONS = [f"draft#{n}" for n in range(1, 7)]
 """loop_slow.yaml's loop: until the score (0.3 an iteration) reaches 1.8, so six iterations."""
-
-
-def _env(log: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "STEP_LOG": str(log), "PYTHONPATH": str(REPO), "ORCHESTRATOR_LEASE_SECONDS": str(LEASE),
-            **extra}
 
 
 def _completed(url: str, run_id: str) -> set[str]:
@@ -40,7 +32,7 @@ def _killed_mid_loop(tmp_path: Path, url: str) -> tuple[str, Path, dict[str, str
     cheap to read however loaded the machine is, says so; the first two have committed their records by then)."""
     log = tmp_path / "steps.log"
     log.touch()
-    env = _env(log, ITEM_SLEEP="1.0")
+    env = durable_env(log, ITEM_SLEEP="1.0")
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(FLOW / "loop_slow.yaml"), "--db", url],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
@@ -52,10 +44,7 @@ def _killed_mid_loop(tmp_path: Path, url: str) -> tuple[str, Path, dict[str, str
     store = open_store(url)
     run_id = store.list_runs()[0].run_id
     assert 2 <= len(_completed(url, run_id)) < 6, "the kill must land in the middle of the loop"
-    deadline = time.time() + 4 * LEASE
-    while store.get_run(run_id).status != "interrupted":
-        assert time.time() < deadline, "the killed run never showed as interrupted"
-        time.sleep(0.05)
+    wait_interrupted(url, run_id)
     return run_id, log, env
 
 
@@ -97,19 +86,14 @@ def test_two_racing_resumes_leave_each_iteration_executed_once_after_the_kill(tm
                   and r.status == "succeeded") == ITERATIONS
 
 
-def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], env=env, capture_output=True, text=True,
-                          timeout=120)
-
-
 def test_a_loop_ends_on_until_or_pauses_at_max_and_each_decision_continues_it(tmp_path, durable_url):
     """Through the CLI on each backend: until ends a loop; max pauses it at its repeat gate, and approve,
     edit and retry each continue it (retry with a new round), no iteration running twice."""
     log = tmp_path / "steps.log"
     log.touch()
-    env = _env(log)
+    env = durable_env(log)
     loop = str(FLOW / "loop.yaml")
-    ended = _cli(env, "run", loop, "--db", durable_url, "--json")
+    ended = orchestrator_cli(env, "run", loop, "--db", durable_url, "--json")
     assert ended.returncode == 0, ended.stderr
     assert json.loads(ended.stdout)["output"] == "ESSAY V3"
 
@@ -118,11 +102,12 @@ def test_a_loop_ends_on_until_or_pauses_at_max_and_each_decision_continues_it(tm
     replacement.write_text(json.dumps({"text": "by hand", "score": 1, "revises": None}))
     for decision, target, extra in (("approve", "5", ()), ("edit", "5", ("--output", str(replacement))),
                                     ("retry", "2", ())):
-        paused = _cli(env, "run", loop, "--input", f"target={target}", "--db", durable_url, "--json")
+        paused = orchestrator_cli(env, "run", loop, "--input", f"target={target}", "--db", durable_url, "--json")
         assert paused.returncode == 3, paused.stderr
         doc = json.loads(paused.stdout)
         assert doc["paused_steps"] == ["draft"]
-        decided = _cli(env, decision, doc["run_id"], "--step", "draft", *extra, "--db", durable_url, "--json")
+        decided = orchestrator_cli(env, decision, doc["run_id"], "--step", "draft", *extra, "--db", durable_url,
+                                   "--json")
         assert decided.returncode == 0, decided.stderr
         outputs[decision] = json.loads(decided.stdout)["output"]
     assert outputs == {"approve": "ESSAY V4", "edit": "BY HAND", "retry": "ESSAY V7"}

@@ -9,7 +9,6 @@ SQLite and on PostgreSQL.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -18,27 +17,14 @@ from collections import Counter
 from pathlib import Path
 
 from orchestrator.store import open_store
-from tests.conftest import REPO
-from tests.flow.conftest import FLOW, executions
-
-LEASE = 2.0
-
-
-def _env(log: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "STEP_LOG": str(log), "PYTHONPATH": str(REPO), "ORCHESTRATOR_LEASE_SECONDS": str(LEASE),
-            **extra}
-
-
-def _cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+from tests.flow.conftest import FLOW, durable_env, executions, orchestrator_cli, wait_interrupted
 
 
 def _killed_mid_map(tmp_path: Path, url: str) -> tuple[str, Path, dict[str, str]]:
     """Run an 8-item map two at a time, SIGKILL the process once 3 instances have completed records."""
     log = tmp_path / "steps.log"
     log.touch()
-    env = _env(log, ITEM_SLEEP="0.4")
+    env = durable_env(log, ITEM_SLEEP="0.4")
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(FLOW / "map_slow.yaml"), "--db", url],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     store = open_store(url)
@@ -60,21 +46,13 @@ def _killed_mid_map(tmp_path: Path, url: str) -> tuple[str, Path, dict[str, str]
     return run_id, log, env
 
 
-def _wait_interrupted(url: str, run_id: str) -> None:
-    store = open_store(url)
-    deadline = time.time() + 4 * LEASE
-    while store.get_run(run_id).status != "interrupted":
-        assert time.time() < deadline, "the killed run never showed as interrupted"
-        time.sleep(0.05)
-
-
 def test_a_resume_after_sigkill_runs_only_the_instances_without_a_completed_record(tmp_path, durable_url):
     run_id, log, env = _killed_mid_map(tmp_path, durable_url)
     store = open_store(durable_url)
     completed = {r.unit for r in store.step_records(run_id) if r.index is not None and r.status == "succeeded"}
-    _wait_interrupted(durable_url, run_id)
+    wait_interrupted(durable_url, run_id)
     before = len(executions(log))
-    res = _cli({**env, "ITEM_SLEEP": "0"}, "resume", run_id, "--db", durable_url, "--json")
+    res = orchestrator_cli({**env, "ITEM_SLEEP": "0"}, "resume", run_id, "--db", durable_url, "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["status"] == "succeeded"
@@ -90,7 +68,7 @@ def test_two_racing_resumes_leave_each_instance_executed_once_after_the_kill(tmp
     run_id, log, env = _killed_mid_map(tmp_path, durable_url)
     store = open_store(durable_url)
     completed = {r.unit for r in store.step_records(run_id) if r.index is not None and r.status == "succeeded"}
-    _wait_interrupted(durable_url, run_id)
+    wait_interrupted(durable_url, run_id)
     before = len(executions(log))
     racers = [subprocess.Popen([sys.executable, "-m", "orchestrator", "resume", run_id, "--db", durable_url],
                                env={**env, "ITEM_SLEEP": "0.3"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -107,8 +85,9 @@ def test_two_racing_resumes_leave_each_instance_executed_once_after_the_kill(tmp
 def test_several_paused_instances_are_decided_once_each_by_racing_reviewers(tmp_path, durable_url):
     log = tmp_path / "steps.log"
     log.touch()
-    env = _env(log, ORCHESTRATOR_LEASE_SECONDS="15")  # no lease lapses here: this is about decisions, not deaths
-    res = _cli(env, "run", str(FLOW / "map_two_pauses.yaml"), "--input", "count=5", "--db", durable_url, "--json")
+    env = durable_env(log, ORCHESTRATOR_LEASE_SECONDS="15")  # no lease lapses here: this is about decisions, not deaths
+    res = orchestrator_cli(env, "run", str(FLOW / "map_two_pauses.yaml"), "--input", "count=5", "--db", durable_url,
+                           "--json")
     assert res.returncode == 3, res.stderr
     doc = json.loads(res.stdout)
     run_id = doc["run_id"]
