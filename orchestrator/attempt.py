@@ -626,17 +626,9 @@ def resolve_inputs(step: BoundStep, inputs: dict[str, Any], done: Mapping[str, D
             if previous is None:  # the first iteration: nothing before it
                 kwargs[param] = stored[param] = None
                 continue
-            value = previous.output
-            if parsed[2]:
-                try:
-                    value = field_value(value, parsed[2])
-                except KeyError:
-                    raise KeyError(f"input {param!r} of step {unit_name(step.id, index, iteration)!r}: the previous "
-                                   f"iteration's output has no field {parsed[2]!r}") from None
-                stored[param] = {"$record": previous.record_id, "field": parsed[2]}
-            else:
-                stored[param] = {"$record": previous.record_id}
-            kwargs[param] = value
+            kwargs[param], stored[param] = linked_value(
+                previous.output, previous.record_id, parsed[2],
+                f"input {param!r} of step {unit_name(step.id, index, iteration)!r}: the previous iteration's output")
         else:
             source = done[parsed[1]]
             value = source.output
@@ -644,16 +636,8 @@ def resolve_inputs(step: BoundStep, inputs: dict[str, Any], done: Mapping[str, D
                 kwargs[param] = None
                 stored[param] = {"$record": source.record_id}
                 continue
-            if parsed[2]:
-                try:
-                    value = field_value(value, parsed[2])
-                except KeyError:
-                    raise KeyError(f"input {param!r} of step {step.id!r}: the upstream output has no field "
-                                   f"{parsed[2]!r}") from None
-                stored[param] = {"$record": source.record_id, "field": parsed[2]}
-            else:
-                stored[param] = {"$record": source.record_id}
-            kwargs[param] = value
+            kwargs[param], stored[param] = linked_value(
+                value, source.record_id, parsed[2], f"input {param!r} of step {step.id!r}: the upstream output")
     for param, literal in step.spec.params.items():
         kwargs[param] = stored[param] = literal
     consumed = [[done[dep].record_id, dep, round(max(0.0, started - done[dep].ended_at), 6)]
@@ -662,6 +646,18 @@ def resolve_inputs(step: BoundStep, inputs: dict[str, Any], done: Mapping[str, D
         consumed.append([previous.record_id, unit_name(step.id, index, iteration - 1),
                          round(max(0.0, started - previous.ended_at), 6)])
     return kwargs, jsonio.dumps(stored) if stored else None, jsonio.dumps(consumed) if consumed else None
+
+
+def linked_value(output: Any, record_id: int, field: str | None, whose: str) -> tuple[Any, dict[str, Any]]:
+    """An input read from another record's output (an upstream step's, or the previous iteration's): the value
+    (the output, or its ``field``) and what is stored for it, a link to that record. KeyError naming ``whose``
+    output lacks the field."""
+    if not field:
+        return output, {"$record": record_id}
+    try:
+        return field_value(output, field), {"$record": record_id, "field": field}
+    except KeyError:
+        raise KeyError(f"{whose} has no field {field!r}") from None
 
 
 def skip_reason(step: BoundStep, done: Mapping[str, Done], inputs: dict[str, Any], *, index: int | None = None,

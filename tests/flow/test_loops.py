@@ -228,3 +228,23 @@ def test_the_python_api_names_iterations_and_decides_the_loop(db_url, step_log):
         assert (run.step("draft#2").iteration, run.step("draft#2").unit) == (2, "draft#2")
         done = orch.approve(run.run_id, step="draft")
         assert done.status == "succeeded" and done.output == "ESSAY V4"
+
+
+def test_a_field_the_previous_iteration_lacks_fails_that_iteration_naming_the_input_and_field(cli, step_log):
+    res = cli("run", str(FLOW / "loop_missing_field.yaml"), "--json")
+    assert res.exit_code == 1
+    doc = res.json()
+    failed = {s["unit"]: s for s in doc["steps"]}["draft#2"]
+    assert failed["status"] == "failed"
+    assert failed["error"] == ("InputError: input 'previous' of step 'draft#2': the previous iteration's output has "
+                               "no field 'summary'")
+    assert executions(step_log) == ["draft#1"]
+
+
+def test_a_field_an_upstream_output_lacks_fails_the_consumer_naming_the_input_and_field(cli, step_log):
+    res = cli("run", str(FLOW / "missing_field.yaml"), "--json")
+    assert res.exit_code == 1
+    failed = {s["unit"]: s for s in res.json()["steps"]}["combine"]
+    assert failed["error"] == ("InputError: input 'summaries' of step 'combine': the upstream output has no field "
+                               "'summaries'")
+    assert executions(step_log) == ["retrieve"]
