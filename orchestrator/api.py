@@ -42,7 +42,6 @@ from orchestrator.runner import (
     start_run,
     start_run_async,
 )
-from orchestrator.runstate import RunResult
 from orchestrator.store import Store, open_store
 from orchestrator.store.run_prefix import resolve_run_id
 from orchestrator.threads import DEFAULT_CONCURRENCY
@@ -301,7 +300,11 @@ class Orchestrator:
 
     def approve(self, run_id: str, *, step: str | None = None, reviewer: str | None = None,
                 comment: str | None = None) -> RunDetail:
-        """Accept the paused step's output as it is, then continue the run to its end or next pause."""
+        """Accept the paused step's output as it is, then continue the run to its end or next pause.
+
+        ``step`` (here and in ``edit``, ``retry``, ``reject``) may be a path into a child run (``research >
+        retrieve``); the decision is stored on the child and the tree continues from its root. The run
+        returned is ``run_id``'s."""
         from orchestrator import review
 
         return self._decide_and_continue("approve", run_id, lambda resolved: review.approve(
@@ -446,11 +449,11 @@ class Orchestrator:
         refuse_inside_event_loop(f"Orchestrator.{name}()", f"await Orchestrator.a{name}(...)")
         decision = decide(self._run_id(run_id))
         continue_run(self.store, decision.run_id, max_concurrency=self.max_concurrency, lease=decision.lease)
-        return self.get_run(decision.run_id)
+        return self.get_run(decision.shown_run_id)
 
     async def _adecide_and_continue(self, run_id: str, decide: Callable[[str], Decision]) -> RunDetail:
         decision = await anyio.to_thread.run_sync(lambda: decide(self._run_id(run_id)))
         assert decision.lease is not None, "a continuing decision claims the run's lease"
-        result: RunResult = await continue_run_async(self.store, decision.run_id, lease=decision.lease,
-                                                     max_concurrency=self.max_concurrency)
-        return await self._detail(result.run_id)
+        await continue_run_async(self.store, decision.run_id, lease=decision.lease,
+                                 max_concurrency=self.max_concurrency)
+        return await self._detail(decision.shown_run_id)

@@ -11,14 +11,19 @@ was wrong), so ``edit`` and ``retry`` also apply to any step that already comple
 or failed run: the fix is bound to the pause (or failure) it answers, every completed
 descendant of the fixed step is superseded (kept and marked, never deleted) and runs again when
 the run continues, and nothing else re-executes.
+
+A pause inside a child run is decided on the child that holds it, whether named from the parent by a
+path (``research > retrieve``) or from the child (:mod:`orchestrator.review_tree`); a fix of a completed
+step of a child whose output its parent took also supersedes the parent's records of the child's unit
+and downstream (:func:`plan_tree_fix`).
 """
 
 from __future__ import annotations
 
 import getpass
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gates.base import evaluate as evaluate_gate
@@ -26,13 +31,16 @@ from orchestrator import jsonio
 from orchestrator.attempt import gate_row, idempotency_key, logged_calls
 from orchestrator.binding import BoundWorkflow
 from orchestrator.context import CallLog, StepContext
-from orchestrator.errors import ReviewError, RunBusyError, SpecError, StoreMismatchError
+from orchestrator.errors import LeaseHeldError, ReviewError, RunBusyError, SpecError, StoreMismatchError
+from orchestrator.lease_holder import holder_name
 from orchestrator.llm.client import LLMClient
 from orchestrator.model import WorkflowSpec
-from orchestrator.records import RunView, StepRecordView, live_records, parse_unit, unit_name
+from orchestrator.records import RunView, StepRecordView, join_path, live_records, parse_unit, unit_name
+from orchestrator.review_tree import Target, holding_root, locate
 from orchestrator.store import GateRow, Lease, NewReview, NewStepRecord, Store
 from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.telemetry import get_tracer
+from orchestrator.tree import ancestors, is_child
 
 
 @dataclass
@@ -49,6 +57,37 @@ class Decision:
     """The run's lease, claimed with the decision: the caller continues the run under it."""
     superseded: list[str] = field(default_factory=list)
     """Steps whose records a fix superseded: they run again when the run continues."""
+    asked_run_id: str = ""
+    """The run the reviewer named, when the decision landed in a child run below it (else ``run_id``)."""
+    path: str = ""
+    """The decided step as named from ``asked_run_id`` (``research > retrieve``; else ``step_id``)."""
+
+    @property
+    def shown_run_id(self) -> str:
+        return self.asked_run_id or self.run_id
+
+    @property
+    def shown_step(self) -> str:
+        return self.path or self.step_id
+
+
+def _named(decision: Decision, target: Target) -> Decision:
+    """The decision as the reviewer named it (a path from the run asked about)."""
+    if target.nested:
+        decision.asked_run_id = target.asked
+        decision.path = target.path or decision.step_id
+    return decision
+
+
+def _decided_meanwhile(store: Store, run_id: str, rec: StepRecordView) -> Callable[[], ReviewError | None]:
+    """The refusal of a decision whose pause another reviewer answered while this one waited for the tree."""
+    def check() -> ReviewError | None:
+        winner = next((r for r in store.reviews(run_id) if r.record_id == rec.id), None)
+        if winner is None:
+            return None
+        return ReviewError(f"step {rec.unit!r} of run {run_id} was already decided by another reviewer: "
+                           f"{winner.decision} by {winner.reviewer}; see `orchestrator show {run_id}`")
+    return check
 
 
 def default_reviewer() -> str:
@@ -189,14 +228,17 @@ def approve(store: Store, run_id: str, *, step: str | None = None, reviewer: str
     the caller's continuation of the run (``continue_run(..., lease=decision.lease)``).
     ``run_status``: ``queued`` hands the run to any worker, in the decision's transaction.
     """
-    rec = paused_record(store, run_id, step)
+    target = locate(store, run_id, step)
+    run_id = target.run_id
+    rec = paused_record(store, run_id, target.step)
     _, workflow_id = continuable(store, run_id)
     new = _accepted_record(rec, workflow_id, "approved", jsonio.dumps(rec.output))
-    review_id = decide_paused(store, NewReview(run_id, rec.id, rec.unit, decision="approve",
-                                               reviewer=reviewer or default_reviewer(), comment=comment,
-                                               output_before=rec.output, output_after=rec.output),
-                              new_records=[new], lease=lease, run_status=run_status)
-    return announce(store, Decision(run_id, rec.unit, "approve", review_id, True, lease), reviewer)
+    with holding_root(store, run_id, lease, _decided_meanwhile(store, run_id, rec)) as held:
+        review_id = decide_paused(store, NewReview(run_id, rec.id, rec.unit, decision="approve",
+                                                   reviewer=reviewer or default_reviewer(), comment=comment,
+                                                   output_before=rec.output, output_after=rec.output),
+                                  new_records=[new], lease=held, run_status=run_status)
+    return announce(store, _named(Decision(run_id, rec.unit, "approve", review_id, True, held), target), reviewer)
 
 
 def check_edit(workflow: BoundWorkflow, store: Store, run_id: str, rec: StepRecordView, output: Any) -> list[GateRow]:
@@ -226,8 +268,20 @@ def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, rev
          comment: str | None = None, force: bool = False, rerun_side_effects: bool = False,
          lease: Lease | None = None) -> Decision:
     """Replace the paused output, or (``step`` naming a completed step) fix that step's output and
-    supersede its descendants. It must pass all of the step's blocking gates unless ``force``."""
-    if is_fix(store, run_id, step):
+    supersede its descendants. It must pass all of the step's blocking gates unless ``force``.
+
+    ``step`` may be a path into a child run (``research > retrieve``): a completed step of a child whose
+    output its parent took supersedes the parent's records of the child's unit and downstream too."""
+    target = locate(store, run_id, step)
+    run_id, step = target.run_id, target.step
+    tree: TreeFix | None = None
+    if is_tree_fix(store, run_id, step):
+        assert step is not None
+        tree = plan_tree_fix(store, run_id, step, rerun_step=False)
+        guard_side_effects(tree.bottom, rerun_side_effects, tree.side_effects)
+        workflow, workflow_id = tree.workflows[0], tree.workflow_id
+        rec, plan = tree.bottom.record, None
+    elif is_fix(store, run_id, step):
         assert step is not None
         workflow, workflow_id = continuable(store, run_id)
         plan = plan_fix(store, run_id, step, workflow, rerun_step=False)
@@ -247,16 +301,35 @@ def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, rev
     new = _accepted_record(rec, workflow_id, "edited", jsonio.dumps(plain), rows)
     review = NewReview(run_id, rec.id, rec.unit, decision="edit", reviewer=reviewer or default_reviewer(),
                        comment=comment, output_before=rec.output, output_after=plain, forced=bool(failing) and force)
-    if plan is None:
-        review_id = decide_paused(store, review, new_records=[new], lease=lease)
-        return announce(store, Decision(run_id, rec.unit, "edit", review_id, True, lease), reviewer)
-    return announce(store, _store_fix(store, plan, review, [new], rerun_side_effects, lease), reviewer)
+    answered = plan.answers if plan is not None else tree.bottom.answers if tree is not None else rec
+    with holding_root(store, run_id, lease, _decided_meanwhile(store, run_id, answered)) as held:
+        if tree is not None:
+            decision = _store_tree_fix(store, tree, review, [new], rerun_side_effects, held)
+        elif plan is None:
+            review_id = decide_paused(store, review, new_records=[new], lease=held)
+            decision = Decision(run_id, rec.unit, "edit", review_id, True, held)
+        else:
+            decision = _store_fix(store, plan, review, [new], rerun_side_effects, held)
+    return announce(store, _named(decision, target), reviewer)
 
 
 def retry(store: Store, run_id: str, *, step: str | None = None, reviewer: str | None = None,
           comment: str | None = None, rerun_side_effects: bool = False, lease: Lease | None = None) -> Decision:
     """Run the paused step again, handing it the failed gate verdicts as ``ctx.gate_feedback``; or
-    (``step`` naming a completed step) run that step and its descendants again."""
+    (``step`` naming a completed step) run that step and its descendants again; a path into a child run
+    (``research > retrieve``) as for :func:`edit`."""
+    target = locate(store, run_id, step)
+    run_id, step = target.run_id, target.step
+    if is_tree_fix(store, run_id, step):
+        assert step is not None
+        tree = plan_tree_fix(store, run_id, step, rerun_step=True)
+        guard_side_effects(tree.bottom, rerun_side_effects, tree.side_effects)
+        review = NewReview(run_id, tree.bottom.record.id, step, decision="retry",
+                           reviewer=reviewer or default_reviewer(), comment=comment,
+                           output_before=tree.bottom.record.output)
+        with holding_root(store, run_id, lease, _decided_meanwhile(store, run_id, tree.bottom.answers)) as held:
+            decision = _store_tree_fix(store, tree, review, [], rerun_side_effects, held)
+        return announce(store, _named(decision, target), reviewer)
     if is_fix(store, run_id, step):
         assert step is not None
         workflow, _ = continuable(store, run_id)
@@ -264,13 +337,16 @@ def retry(store: Store, run_id: str, *, step: str | None = None, reviewer: str |
         guard_side_effects(plan, rerun_side_effects)
         review = NewReview(run_id, plan.record.id, step, decision="retry", reviewer=reviewer or default_reviewer(),
                            comment=comment, output_before=plan.record.output)
-        return announce(store, _store_fix(store, plan, review, [], rerun_side_effects, lease), reviewer)
+        with holding_root(store, run_id, lease, _decided_meanwhile(store, run_id, plan.answers)) as held:
+            decision = _store_fix(store, plan, review, [], rerun_side_effects, held)
+        return announce(store, _named(decision, target), reviewer)
     rec = paused_record(store, run_id, step)
     continuable(store, run_id)
-    review_id = decide_paused(store, NewReview(run_id, rec.id, rec.unit, decision="retry",
-                                               reviewer=reviewer or default_reviewer(), comment=comment,
-                                               output_before=rec.output), lease=lease)
-    return announce(store, Decision(run_id, rec.unit, "retry", review_id, True, lease), reviewer)
+    with holding_root(store, run_id, lease, _decided_meanwhile(store, run_id, rec)) as held:
+        review_id = decide_paused(store, NewReview(run_id, rec.id, rec.unit, decision="retry",
+                                                   reviewer=reviewer or default_reviewer(), comment=comment,
+                                                   output_before=rec.output), lease=held)
+    return announce(store, _named(Decision(run_id, rec.unit, "retry", review_id, True, held), target), reviewer)
 
 
 # -- fixing a completed step: the cause of a pause or failure downstream ---------------------------
@@ -310,6 +386,32 @@ def is_fix(store: Store, run_id: str, step: str | None) -> bool:
 def plan_fix(store: Store, run_id: str, step: str, workflow: BoundWorkflow, *, rerun_step: bool) -> FixPlan:
     """The fix of completed ``step``; a ReviewError (exit 2, nothing stored) says why there is none."""
     run = store.get_run(run_id)
+    step_id, index, iteration = _checked_unit(run_id, step, workflow)
+    if run.status not in FIXABLE_RUNS:
+        raise ReviewError(f"run {run_id} is {run.status}; a completed step can be edited or retried only in a "
+                          "paused or failed run")
+    live = live_records(store.step_records(run_id))
+    rec = _completed_record(live, run_id, step)
+    if run.status == "paused":
+        kind, open_records = "pause", waiting_records(store, run_id)
+    else:
+        kind = "failure"
+        open_records = sorted((r for r in live.values() if r.status == "failed"), key=lambda r: (r.started_at, r.id))
+    below = workflow.descendants([step_id])
+    loop = unit_name(step_id, index) if iteration is not None else None
+    # an iteration's fix also answers its own loop's pause (a later iteration's, or its repeat gate's)
+    answers = next((r for r in open_records if r.step_id in below
+                    or (loop is not None and _later_in_loop(r, loop, iteration))), None)
+    if answers is None:
+        where = ", ".join(repr(r.unit) for r in open_records) or "no step"
+        raise ReviewError(f"step {step!r} is not upstream of the {kind} of run {run_id} (at {where}), so fixing it "
+                          "cannot answer it; decide that step instead")
+    superseded, side_effects = _downstream(live, workflow, step, rerun_step=rerun_step)
+    return FixPlan(step, run.status, rec, answers, superseded, side_effects)
+
+
+def _checked_unit(run_id: str, step: str, workflow: BoundWorkflow) -> tuple[str, int | None, int | None]:
+    """The unit's step, index and iteration; a ReviewError when the workflow has no such unit."""
     try:
         step_id, index, iteration = parse_unit(step)
     except ValueError as exc:
@@ -320,42 +422,40 @@ def plan_fix(store: Store, run_id: str, step: str, workflow: BoundWorkflow, *, r
         raise ReviewError(f"step {step_id!r} of run {run_id} has no for_each, so it has no instance {step!r}")
     if iteration is not None and not workflow.step(step_id).spec.loops:
         raise ReviewError(f"step {step_id!r} of run {run_id} has no repeat, so it has no iteration {step!r}")
-    if run.status not in FIXABLE_RUNS:
-        raise ReviewError(f"run {run_id} is {run.status}; a completed step can be edited or retried only in a "
-                          "paused or failed run")
-    live = live_records(store.step_records(run_id))
+    return step_id, index, iteration
+
+
+def _completed_record(live: dict[str, StepRecordView], run_id: str, step: str) -> StepRecordView:
+    """The step's live record, which a fix replaces; a ReviewError when the step has not completed."""
     rec = live.get(step)
     if rec is None or rec.status != "succeeded":
         state = "has not run" if rec is None else f"is {rec.status}"
         hint = f" (`orchestrator resume {run_id}` runs it again)" if rec is not None and rec.status == "failed" else ""
         raise ReviewError(f"step {step!r} of run {run_id} {state}, not completed, so there is no output to "
                           f"edit or retry{hint}")
+    return rec
+
+
+def _downstream(live: dict[str, StepRecordView], workflow: BoundWorkflow, unit: str, *,
+                rerun_step: bool) -> tuple[list[StepRecordView], list[str]]:
+    """The live records a fix of ``unit`` supersedes (in workflow order), and those of steps with side
+    effects that already ran among them.
+
+    Every record of a step downstream (its instances too); an instance's fix also supersedes the list its
+    step collected (it holds the old output), never the sibling instances; an iteration's fix supersedes the
+    later iterations of its loop and the loop's result, so the loop goes on from the fixed iteration."""
+    step_id, index, iteration = parse_unit(unit)
     below = workflow.descendants([step_id])
     loop = unit_name(step_id, index) if iteration is not None else None
-    if run.status == "paused":
-        kind, open_records = "pause", waiting_records(store, run_id)
-    else:
-        kind = "failure"
-        open_records = sorted((r for r in live.values() if r.status == "failed"), key=lambda r: (r.started_at, r.id))
-    # an iteration's fix also answers its own loop's pause (a later iteration's, or its repeat gate's)
-    answers = next((r for r in open_records if r.step_id in below
-                    or (loop is not None and _later_in_loop(r, loop, iteration))), None)
-    if answers is None:
-        where = ", ".join(repr(r.unit) for r in open_records) or "no step"
-        raise ReviewError(f"step {step!r} is not upstream of the {kind} of run {run_id} (at {where}), so fixing it "
-                          "cannot answer it; decide that step instead")
-    # every record of a step downstream (its instances too); an instance's fix also supersedes the list its
-    # step collected (it holds the old output), never the sibling instances; an iteration's fix supersedes the
-    # later iterations of its loop and the loop's result, so the loop goes on from the fixed iteration
     affected = [r for r in live.values() if r.step_id in below
-                or (index is not None and r.unit == step_id) or (rerun_step and r.unit == step)
+                or (index is not None and r.unit == step_id) or (rerun_step and r.unit == unit)
                 or (loop is not None and _later_in_loop(r, loop, iteration))]
     position = {sid: i for i, sid in enumerate(workflow.order)}
     superseded = sorted(affected, key=lambda r: (position[r.step_id], -1 if r.index is None else r.index,
                                                  -1 if r.iteration is None else r.iteration))
     side_effects = [r.unit for r in superseded if workflow.step(r.step_id).spec.side_effects
                     and r.status in ("succeeded", "gate_failed")]
-    return FixPlan(step, run.status, rec, answers, superseded, side_effects)
+    return superseded, side_effects
 
 
 def _later_in_loop(rec: StepRecordView, loop: str, iteration: int | None) -> bool:
@@ -366,12 +466,13 @@ def _later_in_loop(rec: StepRecordView, loop: str, iteration: int | None) -> boo
     return rec.iteration is None or (iteration is not None and rec.iteration > iteration)
 
 
-def guard_side_effects(plan: FixPlan, rerun_side_effects: bool) -> None:
-    """Steps that acted on the world are not repeated silently: the reviewer must say so."""
-    if plan.side_effects and not rerun_side_effects:
+def guard_side_effects(plan: FixPlan, rerun_side_effects: bool, side_effects: Sequence[str] | None = None) -> None:
+    """Steps that acted on the world are not repeated silently: the reviewer must say so. ``side_effects``:
+    those of a whole tree's fix, by path (else the plan's own)."""
+    found = plan.side_effects if side_effects is None else side_effects
+    if found and not rerun_side_effects:
         raise ReviewError(f"fixing step {plan.step!r} would run again steps with side effects that already ran: "
-                          f"{', '.join(plan.side_effects)}; nothing was changed (pass --rerun-side-effects to "
-                          "re-run them)")
+                          f"{', '.join(found)}; nothing was changed (pass --rerun-side-effects to re-run them)")
 
 
 def _store_fix(store: Store, plan: FixPlan, review: NewReview, new_records: list[NewStepRecord],
@@ -385,6 +486,125 @@ def _store_fix(store: Store, plan: FixPlan, review: NewReview, new_records: list
                              supersede=[r.id for r in plan.superseded], from_statuses=(plan.run_status,))
     return Decision(review.run_id, plan.step, review.decision, review_id, True, lease,
                     [r.unit for r in plan.superseded])
+
+
+# -- fixing a completed step of a child run whose output its parent already took ---------------------
+
+
+@dataclass
+class FixLevel:
+    """One run above the fixed child step: its records of the child's unit and downstream are superseded."""
+
+    run_id: str
+    status: str
+    """The run's state before the fix."""
+    unit: str
+    """Its unit that started the run below (``research``, ``per_ticket[3]``)."""
+    answers: StepRecordView
+    """What its review is bound to: the pause (or failure) the fix answers, in the top run; the unit's own
+    record in a run between (a child run that had succeeded)."""
+    superseded: list[StepRecordView]
+
+
+@dataclass
+class TreeFix:
+    """A fix of a completed step of a child run that had succeeded, its output taken by its parent: the
+    child's own part (``bottom``, bound to the fixed record) and each run above up to the one whose pause
+    or failure it answers."""
+
+    bottom: FixPlan
+    levels: list[FixLevel]
+    """Innermost first; the last one holds the pause (or failure) answered."""
+    workflows: list[BoundWorkflow]
+    workflow_id: int
+    side_effects: list[str]
+    """Steps with side effects that already ran, in all the runs, by path from the top run."""
+
+    def paths(self, level: int, units: Sequence[str]) -> list[str]:
+        """Units of the run at ``level`` (0: the child, 1..: ``levels``) named from the top run."""
+        prefix = [lv.unit for lv in reversed(self.levels[level:])]
+        return [join_path(*prefix, unit) for unit in units]
+
+
+def is_tree_fix(store: Store, run_id: str, step: str | None) -> bool:
+    """Whether an edit or retry of ``step`` fixes a completed step of a child run that succeeded (its parent
+    took its output): the fix reaches up into the parent."""
+    if step is None:
+        return False
+    run = store.get_run(run_id)
+    return is_child(run) and run.status == "succeeded"
+
+
+def plan_tree_fix(store: Store, run_id: str, step: str, *, rerun_step: bool) -> TreeFix:
+    """The fix of ``step`` of succeeded child run ``run_id`` through the runs above it; a ReviewError
+    (nothing stored) when no pause or failure above is downstream of it."""
+    workflow, workflow_id = continuable(store, run_id)
+    _checked_unit(run_id, step, workflow)
+    live = live_records(store.step_records(run_id))
+    rec = _completed_record(live, run_id, step)
+    superseded, side_effects = _downstream(live, workflow, step, rerun_step=rerun_step)
+    bottom = FixPlan(step, "succeeded", rec, rec, superseded, side_effects)
+    levels: list[FixLevel] = []
+    side: list[tuple[int, list[str]]] = [(0, side_effects)]
+    run = store.get_run(run_id)
+    while True:
+        assert run.parent_run_id is not None and run.parent_step is not None
+        unit, parent = run.parent_step, store.get_run(run.parent_run_id)
+        parent_workflow, _ = continuable(store, parent.run_id)
+        parent_live = live_records(store.step_records(parent.run_id))
+        mine = parent_live.get(unit)
+        if mine is None:
+            raise ReviewError(f"run {parent.run_id} has not taken the output of its child run {run.run_id} "
+                              f"(step {unit!r}); resume it first (`orchestrator resume {parent.run_id}`)")
+        affected, effects = _downstream(parent_live, parent_workflow, unit, rerun_step=True)
+        side.append((len(levels) + 1, effects))
+        if parent.status in FIXABLE_RUNS:
+            open_records = waiting_records(store, parent.run_id) if parent.status == "paused" else sorted(
+                (r for r in parent_live.values() if r.status == "failed"), key=lambda r: (r.started_at, r.id))
+            ids = {r.id for r in affected}
+            answers = next((r for r in open_records if r.id in ids), None)
+            if answers is None:
+                where = ", ".join(repr(r.unit) for r in open_records) or "no step"
+                raise ReviewError(f"step {step!r} of child run {run_id} is not upstream of the "
+                                  f"{'pause' if parent.status == 'paused' else 'failure'} of run {parent.run_id} "
+                                  f"(at {where}), so fixing it cannot answer it; decide that step instead")
+            levels.append(FixLevel(parent.run_id, parent.status, unit, answers, affected))
+            break
+        if parent.status != "succeeded" or not is_child(parent):
+            raise ReviewError(f"run {parent.run_id} is {parent.status}; a completed step of its child run can be "
+                              "edited or retried only while the run is paused or failed")
+        levels.append(FixLevel(parent.run_id, parent.status, unit, mine, affected))
+        run = parent
+    fix = TreeFix(bottom, levels, [workflow], workflow_id, [])
+    fix.side_effects = [path for level, units in side for path in fix.paths(level, units)]
+    return fix
+
+
+def _store_tree_fix(store: Store, fix: TreeFix, review: NewReview, new_records: list[NewStepRecord],
+                    rerun_side_effects: bool, lease: Lease | None) -> Decision:
+    """The child's fix (bound to the fixed record), then each run above: its superseded records, bound to
+    the pause it answers, each run claimed under the decision's lease. The top run is the tree's root or
+    is held through it, so no other process continues any of them in between."""
+    if lease is None:
+        raise ReviewError(f"fixing step {fix.bottom.step!r} of child run {review.run_id} continues its tree, which "
+                          "needs the tree's lease; nothing was changed")
+    review.record_id = fix.bottom.record.id
+    review.step_id = fix.bottom.step
+    review.rerun_side_effects = rerun_side_effects
+    review_id = store.decide(review, new_records=new_records, lease=replace(lease, run_id=review.run_id),
+                             supersede=[r.id for r in fix.bottom.superseded], from_statuses=("succeeded",))
+    path = fix.bottom.step
+    for level in fix.levels:
+        path = join_path(level.unit, path)
+        store.decide(NewReview(level.run_id, level.answers.id, path, decision=review.decision,
+                               reviewer=review.reviewer, comment=review.comment,
+                               output_before=level.answers.output, rerun_side_effects=rerun_side_effects),
+                     lease=replace(lease, run_id=level.run_id), supersede=[r.id for r in level.superseded],
+                     from_statuses=(level.status, "running"))
+    superseded = fix.paths(0, [r.unit for r in fix.bottom.superseded])
+    for i, level in enumerate(fix.levels, start=1):
+        superseded += fix.paths(i, [r.unit for r in level.superseded])
+    return Decision(review.run_id, fix.bottom.step, review.decision, review_id, True, lease, superseded)
 
 
 @dataclass
@@ -415,20 +635,41 @@ def critic_pauses(store: Store, run_id: str) -> list[CriticPause]:
 
 def reject(store: Store, run_id: str, *, step: str | None = None, reviewer: str | None = None,
            comment: str | None = None) -> Decision:
-    """End the run as ``rejected``; steps that never ran are recorded as skipped."""
-    rec = paused_record(store, run_id, step)
-    run = store.get_run(run_id)
-    spec = WorkflowSpec.model_validate(store.workflow_definition(run.workflow_id)[0])
-    have = set(live_records(store.step_records(run_id)))  # a superseded step has not run for this run's result
-    now = time.time()
-    skipped = [NewStepRecord(run_id=run_id, workflow_id=run.workflow_id, step_id=s.id, step_type=s.type,
-                             agent=s.agent_name, attempt=0, status="skipped", started_at=now, ended_at=now,
-                             error_type="Rejected", error_message=f"run rejected at step {rec.unit!r}")
-               for s in spec.steps if s.id not in have]
+    """End the run as ``rejected``; steps that never ran are recorded as skipped. A pause inside a child run
+    (``step`` a path, or the child named) rejects the child and every run above it: the tree ends rejected."""
+    target = locate(store, run_id, step)
+    run_id = target.run_id
+    rec = paused_record(store, run_id, target.step)
+    above = ancestors(store, run_id)
+    if above:
+        root = above[-1]
+        if root.status == "running":
+            raise LeaseHeldError(f"run {root.run_id}, the root of the tree, is being executed by "
+                                 f"{holder_name(root.owner or '?')}; nothing was decided (decide once it pauses again)")
     review_id = store.decide(NewReview(run_id, rec.id, rec.unit, decision="reject",
                                        reviewer=reviewer or default_reviewer(), comment=comment,
-                                       output_before=rec.output), new_records=skipped, run_status="rejected")
-    return announce(store, Decision(run_id, rec.unit, "reject", review_id, False), reviewer)
+                                       output_before=rec.output), new_records=_never_ran(store, run_id, rec.unit),
+                             run_status="rejected")
+    path = rec.unit
+    for parent in above:  # innermost first: each run waits on the one below, rejected now
+        path = join_path(str(store.get_run(run_id).parent_step), path)
+        store.insert_step_records(_never_ran(store, parent.run_id, path))
+        store.set_run_status(parent.run_id, "rejected", expect=("paused", "failed"))
+        run_id = parent.run_id
+    return announce(store, _named(Decision(target.run_id, rec.unit, "reject", review_id, False), target), reviewer)
+
+
+def _never_ran(store: Store, run_id: str, where: str) -> list[NewStepRecord]:
+    """Skipped records of a rejected run's steps that have no live record (a superseded step has not run for
+    the run's result)."""
+    run = store.get_run(run_id)
+    spec = WorkflowSpec.model_validate(store.workflow_definition(run.workflow_id)[0])
+    have = set(live_records(store.step_records(run_id)))
+    now = time.time()
+    return [NewStepRecord(run_id=run_id, workflow_id=run.workflow_id, step_id=s.id, step_type=s.type,
+                          agent=s.agent_name, attempt=0, status="skipped", started_at=now, ended_at=now,
+                          error_type="Rejected", error_message=f"run rejected at step {where!r}")
+            for s in spec.steps if s.id not in have]
 
 
 def apply_review_timeouts(store: Store, run_id: str, spec: WorkflowSpec, *, now: float | None = None,

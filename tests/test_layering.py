@@ -37,8 +37,8 @@ LAYERS: list[tuple[str, ...]] = [
      "orchestrator.lease_keeper", "orchestrator.lease_holder", "orchestrator.mapping", "orchestrator.looping",
      "orchestrator.children", "orchestrator.tree"),
     # 4: what every face calls
-    ("orchestrator.runner", "orchestrator.review", "orchestrator.labels", "orchestrator.worker",
-     "orchestrator.listing"),
+    ("orchestrator.runner", "orchestrator.review", "orchestrator.review_tree", "orchestrator.labels",
+     "orchestrator.worker", "orchestrator.listing"),
     # 5: the faces
     ("orchestrator.cli", "tui", "orchestrator.api", "orchestrator", "orchestrator.__main__"),
 ]

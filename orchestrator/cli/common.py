@@ -36,7 +36,8 @@ DbOption = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (defa
                                                    "else sqlite:///.orchestrator/orchestrator.db)")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the JSON document instead of tables.")]
 RunArgument = Annotated[str, typer.Argument(metavar="RUN", help="Run id, or a unique prefix of it.")]
-StepOption = Annotated[str | None, typer.Option("--step", help="The paused step (needed when several wait).")]
+StepOption = Annotated[str | None, typer.Option("--step", help="The paused step (needed when several wait); a path "
+                                                "such as 'research > retrieve' names one inside a child run.")]
 CommentOption = Annotated[str | None, typer.Option("--comment", help="Why; stored with the decision.")]
 ReviewerOption = Annotated[str | None, typer.Option("--reviewer", help="Who decides (default: the OS user).")]
 OtelOption = Annotated[str | None, typer.Option("--otel", help="Export OpenTelemetry spans to this OTLP/HTTP "

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 FixStepOption = Annotated[str | None, typer.Option(
     "--step", help="The paused step (needed when several wait), or any completed step of a paused or failed run "
-                   "to fix at the cause: its completed descendants are superseded and run again.")]
+                   "to fix at the cause: its completed descendants are superseded and run again. A path such as "
+                   "'research > retrieve' names a step inside a child run.")]
 RerunSideEffectsOption = Annotated[bool, typer.Option(
     "--rerun-side-effects", help="Accept that fixing a completed step runs again descendants with side effects "
                                  "that already ran; the choice is recorded in the review.")]
@@ -47,13 +48,13 @@ def _continue_after(store: "Store", decision: Any, as_json: bool, max_concurrenc
     from orchestrator.runstate import RunResult
 
     said = err if as_json else out  # with --json, stdout holds the JSON document alone
-    said.print(escape(f"{decision.decision} recorded for step {decision.step_id!r} of run {decision.run_id}"),
+    said.print(escape(f"{decision.decision} recorded for step {decision.shown_step!r} of run {decision.shown_run_id}"),
                highlight=False)
     if decision.superseded:
         said.print(escape(f"superseded (kept, and run again now): {', '.join(decision.superseded)}"),
                    highlight=False)
     if not decision.continue_run:
-        report_result(store, RunResult(decision.run_id, store.get_run(decision.run_id).status), as_json)
+        report_result(store, RunResult(decision.shown_run_id, store.get_run(decision.shown_run_id).status), as_json)
     progress = Progress(enabled=not as_json)
     progress.run_id = decision.run_id
     with resumable_on_interrupt(progress), progress:
