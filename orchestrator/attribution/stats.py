@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from orchestrator.errors import InputError
-from orchestrator.records import ModelCallView, iso, parse_unit
+from orchestrator.records import ModelCallView, iso, parse_unit, path_head
 from orchestrator.store import Store
 from orchestrator.store.analytics import OutcomeCounts, StepPeriodCounts
 from orchestrator.workflow_filter import check_workflow_filter
@@ -321,8 +321,9 @@ def build_stats(workflow: str, step_rows: Sequence[StepPeriodCounts], outcome_ro
     for o in outcome_rows:
         if o.incorrect:
             incorrect_in[o.period_start] += o.runs
-            # a blamed instance (``summarize[7]``) is blame of its step
-            blamed_in[(o.period_start, parse_unit(o.blamed_step)[0] if o.blamed_step else None)] += o.runs
+            # a blamed instance (``summarize[7]``) or a path into its child run (``research > retrieve``) is blame
+            # of its step
+            blamed_in[(o.period_start, parse_unit(path_head(o.blamed_step))[0] if o.blamed_step else None)] += o.runs
     by_step: dict[str, list[StepPeriodCounts]] = {}
     for row in step_rows:
         by_step.setdefault(row.step_id, []).append(row)

@@ -21,12 +21,26 @@ no trace). With no signal at all nothing is blamed and confidence is 0.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
 from orchestrator import graph
 from orchestrator.attribution.result import AttributionResult, Candidate, agent_totals, save
 from orchestrator.attribution.signals import Signal, collect_signals
 from orchestrator.model import WorkflowSpec
-from orchestrator.records import OutcomeView, ReviewView, RunView, StepRecordView, iso, parse_unit
+from orchestrator.records import (
+    OutcomeView,
+    ReviewView,
+    RunView,
+    StepRecordView,
+    iso,
+    join_path,
+    parse_unit,
+    split_path,
+)
 from orchestrator.store import Store
+from orchestrator.tree import MAX_DEPTH, children
 
 TIERS = {3: "failed or overridden gate, critic, rejection or error", 2: "gate warning",
          1: "retry or edit that recovered"}
@@ -55,36 +69,101 @@ def agent_graph(records: list[StepRecordView]) -> list[list[str]]:
     return edges
 
 
-def backward_trace(spec: WorkflowSpec, run: RunView, records: list[StepRecordView], reviews: list[ReviewView],
-                   outcome: OutcomeView | None) -> AttributionResult:
-    """Rank the steps that can reach the output by their recorded signals; pure, stores nothing.
+@dataclass
+class TreeLevel:
+    """One child run as the backward trace reads it: its structure, records and reviews, its status, and the
+    child runs its own units started (by unit)."""
 
-    ``spec`` needs only the structure (steps, gates, critics, output); callables are not used.
-    """
+    spec: WorkflowSpec
+    status: str
+    records: list[StepRecordView]
+    reviews: list[ReviewView]
+    children: dict[str, TreeLevel] = field(default_factory=dict)
+
+
+@dataclass
+class _Unit:
+    """A candidate of the trace: a unit of the run, or a path into one of its child runs."""
+
+    path: str
+    agent: str
+    signals: list[Signal]
+    checked: bool
+    record: StepRecordView | None
+    upstream: list[str]
+    """Candidates upstream of it (whose mistakes it could be processing), in the run and its ancestors."""
+
+
+def _units(spec: WorkflowSpec, status: str, records: list[StepRecordView], reviews: list[ReviewView],
+           children: Mapping[str, TreeLevel], prefix: str = "", above: Sequence[str] = ()) -> list[_Unit]:
+    """The candidates of one run of the tree, in workflow order: units that reach its output (every unit
+    that ran, for a failed run), a mapped step's instances and a loop's iterations right after their step,
+    and the candidates of a unit's child run (as paths, ``research > retrieve``) right before the unit."""
     order = graph.topological_order(spec)
     output = spec.output_step
     relevant = graph.ancestors(spec, output) | {output}
-    ran = {r.step_id for r in records}
-    if run.status in ("failed", "rejected"):
-        relevant |= ran  # the step that ended the run explains it, whether or not it feeds the output
+    if status in ("failed", "rejected"):
+        relevant |= {r.step_id for r in records}  # the step that ended the run explains it, whether or not
+        # it feeds the output
     # a mapped step's instances and a loop's iterations are candidates of their own, right after their step
     # (``summarize[7]``, ``improve#2``)
     parts: dict[str, list[StepRecordView]] = {}
     for record in records:
         if record.index is not None or record.iteration is not None:
             parts.setdefault(record.step_id, []).append(record)
-    candidates_ids = []
+    local: list[str] = []
     for sid in order:
         if sid in relevant:
-            candidates_ids.append(sid)
+            local.append(sid)
             units = {r.unit: (-1 if r.index is None else r.index, -1 if r.iteration is None else r.iteration)
                      for r in parts.get(sid, [])}
-            candidates_ids.extend(sorted(units, key=lambda u: units[u]))
-    position = {unit: i for i, unit in enumerate(candidates_ids)}
+            local.extend(sorted(units, key=lambda u: units[u]))
     signals = collect_signals(spec, records, reviews)
     checked = _checked(spec)
-    checked |= {unit for unit in candidates_ids if parse_unit(unit)[0] in checked}
     latest = {r.unit: r for r in records}
+    found: list[_Unit] = []
+    paths_of: dict[str, list[str]] = {}
+    """Each local unit's candidates: itself and the paths into its child run."""
+    for unit in local:
+        step_id = parse_unit(unit)[0]
+        before = graph.ancestors(spec, step_id)
+        upstream = [*above, *(p for u in local if u in paths_of and _feeds(u, unit, before) for p in paths_of[u])]
+        path = join_path(prefix, unit) if prefix else unit
+        mine: list[str] = []
+        child = children.get(unit)
+        if child is not None:
+            inner = _units(child.spec, child.status, child.records, child.reviews, child.children, path, upstream)
+            found.extend(inner)
+            mine.extend(u.path for u in inner)
+        found.append(_Unit(path, spec.step(step_id).agent_name, signals.get(unit, []), step_id in checked,
+                           latest.get(unit), upstream))
+        paths_of[unit] = [*mine, path]
+    return found
+
+
+def _feeds(other: str, unit: str, before: set[str]) -> bool:
+    """Whether ``other`` runs upstream of ``unit`` (whose step's ancestors are ``before``): an upstream step's
+    unit, or an earlier iteration of the same loop (its ``previous``)."""
+    o_step, o_index, o_iteration = parse_unit(other)
+    step_id, index, iteration = parse_unit(unit)
+    return o_step in before or (iteration is not None and o_step == step_id and o_index == index
+                                and o_iteration is not None and o_iteration < iteration)
+
+
+def backward_trace(spec: WorkflowSpec, run: RunView, records: list[StepRecordView], reviews: list[ReviewView],
+                   outcome: OutcomeView | None, children: Mapping[str, TreeLevel] | None = None) -> AttributionResult:
+    """Rank the units that can reach the output by their recorded signals; pure, stores nothing.
+
+    ``spec`` needs only the structure (steps, gates, critics, output); callables are not used. ``children``:
+    the child runs the run's units started (:func:`tree_levels`), whose units are candidates by their paths
+    (``research > retrieve``, ``per_ticket[3] > classify``, ``improve#2 > draft``).
+    """
+    units = _units(spec, run.status, records, reviews, children or {})
+    candidates_ids = [u.path for u in units]
+    by_path = {u.path: u for u in units}
+    position = {path: i for i, path in enumerate(candidates_ids)}
+    signals = {u.path: u.signals for u in units}
+    checked = {u.path for u in units if u.checked}
 
     def tier(sid: str) -> int:
         return strongest_tier(signals, sid)
@@ -99,18 +178,23 @@ def backward_trace(spec: WorkflowSpec, run: RunView, records: list[StepRecordVie
 
     candidates = []
     for sid in signalled + quiet:
-        rec = latest.get(sid)
+        unit = by_path[sid]
+        rec = unit.record
         step_signals = signals.get(sid, [])
-        candidates.append(Candidate(sid, spec.step(parse_unit(sid)[0]).agent_name, credit.get(sid, 0.0), {
+        candidates.append(Candidate(sid, unit.agent, credit.get(sid, 0.0), {
             "signals": [s.to_json() for s in step_signals], "tier": tier(sid),
             "score": sum({3: 4, 2: 2, 1: 1}[s.tier] for s in step_signals), "checked": sid in checked,
             "record_id": rec.id if rec else None, "started_at": iso(rec.started_at) if rec else None,
-            "consumed": rec.consumed if rec else [], "position": position[sid]}))
+            "consumed": rec.consumed if rec else [], "position": position[sid],
+            **({"run_id": rec.run_id} if rec is not None and rec.run_id != run.run_id else {}),
+            **({"iteration": iteration} if (iteration := _iteration(sid)) is not None else {})}))
 
     coverage = [sid for sid in candidates_ids if sid in checked]
     blamed_id = signalled[0] if signalled and shortfall > 0 else None
-    confidence, explanation = _verdict(spec, signalled, signals, candidates_ids, checked, shortfall)
-    evidence = {
+    upstream_of = {u.path: u.upstream for u in units}
+    confidence, explanation = _verdict(upstream_of, signalled, signals, candidates_ids, checked, shortfall)
+    all_records = [*records, *(r for level in _levels(children or {}) for r in level.records)]
+    evidence: dict[str, Any] = {
         "explanation": explanation,
         "outcome": outcome.to_json() if outcome is not None else None,
         "run_status": run.status,
@@ -118,13 +202,32 @@ def backward_trace(spec: WorkflowSpec, run: RunView, records: list[StepRecordVie
                      "ratio": round(len(coverage) / len(candidates_ids), 4) if candidates_ids else 0.0,
                      "unchecked": [sid for sid in candidates_ids if sid not in checked]},
         "signalled_steps": signalled,
-        "agent_graph": agent_graph(records),
+        "agent_graph": agent_graph(all_records),
         "trace_id": run.run_id,
     }
-    params = {"walk": "output backwards over the DAG", "rank": "signal tier, then earliest first",
+    if blamed_id is not None and (blamed_iteration := _iteration(blamed_id)) is not None:
+        evidence["blamed_iteration"] = blamed_iteration
+    params = {"walk": "output backwards over the DAG, into child runs", "rank": "signal tier, then earliest first",
               "credit": "outcome shortfall split over signalled steps, halving down the ranking"}
     return AttributionResult(run.run_id, "trace", params, candidates, agent_totals(candidates), blamed_id,
                              confidence, evidence, cost=0, outcome_id=outcome.id if outcome else None)
+
+
+def _levels(children: Mapping[str, TreeLevel]) -> list[TreeLevel]:
+    found: list[TreeLevel] = []
+    for level in children.values():
+        found.append(level)
+        found.extend(_levels(level.children))
+    return found
+
+
+def _iteration(path: str) -> int | None:
+    """The iteration a path's blame lands on: the innermost unit's that has one (``improve#2 > draft`` -> 2)."""
+    for unit in reversed(split_path(path)):
+        iteration = parse_unit(unit)[2]
+        if iteration is not None:
+            return iteration
+    return None
 
 
 def strongest_tier(signals: dict[str, list[Signal]], step_id: str) -> int:
@@ -132,8 +235,8 @@ def strongest_tier(signals: dict[str, list[Signal]], step_id: str) -> int:
     return max((s.tier for s in signals.get(step_id, [])), default=0)
 
 
-def _verdict(spec: WorkflowSpec, signalled: list[str], signals: dict[str, list[Signal]], candidates_ids: list[str],
-             checked: set[str], shortfall: float) -> tuple[float, str]:
+def _verdict(upstream_of: Mapping[str, Sequence[str]], signalled: list[str], signals: dict[str, list[Signal]],
+             candidates_ids: list[str], checked: set[str], shortfall: float) -> tuple[float, str]:
     """The trace's confidence and its explanation in words: why the top suspect, and how well the
     steps upstream of it are covered by gates or critics (an unchecked one could be the real source)."""
     def tier_of(sid: str) -> int:
@@ -142,8 +245,7 @@ def _verdict(spec: WorkflowSpec, signalled: list[str], signals: dict[str, list[S
     coverage = [sid for sid in candidates_ids if sid in checked]
     if signalled and shortfall > 0:
         top = signalled[0]
-        above = graph.ancestors(spec, parse_unit(top)[0])
-        upstream = [sid for sid in candidates_ids if parse_unit(sid)[0] in above]
+        upstream = list(upstream_of.get(top, []))
         unchecked = [sid for sid in upstream if sid not in checked]
         factor = 1.0 if not upstream else 0.5 + 0.5 * (1 - len(unchecked) / len(upstream))
         confidence = round(BASE_CONFIDENCE[tier_of(top)] * factor, 3)
@@ -185,13 +287,26 @@ def select_outcome(outcomes: list[OutcomeView], outcome_id: int | None = None) -
     return outcomes[-1] if outcomes else None
 
 
+def tree_levels(store: Store, run_id: str, depth: int = 0) -> dict[str, TreeLevel]:
+    """The child runs a run's units started (the latest of each unit), as the trace reads them, however deep."""
+    if depth >= MAX_DEPTH:
+        return {}
+    levels = {}
+    for unit, child in children(store, run_id).items():
+        levels[unit] = TreeLevel(workflow_structure(store, child), child.status, store.step_records(child.run_id),
+                                 store.reviews(child.run_id), tree_levels(store, child.run_id, depth + 1))
+    return levels
+
+
 def trace_run(store: Store, run_id: str, *, outcome_id: int | None = None, spec: WorkflowSpec | None = None,
               store_result: bool = True) -> AttributionResult:
-    """Backward-trace a stored run's outcome and (by default) store the attribution record."""
+    """Backward-trace a stored run's outcome through its child runs and (by default) store the attribution
+    record."""
     run = store.get_run(run_id)
     structure = spec if spec is not None else workflow_structure(store, run)
     outcome = select_outcome(store.outcomes(run_id), outcome_id)
-    result = backward_trace(structure, run, store.step_records(run_id), store.reviews(run_id), outcome)
+    result = backward_trace(structure, run, store.step_records(run_id), store.reviews(run_id), outcome,
+                            tree_levels(store, run_id))
     if store_result:
         save(store, result)
     return result
