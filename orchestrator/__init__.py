@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from orchestrator.errors import OrchestratorError, SpecError
     from orchestrator.events import Event, RunFinished, RunStarted, StepFinished, StepStarted
     from orchestrator.executor import Executor
-    from orchestrator.model import GateResult, GateSpec, Repeat, StepSpec, WorkflowSpec
+    from orchestrator.model import GateResult, GateSpec, Repeat, StepSpec, ToolRef, WorkflowSpec
     from orchestrator.pyapi import Workflow
     from orchestrator.review import approve, edit, reject, retry
     from orchestrator.runner import continue_run, start_run
@@ -37,6 +37,7 @@ __all__ = [
     "StepSpec",
     "GateSpec",
     "Repeat",
+    "ToolRef",
     "load_workflow",
     "bind",
     "BoundWorkflow",
@@ -76,6 +77,7 @@ EXPORTED_FROM: dict[str, str] = {
     "StepSpec": "orchestrator.model",
     "GateSpec": "orchestrator.model",
     "Repeat": "orchestrator.model",
+    "ToolRef": "orchestrator.model",
     "GateResult": "orchestrator.model",
     "load_workflow": "orchestrator.spec",
     "bind": "orchestrator.binding",

@@ -338,7 +338,9 @@ class Orchestrator:
         from orchestrator import review
 
         run_id = self._run_id(run_id)
-        review.reject(self.store, run_id, step=step, reviewer=self._who(reviewer), comment=comment)
+        decision = review.reject(self.store, run_id, step=step, reviewer=self._who(reviewer), comment=comment)
+        if decision.continue_run:  # a rejected tool call: the model reads the reason and the step goes on
+            continue_run(self.store, run_id, max_concurrency=self.max_concurrency, lease=decision.lease)
         return self.get_run(run_id)
 
     async def aapprove(self, run_id: str, *, step: str | None = None, reviewer: str | None = None,

@@ -13,7 +13,7 @@ import hashlib
 import math
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from gates.base import evaluate as evaluate_gate
 from gates.base import evaluate_async as evaluate_gate_async
 from gates.base import normalize as normalize_verdict
 from orchestrator import jsonio
+from orchestrator.approvals import APPROVAL_MESSAGE, AWAITING_APPROVAL, TOOL_CHECKPOINT, ToolApprovalPending, ToolResume
 from orchestrator.binding import BoundGate, BoundStep
 from orchestrator.children import ChildPaused, ChildRuns
 from orchestrator.conditions import ConditionError
@@ -144,6 +145,9 @@ class RunContext:
     """Steps a reviewer sent back for another attempt: the output they were sent back with."""
     children: ChildRuns | None = None
     """Starts and continues the child runs of ``workflow:`` steps (None when the workflow has none)."""
+    tool_resumes: Mapping[str, ToolResume] = field(default_factory=dict)
+    """LLM steps (by unit) whose tool loop continues where it stopped: at a decided tool call, or at the
+    checkpoint written around an approved call's execution."""
     lease_held: Callable[[], bool] = field(default=lambda: True)
     """Whether the run's lease is still this execution's, asked before every attempt starts (the lease
     keeper's fenced check; always True without a lease). False: the keeper has stopped the execution."""
@@ -187,6 +191,8 @@ class StepRunner:
         function = step.function
         self.started_attempt = 1
         """The number of the attempt under way (or last begun)."""
+        self.resume = run.tool_resumes.get(self.unit)
+        """Where this step's tool loop continues (None: it starts afresh); moved on by each checkpoint."""
         self.needs_context = function.takes_ctx or function.isolated_ref is not None or bool(step.gates)
         """Whether anything reads the attempt's :class:`StepContext` (the function, a child process,
         a gate); a plain function without gates gets none built (about 1.5 µs a step)."""
@@ -205,7 +211,23 @@ class StepRunner:
                            workflow_inputs=run.inputs, llm_defaults=run.llm_defaults, calls=calls,
                            llm=LLMClient(run.llm_defaults, calls), previous=state.previous, index=self.index,
                            iteration=self.iteration,
-                           previous_iteration=None if self.previous is None else self.previous.output)
+                           previous_iteration=None if self.previous is None else self.previous.output,
+                           tool_resume=self.resume,
+                           checkpoint=functools.partial(self.checkpoint, attempt) if step.spec.tools else None)
+
+    async def checkpoint(self, attempt: int, state: dict[str, Any],
+                         calls: Sequence[ModelCall] = ()) -> None:
+        """Commit the tool loop's ``state`` around an approved call as a ``running`` record: before the call
+        runs (``phase: executing``; a process that stops now must not run it again unasked) and after, with
+        its result (``phase: executed``; a resume answers the model with it instead of running it again).
+        ``calls``: the model calls made since the attempt's last record, stored with this one."""
+        now = time.time()
+        phase = state.get("phase")
+        call = state.get("call") or {}
+        await self.run.record(self.step, attempt, now, status="running", ended_at=now, output=jsonio.dumps(state),
+                              error_type=TOOL_CHECKPOINT, model_calls=list(calls),
+                              error_message=f"tool call {call.get('name')!r} {phase}", **self.fields)
+        self.resume = ToolResume(dict(state))
 
     async def unforeseen_failure(self, exc: Exception) -> StepOutcome:
         """Record an attempt that broke outside the step's own code (its failure could not be recorded
@@ -304,6 +326,10 @@ class StepRunner:
                                   **self.fields}
         try:
             output = await self.call(kwargs, ctx)
+        except ToolApprovalPending as pending:  # the model called a tool that waits for a person's approval
+            common.update(llm=llm_json(ctx), model_calls=logged_calls(ctx))
+            return await self.await_approval(attempt, started, pending.proposal, common, ctx,
+                                             f"waiting for approval of a call of tool {pending.tool!r}")
         except ChildPaused as paused:  # the step waits where its child run waits
             self.emit_finished(attempt, "gate_failed", time.time() - started, str(paused), ctx=ctx)
             return StepOutcome(step.id, "gate_failed", -1, units=tuple(join_path(self.unit, u) for u in paused.units))
@@ -324,6 +350,17 @@ class StepRunner:
         common["llm"] = llm_json(ctx)
         common["model_calls"] = logged_calls(ctx)
         return await self.settle(attempt, started, output, ctx, state, common, is_last=is_last)
+
+    async def await_approval(self, attempt: int, started: float, proposal: Any, common: dict[str, Any],
+                             ctx: StepContext | None, message: str) -> StepOutcome:
+        """Pause the step for a person's approval of ``proposal``: a waiting record that is no gate failure."""
+        ended = time.time()
+        rid = await self.run.record(self.step, attempt, started, status="gate_failed", ended_at=ended,
+                                    output=jsonio.dumps(proposal), error_type=AWAITING_APPROVAL,
+                                    error_message=message, **common)
+        self.emit_finished(attempt, "gate_failed", ended - started, message, ctx=ctx)
+        return StepOutcome(self.step.id, "gate_failed", rid, output=proposal, ended_at=ended, error=message,
+                           units=self.units())
 
     def call(self, kwargs: dict[str, Any], ctx: StepContext | None) -> Awaitable[Any]:
         """The call to await (a plain function returning it: one coroutine less per step)."""
@@ -417,6 +454,8 @@ class StepRunner:
         verdicts: list[tuple[str, GateResult, float, str]] = []
         if schema_failure is not None:
             verdicts.append(("output_schema", schema_failure, 0.0, "block"))
+        if step.spec.type == "approval" and step.on_gate_fail != "warn":  # (a replay has nobody to ask)
+            return await self.await_approval(attempt, started, output, common, ctx, APPROVAL_MESSAGE)
         if step.spec.type == "critic":
             verdict = critic_verdict(output, step.spec.verifies)
             output = verdict.to_json()

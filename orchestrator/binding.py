@@ -333,7 +333,9 @@ def _bind_helper(step: StepSpec, key: str, ref: str | None, resolver: _Resolver,
 def _bind_step(step: StepSpec, spec: WorkflowSpec, by_id: Mapping[str, StepSpec], consumers: dict[str, list[str]],
                resolver: _Resolver, problems: _Problems) -> BoundStep | None:
     child = _bind_child(step, resolver, problems) if step.runs_child else None
-    if step.runs_child:
+    if step.type == "approval":
+        function = _bind_approval(step, resolver, problems)
+    elif step.runs_child:
         function = None if child is None else StepFunction.of(_runs_as_child(step))
     elif step.calls_model:
         function = _bind_llm_function(spec, step, resolver, problems)
@@ -468,6 +470,48 @@ def _bind_function(step: StepSpec, resolver: _Resolver, problems: _Problems) -> 
             return None
         return replace(function, inline=True)
     return function
+
+
+APPROVAL_REFUSES = ("run", "prompt", "system", "tools", "workflow", "repeat", "gates", "isolation", "simulate",
+                    "baseline")
+"""Keys an approval step cannot have: its work is a person's decision on its inputs."""
+
+
+def _bind_approval(step: StepSpec, resolver: _Resolver, problems: _Problems) -> StepFunction | None:
+    """A ``type: approval`` step pauses with its inputs as the proposal; a person approves, edits (checked
+    only by its ``output_schema``) or rejects it. Any key that would compute or check its output is refused
+    at the line of that key."""
+    from orchestrator.approvals import ApprovalStep
+
+    given = {"run": step.run, "prompt": step.prompt, "system": step.system, "tools": step.tools,
+             "workflow": step.workflow, "repeat": step.repeat, "gates": step.gates, "simulate": step.simulate,
+             "baseline": step.baseline, "isolation": step.isolation == "process"}
+    clashing = [key for key in APPROVAL_REFUSES if given[key]]
+    for key in clashing:
+        why = ("gates check a computed output; a person is this step's check (put the gates on the step that "
+               "makes the proposal, and output_schema here for edits)") if key == "gates" else \
+            "its output is its inputs as a person approved or edited them"
+        problems.add(f"steps.{step.id}.{key}", f"step {step.id!r} has type 'approval', so it cannot have "
+                                               f"{key}: {why}")
+    if not step.inputs:
+        problems.add(f"steps.{step.id}", f"step {step.id!r} has type 'approval' but no inputs; its inputs are "
+                                         "the proposal a person decides on (inputs: {refund: decide})")
+    schema: Any = step.output_schema
+    if isinstance(schema, str):
+        try:
+            schema = resolver.callable(schema)
+        except ResolveError as exc:
+            problems.add(f"steps.{step.id}.output_schema", f"step {step.id!r} output_schema: {exc}")
+            return None
+    if schema is not None:
+        from orchestrator.llm.preflight import schema_problem
+
+        problem = schema_problem(schema)
+        if problem is not None:
+            problems.add(f"steps.{step.id}.output_schema", f"step {step.id!r} output_schema {problem}")
+    if clashing or not step.inputs:
+        return None
+    return replace(StepFunction.of(ApprovalStep(step.id, schema)), inline=True)
 
 
 def _bind_llm_function(workflow: WorkflowSpec, step: StepSpec, resolver: _Resolver,

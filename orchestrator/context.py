@@ -122,6 +122,12 @@ class StepContext:
     """The iteration (1-based) when this attempt belongs to a ``repeat:`` step; None otherwise."""
     previous_iteration: Any = None
     """On a ``repeat:`` step: the output of the iteration before this one (None on the first)."""
+    tool_resume: Any = None
+    """On an LLM step with tools: where its tool loop continues (``orchestrator.approvals.ToolResume``: a
+    decided tool call, or a checkpoint after a stop), else None."""
+    checkpoint: Any = None
+    """On an LLM step with tools: ``await ctx.checkpoint(state, calls)`` commits the tool loop's state around
+    an approved call before the step goes on (the durable "the call ran" marker), else None."""
 
     def upstream_output(self, step_id: str) -> Any:
         """The recorded output of an earlier step; KeyError names the step when it has none."""

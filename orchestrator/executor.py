@@ -179,7 +179,7 @@ class Executor:
         children = ChildRuns(self.store, run_id, lease, self.child_executor, records) if self.runs_children else None
         run = RunContext(self.store, run_id, self.workflow.name, self.workflow_id, inputs, prior.done, self.on_event,
                          self.workflow.spec.llm, lease.token if lease else None, previous=prior.retry_previous,
-                         children=children)
+                         children=children, tool_resumes=prior.tool_resumes)
         schedule = _Schedule(self, run, prior, lease)
         try:
             await schedule.run()

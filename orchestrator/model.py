@@ -21,8 +21,8 @@ MAX_REVIEW_TIMEOUT = 366 * 86400.0
 """The longest ``review_timeout``: a year. Anything longer never applies in practice and would only
 keep ``run`` waiting (silently) for ever."""
 
-StepType = Literal["retrieval", "reasoning", "action", "verification", "critic", "llm"]
-"""What kind of work a step does; critics verify other steps."""
+StepType = Literal["retrieval", "reasoning", "action", "verification", "critic", "llm", "approval"]
+"""What kind of work a step does; critics verify other steps; an approval step waits for a person."""
 
 OnGateFail = Literal["pause", "retry", "fail", "warn"]
 """What happens when one of a step's gates fails."""
@@ -162,6 +162,20 @@ class GateSpec(_Strict):
         return self.name or self.gate
 
 
+class ToolRef(_Strict):
+    """One tool of an ``llm`` step written out: ``{ref: support:refund, approve: true}``.
+
+    A bare ``module:function`` string is the same tool without approval. With ``approve: true`` each call
+    the model makes to it pauses the step, mid-loop, for a person to approve, edit or reject the call
+    before it runs.
+    """
+
+    ref: str
+    """``module:function``, resolved like a bare entry."""
+    approve: bool = False
+    """Pause for a person before each call of this tool runs."""
+
+
 class ConditionCall(_Strict):
     """A ``when`` that is a Python function rather than an expression: ``{call: module:fn, reads: [classify]}``.
 
@@ -252,8 +266,9 @@ class StepSpec(_Strict):
     """The system message (a template too)."""
     output_schema: str | dict[str, Any] | None = None
     """``module:PydanticModel`` or an inline JSON Schema: the answer is validated against it."""
-    tools: list[str] = Field(default_factory=_empty_list)
-    """``module:function`` callables the model may call, described from their signatures and docstrings."""
+    tools: list[str | ToolRef] = Field(default_factory=_empty_list)
+    """``module:function`` callables the model may call, described from their signatures and docstrings;
+    ``{ref: module:function, approve: true}`` for one whose calls wait for a person's approval."""
     max_turns: int = Field(default=4, ge=1, le=50)
     """Model turns of the tool loop."""
     inject_needs: bool = True
@@ -324,6 +339,10 @@ class StepSpec(_Strict):
         if self.type == "critic" and not self.inputs and self.verifies:
             self.inputs = {sid: sid for sid in self.verifies}
         return self
+
+    def tool_refs(self) -> list[ToolRef]:
+        """The step's tools, each as a :class:`ToolRef` (a bare string is one without approval)."""
+        return [t if isinstance(t, ToolRef) else ToolRef(ref=t) for t in self.tools]
 
     @property
     def calls_model(self) -> bool:

@@ -42,7 +42,7 @@ from orchestrator.binding import BoundWorkflow, DefinesWorkflow, bind, gate_obje
 from orchestrator.errors import SpecError, SpecProblem
 from orchestrator.llm.config import LLMConfig
 from orchestrator.llm.step import REPLY_PARAMETER
-from orchestrator.model import ConditionCall, GateSpec, StepSpec, WorkflowSpec
+from orchestrator.model import ConditionCall, GateSpec, StepSpec, ToolRef, WorkflowSpec
 from orchestrator.spec import child_loader
 
 STEP_KEYS = frozenset(StepSpec.model_fields) - {"run"}
@@ -399,12 +399,15 @@ def _object_refs(options: Mapping[str, Any], objects: dict[str, Any], where: str
     if tools is not None and not isinstance(tools, str):
         refs = []
         for tool in tools:
-            if isinstance(tool, str):
-                refs.append(tool)
-                continue
-            ref = str(_ref(tool))
-            _keep(objects, ref, tool, where)
-            refs.append(ref)
+            # ``{"ref": fn, "approve": True}`` (or a ToolRef) keeps its approval beside the function's reference
+            entry = tool.model_dump() if isinstance(tool, ToolRef) else tool if isinstance(tool, dict) else None
+            target = entry.get("ref") if entry is not None else tool
+            if isinstance(target, str):
+                ref = target
+            else:
+                ref = str(_ref(target))
+                _keep(objects, ref, target, where)
+            refs.append({**entry, "ref": ref} if entry is not None else ref)
         out["tools"] = refs
     return out
 

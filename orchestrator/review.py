@@ -28,6 +28,7 @@ from typing import Any
 
 from gates.base import evaluate as evaluate_gate
 from orchestrator import jsonio
+from orchestrator.approvals import ApprovalStep
 from orchestrator.attempt import gate_row, idempotency_key, logged_calls
 from orchestrator.binding import BoundWorkflow
 from orchestrator.context import CallLog, StepContext
@@ -40,6 +41,7 @@ from orchestrator.review_tree import Target, holding_root, locate
 from orchestrator.store import GateRow, Lease, NewReview, NewStepRecord, Store
 from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.telemetry import get_tracer
+from orchestrator.tool_decisions import check_arguments, is_tool_pause, review_of
 from orchestrator.tree import ancestors, is_child
 
 
@@ -232,6 +234,8 @@ def approve(store: Store, run_id: str, *, step: str | None = None, reviewer: str
     run_id = target.run_id
     rec = paused_record(store, run_id, target.step)
     _, workflow_id = continuable(store, run_id)
+    if is_tool_pause(rec):  # the call runs when the step goes on; nothing but the decision is stored now
+        return _decide_tool_call(store, rec, target, "approve", reviewer, comment, rec.output, lease, run_status)
     new = _accepted_record(rec, workflow_id, "approved", jsonio.dumps(rec.output))
     with holding_root(store, run_id, lease, _decided_meanwhile(store, run_id, rec)) as held:
         review_id = decide_paused(store, NewReview(run_id, rec.id, rec.unit, decision="approve",
@@ -291,6 +295,11 @@ def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, rev
         rec = paused_record(store, run_id, step)
         workflow, workflow_id = continuable(store, run_id)
         plan = None
+        if is_tool_pause(rec):  # the call runs with the edited arguments when the step goes on
+            proposal = check_arguments(workflow, rec, output)
+            return _decide_tool_call(store, rec, target, "edit", reviewer, comment, proposal, lease)
+        if rec.step_type == "approval":
+            return _edit_proposal(store, workflow, workflow_id, rec, target, output, reviewer, comment, force, lease)
     rows = check_edit(workflow, store, run_id, rec, output)
     failing = [r for r in rows if not r.passed and r.severity == "block"]
     if failing and not force:
@@ -311,6 +320,40 @@ def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, rev
         else:
             decision = _store_fix(store, plan, review, [new], rerun_side_effects, held)
     return announce(store, _named(decision, target), reviewer)
+
+
+def _decide_tool_call(store: Store, rec: StepRecordView, target: Target, decision: str, reviewer: str | None,
+                      comment: str | None, output_after: Any, lease: Lease | None,
+                      run_status: str = "running") -> Decision:
+    """Store a decision on a tool call an LLM step paused at (only the review: the step goes on from the
+    conversation stored with the pause when the run continues, under the lease claimed here)."""
+    with holding_root(store, rec.run_id, lease, _decided_meanwhile(store, rec.run_id, rec)) as held:
+        review_id = decide_paused(store, review_of(rec, decision, reviewer or default_reviewer(), comment,
+                                                   output_after), lease=held, run_status=run_status)
+    return announce(store, _named(Decision(rec.run_id, rec.unit, decision, review_id, True, held), target),
+                    reviewer)
+
+
+def _edit_proposal(store: Store, workflow: BoundWorkflow, workflow_id: int, rec: StepRecordView, target: Target,
+                   output: Any, reviewer: str | None, comment: str | None, force: bool,
+                   lease: Lease | None) -> Decision:
+    """An approval step's edit: the edited proposal is its output, checked only by its ``output_schema``
+    (a person is its check; it has no gates)."""
+    try:
+        plain = jsonio.output_to_plain(output)
+    except jsonio.NotSerializableError as exc:
+        raise ReviewError(f"the edited output cannot be stored as JSON: {exc}") from None
+    proposal = workflow.step(rec.step_id).function.fn
+    errors = proposal.schema_errors(plain) if isinstance(proposal, ApprovalStep) else []
+    if errors and not force:
+        raise ReviewError(f"the edited output of approval step {rec.unit!r} does not fit its output_schema "
+                          f"({'; '.join(errors)}); nothing was changed (use --force to accept it anyway)")
+    new = _accepted_record(rec, workflow_id, "edited", jsonio.dumps(plain))
+    review = NewReview(rec.run_id, rec.id, rec.unit, decision="edit", reviewer=reviewer or default_reviewer(),
+                       comment=comment, output_before=rec.output, output_after=plain, forced=bool(errors))
+    with holding_root(store, rec.run_id, lease, _decided_meanwhile(store, rec.run_id, rec)) as held:
+        review_id = decide_paused(store, review, new_records=[new], lease=held)
+    return announce(store, _named(Decision(rec.run_id, rec.unit, "edit", review_id, True, held), target), reviewer)
 
 
 def retry(store: Store, run_id: str, *, step: str | None = None, reviewer: str | None = None,
@@ -634,12 +677,21 @@ def critic_pauses(store: Store, run_id: str) -> list[CriticPause]:
 
 
 def reject(store: Store, run_id: str, *, step: str | None = None, reviewer: str | None = None,
-           comment: str | None = None) -> Decision:
+           comment: str | None = None, lease: Lease | None = None) -> Decision:
     """End the run as ``rejected``; steps that never ran are recorded as skipped. A pause inside a child run
-    (``step`` a path, or the child named) rejects the child and every run above it: the tree ends rejected."""
+    (``step`` a path, or the child named) rejects the child and every run above it: the tree ends rejected.
+
+    A rejected *tool call* (an LLM step paused at a tool that needs approval) does not end the run: the
+    model reads ``comment`` as the tool's answer and the step goes on, under ``lease`` (claimed here when
+    not given), so the decision continues the run like an approval."""
     target = locate(store, run_id, step)
     run_id = target.run_id
     rec = paused_record(store, run_id, target.step)
+    if is_tool_pause(rec):
+        from orchestrator.executor import new_lease
+
+        continuable(store, run_id)
+        return _decide_tool_call(store, rec, target, "reject", reviewer, comment, None, lease or new_lease(run_id))
     above = ancestors(store, run_id)
     if above:
         root = above[-1]

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.approvals import TOOL_CHECKPOINT, ToolResume, is_approval, tool_resume
 from orchestrator.errors import OrchestratorError
 from orchestrator.model import GATE_ERROR, GateResult, RunStatus
 from orchestrator.records import ReviewView, StepRecordView, live_records, parse_unit, path_head, unit_name
@@ -127,6 +128,8 @@ class PriorState:
     """The completed (or skipped) instances of each mapped step, by item index."""
     iterations: dict[str, dict[int, Done]] = field(default_factory=dict)
     """The completed iterations of each loop (by its unit: ``improve``, ``summarize[3]``), by number."""
+    tool_resumes: dict[str, ToolResume] = field(default_factory=dict)
+    """LLM steps whose tool loop continues where it stopped: a decided tool call, or a checkpoint."""
 
     @classmethod
     def from_records(cls, records: Sequence[StepRecordView], reviews: Sequence[ReviewView]) -> PriorState:
@@ -151,6 +154,10 @@ class PriorState:
             elif rec.status in ("succeeded", "skipped"):
                 state.done[sid] = Done(rec.id, rec.output, rec.ended_at, len(state.done),
                                        skipped=rec.status == "skipped")
+            elif rec.status == "running" and rec.error_type == TOOL_CHECKPOINT:
+                resume = tool_resume(rec.output, None, None)  # the process stopped inside the step's tool loop
+                if resume is not None:
+                    state.tool_resumes[sid] = resume
             elif rec.status == "gate_failed":
                 review = decided.get(rec.id)
                 if review is not None and review.decision == "retry":
@@ -159,6 +166,10 @@ class PriorState:
                     if review.comment:
                         state.retry_feedback[sid].append(GateResult(False, None, review.comment, {"gate": "reviewer"}))
                     state.retry_previous[sid] = rec.output
+                elif review is not None and is_approval(rec.error_type) and rec.step_type != "approval" and \
+                        (resume := tool_resume(rec.output, rec.llm, review.decision, output_after=review.output_after,
+                                               comment=review.comment)) is not None:
+                    state.tool_resumes[sid] = resume  # a decided tool call: the step's loop goes on
                 else:
                     state.waiting.add(sid)  # approve/edit add a newer record; anything else keeps it waiting
         return state

@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     # 1: binding a spec to code; gates; clients of models and tracing backends
     ("orchestrator.resolve", "orchestrator.invoke", "orchestrator.threads", "orchestrator.isolation",
      "orchestrator.binding", "orchestrator.spec", "orchestrator.files", "orchestrator.evaluation",
-     "orchestrator.pyapi", "gates", "orchestrator.llm", "orchestrator.telemetry"),
+     "orchestrator.pyapi", "gates", "orchestrator.llm", "orchestrator.telemetry", "orchestrator.approvals"),
     # 2: the store
     ("orchestrator.store", "orchestrator.stored_workflow", "orchestrator.workflow_filter"),
     # 3: executing and explaining runs
@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
      "orchestrator.children", "orchestrator.tree"),
     # 4: what every face calls
     ("orchestrator.runner", "orchestrator.review", "orchestrator.review_tree", "orchestrator.labels",
-     "orchestrator.worker", "orchestrator.listing"),
+     "orchestrator.worker", "orchestrator.listing", "orchestrator.tool_decisions"),
     # 5: the faces
     ("orchestrator.cli", "tui", "orchestrator.api", "orchestrator", "orchestrator.__main__"),
 ]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
+from orchestrator.approvals import AWAITING_APPROVAL
 from orchestrator.cli.common import (
     DbOption,
     JsonOption,
@@ -132,7 +133,11 @@ def step_note(step: dict[str, Any], width: int | None = 48) -> str:
 
     if step.get("summary"):
         return str(step["summary"])
-    if step["error"]:
+    waiting = f"{AWAITING_APPROVAL}: "
+    if step["error"] and step["error"].startswith(waiting):  # the proposal a person decides on
+        proposal = json.dumps(step["output"], default=str) if width is None else _preview(step["output"], width)
+        note = f"{step['error'][len(waiting):]}: {proposal}"
+    elif step["error"]:
         note = step["error"]
     elif step.get("skip_reason"):
         note = f"skipped: {step['skip_reason']}"

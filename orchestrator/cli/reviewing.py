@@ -92,10 +92,16 @@ def retry(run_id: RunArgument, step: FixStepOption = None, comment: CommentOptio
                     as_json, max_concurrency)
 
 
+ReasonOption = Annotated[str | None, typer.Option(
+    "--comment", "--reason", help="Why; stored with the decision. A rejected tool call's reason is the tool's "
+                                  "answer the model reads.")]
+
+
 @guarded
-def reject(run_id: RunArgument, step: StepOption = None, comment: CommentOption = None, reviewer: ReviewerOption = None,
+def reject(run_id: RunArgument, step: StepOption = None, comment: ReasonOption = None, reviewer: ReviewerOption = None,
            as_json: JsonOption = False, db: DbOption = None) -> None:
-    """End the paused run as rejected (exit 1)."""
+    """End the paused run as rejected (exit 1); a step paused at a tool call instead tells the model the
+    call was rejected, with --reason, and the run goes on."""
     from orchestrator import review
 
     store = open_store(db, create=False)

@@ -10,12 +10,14 @@ a failed attempt is exactly the one a reviewer needs to inspect.
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.approvals import ToolApprovalPending, ToolResume
 from orchestrator.context import CallLog, ModelCall
 from orchestrator.llm.cache import ResponseCache, cache_key
 from orchestrator.llm.config import LLMConfig
@@ -23,9 +25,12 @@ from orchestrator.llm.errors import LLMStepError
 from orchestrator.llm.pricing import cost
 from orchestrator.llm.prompt import FeedbackLike, NeedLike, render_prompt
 from orchestrator.llm.providers.base import ChatProvider, ChatRequest, ChatResponse
-from orchestrator.llm.records import LLMRecord, ModelTurn, ToolTurn, Turn, Usage
+from orchestrator.llm.records import LLMRecord, ModelTurn, ToolCallInfo, ToolTurn, Turn, Usage
 from orchestrator.llm.structured import schema_of, validate
 from orchestrator.llm.tools import ToolSpec, describe_tools, run_tool_call, tool_message_content
+
+Checkpoint = Callable[[dict[str, Any]], Awaitable[None]]
+"""Commits the tool loop's state durably (the step's ``ctx.checkpoint``)."""
 
 
 class LLMOutcome(BaseModel):
@@ -105,14 +110,110 @@ class _Attempt:
                                finish_reason=response.finish_reason, error=error, messages=list(call.messages),
                                response=response.text))
 
-    async def run_tools(self, response: ChatResponse, specs: dict[str, ToolSpec]) -> None:
+    async def run_tools(self, response: ChatResponse, specs: dict[str, ToolSpec], approvals: frozenset[str],
+                        at: tuple[int, int]) -> None:
         self.conversation.append({"role": "assistant", "content": response.text or None, "tool_calls": [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
             for c in response.tool_calls]})
-        for call in response.tool_calls:
-            turn: ToolTurn = await run_tool_call(specs, call.name, call.arguments)
-            self.turns.append(turn)
-            self.conversation.append({"role": "tool", "tool_call_id": call.id, "content": tool_message_content(turn)})
+        await self.answer(list(response.tool_calls), specs, approvals, at)
+
+    async def answer(self, calls: list[ToolCallInfo], specs: dict[str, ToolSpec], approvals: frozenset[str],
+                     at: tuple[int, int]) -> None:
+        """Run the calls of one model turn in order; the first that needs approval pauses the loop with it
+        and the calls after it (``at``: the loop's round and turn, to continue from)."""
+        for i, call in enumerate(calls):
+            if call.name in approvals:
+                raise _Pause(call, self.state(calls[i:], at))
+            self.answered(call, await run_tool_call(specs, call.name, call.arguments))
+
+    def answered(self, call: ToolCallInfo, turn: ToolTurn) -> None:
+        self.turns.append(turn)
+        self.conversation.append({"role": "tool", "tool_call_id": call.id, "content": tool_message_content(turn)})
+
+    def state(self, pending: Sequence[ToolCallInfo], at: tuple[int, int]) -> dict[str, Any]:
+        """The loop's state as stored with a pause or a checkpoint: enough to continue without asking the
+        model again for the turns it already took."""
+        return {"conversation": list(self.conversation), "pending": [c.model_dump() for c in pending],
+                "round": at[0], "turn": at[1], "validation_errors": list(self.validation_errors)}
+
+
+class _Pause(Exception):
+    """Inside the loop: a tool call waits for approval (``state`` to continue from, the call first pending)."""
+
+    def __init__(self, call: ToolCallInfo, state: dict[str, Any], note: str | None = None) -> None:
+        super().__init__(call.name)
+        self.call, self.state, self.note = call, state, note
+
+
+class ToolCallPaused(ToolApprovalPending):
+    """Raised by :func:`run_llm`: the model called a tool that needs approval. ``record`` is the attempt's
+    record so far, its ``loop`` the state a decision continues from."""
+
+    def __init__(self, tool: str, proposal: dict[str, Any], record: LLMRecord) -> None:
+        super().__init__(tool, proposal)
+        self.record = record
+
+
+def proposal_of(call: ToolCallInfo, note: str | None = None) -> dict[str, Any]:
+    """What a person decides on: the tool, its arguments (parsed JSON when they parse) and the call's id."""
+    try:
+        arguments: Any = json.loads(call.arguments) if call.arguments.strip() else {}
+    except json.JSONDecodeError:
+        arguments = call.arguments
+    proposal = {"tool": call.name, "arguments": arguments, "call_id": call.id}
+    if note:
+        proposal["note"] = note
+    return proposal
+
+
+INTERRUPTED_NOTE = ("the process stopped while this approved call ran, so it may have taken effect; approve to run "
+                    "it again, or reject to tell the model")
+
+
+async def _continue_decided(attempt: _Attempt, resume: ToolResume, specs: dict[str, ToolSpec],
+                            approvals: frozenset[str], checkpoint: Checkpoint | None) -> tuple[int, int]:
+    """Answer the calls a paused loop left pending, the decided one first, and return where the loop goes
+    on. An approved (or edited) call runs between two checkpoints: before it runs, so a process that stops
+    during the call never runs it again unasked, and after, with its result, so a resume answers the model
+    with that result rather than running the call again."""
+    state = resume.state
+    attempt.conversation = list(state["conversation"])
+    attempt.sent = list(attempt.conversation)
+    attempt.validation_errors = list(state.get("validation_errors", []))
+    at = (int(state["round"]), int(state["turn"]))
+    pending = [ToolCallInfo.model_validate(c) for c in state.get("pending", [])]
+    if resume.interrupted:
+        call = ToolCallInfo.model_validate(state["call"])
+        raise _Pause(call, {**attempt.state([call, *pending[1:]], at)}, INTERRUPTED_NOTE)
+    if resume.decision is not None and pending:
+        first, pending = pending[0], pending[1:]
+        if resume.decision == "reject":
+            attempt.answered(first, ToolTurn(name=first.name, arguments=proposal_of(first)["arguments"],
+                                             error=f"the reviewer rejected this call: {resume.reason}"))
+        else:
+            if resume.decision == "edit":
+                first = first.model_copy(update={"arguments": json.dumps(resume.arguments)})
+            if checkpoint is not None:
+                await checkpoint({**attempt.state([first, *pending], at), "phase": "executing",
+                                  "call": first.model_dump()})
+            attempt.answered(first, await run_tool_call(specs, first.name, first.arguments))
+            if checkpoint is not None:
+                await checkpoint({**attempt.state(pending, at), "phase": "executed", "call": first.model_dump(),
+                                  "result": attempt.conversation[-1]["content"]})
+    await attempt.answer(pending, specs, approvals, at)
+    return at[0], at[1] + 1
+
+
+def _record(config: LLMConfig, attempt: _Attempt, injected_spans: list[tuple[int, int]], key: str,
+            prices: Mapping[str, Mapping[str, float]] | None) -> LLMRecord:
+    price = cost(config.model, attempt.usage.input_tokens, attempt.usage.output_tokens, prices)
+    if price is None and attempt.last.model:
+        price = cost(attempt.last.model, attempt.usage.input_tokens, attempt.usage.output_tokens, prices)
+    return LLMRecord(provider=config.provider, model=config.model, messages=attempt.sent,
+                     response=attempt.last.text, usage=attempt.usage, latency=attempt.latency, cost=price,
+                     finish_reason=attempt.last.finish_reason, turns=attempt.turns,
+                     validation_errors=attempt.validation_errors, injected_spans=injected_spans,
+                     cached=False, calls=attempt.calls, cache_key=key)
 
 
 async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any] | None = None,
@@ -121,7 +222,9 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
                   needs: Sequence[NeedLike] = (), inject_needs: bool = True, gate_feedback: Sequence[FeedbackLike] = (),
                   previous: str | None = None,
                   cache: ResponseCache | None = None, resample: bool = False, provider: ChatProvider | None = None,
-                  prices: Mapping[str, Mapping[str, float]] | None = None, log: CallLog | None = None) -> LLMOutcome:
+                  prices: Mapping[str, Mapping[str, float]] | None = None, log: CallLog | None = None,
+                  approval_tools: Collection[str] = (), resume: ToolResume | None = None,
+                  checkpoint: Checkpoint | None = None) -> LLMOutcome:
     """Run one attempt of an LLM step.
 
     ``prompt`` and ``system`` are Jinja templates rendered with ``variables`` (plus
@@ -134,6 +237,11 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
     ``previous`` (on a retry: the answer the feedback is about) is ``{{ previous }}`` in the templates
     and is quoted in the feedback section unless the template placed it. ``log`` gets one entry per
     model call, charged to its current purpose and gate.
+
+    A call of a tool named in ``approval_tools`` pauses the loop: :class:`ToolCallPaused` carries the call
+    as the proposal and the record, whose ``loop`` a later attempt continues from as ``resume`` (with the
+    person's decision; no turn already taken is asked again). ``checkpoint(state)`` commits the loop's
+    state before and after an approved call runs.
 
     Raises :class:`~orchestrator.llm.errors.LLMError` when the model cannot be called,
     :class:`~orchestrator.llm.errors.LLMStepError` (with the record) when no answer validated.
@@ -152,7 +260,7 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
                           headers=config.headers)
     key = cache_key(config.provider, request)
 
-    if cache is not None and not resample and (hit := cache.get(key)) is not None:
+    if cache is not None and not resample and resume is None and (hit := cache.get(key)) is not None:
         cached_output, cached_errors = _check(output_schema, hit.response)
         if not cached_errors:  # a cached answer that no longer validates (schema changed) is asked again
             record = hit.model_copy(deep=True, update={
@@ -164,29 +272,29 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
     attempt = _Attempt(rendered.messages, config, log, prices)
     output: Any = None
     errors: list[str] = []
-    for round_no in range(validation_retries + 1):
-        for turn_no in range(max(max_turns, 1)):
-            offered = tool_schemas if turn_no < max_turns - 1 else None
-            response = await attempt.ask(model, request, offered)
-            if not (offered and response.tool_calls):
+    approvals = frozenset(approval_tools)
+    try:
+        start = (0, 0) if resume is None else await _continue_decided(attempt, resume, specs, approvals, checkpoint)
+        for round_no in range(start[0], validation_retries + 1):
+            for turn_no in range(start[1] if round_no == start[0] else 0, max(max_turns, 1)):
+                offered = tool_schemas if turn_no < max_turns - 1 else None
+                response = await attempt.ask(model, request, offered)
+                if not (offered and response.tool_calls):
+                    break
+                await attempt.run_tools(response, specs, approvals, (round_no, turn_no))
+            output, errors = _check(output_schema, attempt.last.text)
+            if not errors:
                 break
-            await attempt.run_tools(response, specs)
-        output, errors = _check(output_schema, attempt.last.text)
-        if not errors:
-            break
-        attempt.validation_errors.append("; ".join(errors))
-        if round_no < validation_retries:
-            attempt.conversation.append({"role": "assistant", "content": attempt.last.text})
-            attempt.conversation.append({"role": "user", "content": reask_message(errors)})
+            attempt.validation_errors.append("; ".join(errors))
+            if round_no < validation_retries:
+                attempt.conversation.append({"role": "assistant", "content": attempt.last.text})
+                attempt.conversation.append({"role": "user", "content": reask_message(errors)})
+    except _Pause as pause:
+        record = _record(config, attempt, rendered.injected_spans, key, prices)
+        record.loop = pause.state
+        raise ToolCallPaused(pause.call.name, proposal_of(pause.call, pause.note), record) from None
 
-    price = cost(config.model, attempt.usage.input_tokens, attempt.usage.output_tokens, prices)
-    if price is None and attempt.last.model:
-        price = cost(attempt.last.model, attempt.usage.input_tokens, attempt.usage.output_tokens, prices)
-    record = LLMRecord(provider=config.provider, model=config.model, messages=attempt.sent,
-                       response=attempt.last.text, usage=attempt.usage, latency=attempt.latency, cost=price,
-                       finish_reason=attempt.last.finish_reason, turns=attempt.turns,
-                       validation_errors=attempt.validation_errors, injected_spans=rendered.injected_spans,
-                       cached=False, calls=attempt.calls, cache_key=key)
+    record = _record(config, attempt, rendered.injected_spans, key, prices)
     if errors:
         tries = validation_retries + 1
         raise LLMStepError(f"the model's output did not match the output schema after {tries} "

@@ -81,3 +81,6 @@ class LLMRecord(BaseModel):
     cache_key: str | None = None
     """The :class:`~orchestrator.llm.cache.ResponseCache` key of the first request, so stored
     records can be preloaded into a cache for replays."""
+    loop: dict[str, Any] | None = None
+    """At a pause for a tool call's approval: the tool loop's state to continue from (``conversation``,
+    ``pending`` calls, ``round``, ``turn``); None otherwise."""

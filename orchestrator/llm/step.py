@@ -39,9 +39,11 @@ class LLMStep:
     validation_retries: int
     inject_needs: bool
     post_process: Callable[..., Any] | None
+    approval_tools: frozenset[str] = frozenset()
+    """Names of the tools whose calls wait for a person's approval (``approve: true``)."""
 
     async def __call__(self, ctx: StepContext, **inputs: Any) -> Any:
-        from orchestrator.llm.call import run_llm
+        from orchestrator.llm.call import ToolCallPaused, run_llm
         from orchestrator.llm.errors import LLMStepError
         from orchestrator.llm.template import tojson
 
@@ -53,13 +55,26 @@ class LLMStep:
         if ctx.iteration is not None:  # a repeat: step's template sees its loop (an input of the name wins)
             variables.setdefault("previous", ctx.previous_iteration)
             variables.setdefault("iteration", ctx.iteration)
+        calls = ctx.calls
+
+        async def checkpoint(state: dict[str, Any]) -> None:
+            # the model calls made so far go with the checkpoint: a stop after it keeps them counted
+            made = list(calls.calls)
+            calls.calls.clear()
+            await ctx.checkpoint(state, made)
+
         try:
             outcome = await run_llm(config=self.config, prompt=self.prompt, system=self.system,
                                     variables=variables, output_schema=self.output_schema,
                                     tools=list(self.tools) or None, max_turns=self.max_turns,
                                     validation_retries=self.validation_retries, needs=needs,
                                     inject_needs=self.inject_needs, gate_feedback=feedback, previous=previous,
-                                    cache=ctx.llm_cache, resample=ctx.resample, log=ctx.calls)
+                                    cache=ctx.llm_cache, resample=ctx.resample, log=ctx.calls,
+                                    approval_tools=self.approval_tools, resume=ctx.tool_resume,
+                                    checkpoint=checkpoint if ctx.checkpoint is not None else None)
+        except ToolCallPaused as paused:
+            ctx.llm_records.append(paused.record.model_dump(mode="json"))
+            raise
         except LLMStepError as exc:
             ctx.llm_records.append(exc.record.model_dump(mode="json"))
             raise
@@ -102,7 +117,11 @@ def make_llm_step(workflow: WorkflowSpec, step: StepSpec, *, resolve: Callable[[
     elif schema is None and step.type == "critic":
         schema = CRITIC_VERDICT_SCHEMA
     attempts = step.retry.attempts
+    refs = step.tool_refs()
+    tools = tuple(resolve(t.ref) for t in refs)
+    gated = frozenset(getattr(fn, "__name__", type(fn).__name__) for t, fn in zip(refs, tools, strict=True)
+                      if t.approve)
     return LLMStep(step_id=step.id, config=step_config(workflow, step), prompt=step.prompt or "",
-                   system=step.system, output_schema=schema, tools=tuple(resolve(t) for t in step.tools),
+                   system=step.system, output_schema=schema, tools=tools,
                    max_turns=step.max_turns, validation_retries=max(0, attempts - 1), inject_needs=step.inject_needs,
-                   post_process=post_process)
+                   post_process=post_process, approval_tools=gated)

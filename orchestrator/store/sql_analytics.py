@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
+from orchestrator.approvals import AWAITING_APPROVAL, TOOL_CHECKPOINT
 from orchestrator.store.analytics import (
     BY_AGENT_RANK,
     METHOD_PREFERENCE,
@@ -221,7 +222,7 @@ class DayCounts:
 
 
 RECORD_COLUMNS = ("id", "run_pk", "step_id", "agent", "status", "attempt", "origin", "llm", "gate_count",
-                  "gates_failed", "started_at", "item_index", "skip_reason", "iteration")
+                  "gates_failed", "started_at", "item_index", "skip_reason", "iteration", "error_type")
 """What the counts read of a step record (never its inputs or output)."""
 
 
@@ -259,6 +260,13 @@ def _records_of(run: str, bound: str, dialect: str, *, outer: bool = False) -> s
     return f"{kind} step_records s ON s.run_pk = {run} AND s.id <= {bound}"
 
 
+GATE_FAILURES = ("SUM(CASE WHEN s.status = 'gate_failed' AND (s.error_type IS NULL OR s.error_type <> "
+                 f"'{AWAITING_APPROVAL}') THEN 1 ELSE 0 END)")
+"""Records whose gates stopped them: a pause for a person's approval (no gate failed) is none."""
+ATTEMPTS = f"SUM(CASE WHEN s.status = 'running' AND s.error_type = '{TOOL_CHECKPOINT}' THEN 0 ELSE 1 END)"
+"""Every record but the checkpoints an LLM step writes around an approved tool call (they are no attempt)."""
+
+
 def _record_aggregates(dialect: str) -> str:
     """The select list both the summary and the live aggregation take over a group of step records ``s``
     (everything but the gate passes, which need each run's first gated attempt); :func:`_aggregated`
@@ -270,8 +278,8 @@ def _record_aggregates(dialect: str) -> str:
 
     return f"""MIN(s.agent) AS agent, MIN(s.id) AS first_id, COUNT(DISTINCT s.run_pk) AS runs,
            COUNT(DISTINCT CASE WHEN {_GATE_COUNT} > 0 THEN {RUN_UNIT} END) AS gated,
-           COUNT(*) AS attempts, SUM(CASE WHEN s.status = 'failed' THEN 1 ELSE 0 END) AS failures,
-           SUM(CASE WHEN s.status = 'gate_failed' THEN 1 ELSE 0 END) AS gate_failures,
+           {ATTEMPTS} AS attempts, SUM(CASE WHEN s.status = 'failed' THEN 1 ELSE 0 END) AS failures,
+           {GATE_FAILURES} AS gate_failures,
            SUM(CASE WHEN s.attempt > 1 THEN 1 ELSE 0 END) AS retries,
            COUNT({llm.format('1')}) AS model_records, SUM({number('calls')}) AS calls,
            SUM({number('usage', 'input_tokens')}) AS tin, SUM({number('usage', 'output_tokens')}) AS tout,

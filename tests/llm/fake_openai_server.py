@@ -41,6 +41,8 @@ class FakeOpenAI:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
+        self._open = threading.Event()
+        self._open.set()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)
@@ -57,13 +59,24 @@ class FakeOpenAI:
         return self
 
     def stop(self) -> None:
+        self._open.set()  # a held request is answered (to nobody) rather than keeping a thread
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
 
+    def hold(self) -> None:
+        """Requests from now on are counted as they arrive but answered only after :meth:`release`
+        (a test kills the client while its request waits)."""
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
+
     def _next(self, body: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Any]]:
         with self._lock:
             self.requests.append(body)
+        self._open.wait(timeout=120)
+        with self._lock:
             if not self.script:
                 return 500, {}, {"error": {"message": "the test scripted no more responses", "type": "server_error"}}
             return self.script.pop(0)

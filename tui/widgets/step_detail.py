@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Button, Static
 
+from orchestrator.approvals import is_approval, waiting_words
 from orchestrator.records import StepRecordView, unit_name
 from tui.format import STATUS_STYLE, format_age, format_duration, step_status_words
 from tui.messages import JumpToStep
@@ -158,7 +159,10 @@ class StepDetail(VerticalScroll):
             text.append(f" · {item.record.origin} by a reviewer")
         text.append("\n")
         decision = item.reviews[-1].decision if item.reviews else None
-        text.append(step_status_words(item.status, item.waiting, decision), style=STATUS_STYLE.get(item.status, ""))
+        words = step_status_words(item.status, item.waiting, decision)
+        if item.waiting and item.record is not None and is_approval(item.record.error_type):
+            words = waiting_words(item.step_type, item.record.error_type)  # a proposal, not a failed check
+        text.append(words, style=STATUS_STYLE.get(item.status, ""))
         if item.record is not None and item.record.error and item.status != "gate_failed":
             text.append(f": {item.record.error}")
         if item.skip_reason:  # the condition and the values it read, or the upstream step that was skipped

@@ -1,0 +1,139 @@
+"""Tools that need approval: ``tools: [{ref: support_tools:refund, approve: true}]`` on an ``llm`` step.
+
+When the model calls such a tool the step pauses mid-loop with the call (tool and arguments) as its
+proposal; approve runs the call and the loop goes on from the stored turns (the model is not asked again
+for a turn it already took), edit runs it with the edited arguments, reject returns the reviewer's reason to
+the model as the tool's answer and the loop goes on. The model is the scripted server the test starts on
+127.0.0.1, which counts the requests it received; the refund tool writes a line per real execution.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.llm.fake_openai_server import FakeOpenAI, completion, tool_call
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "approval"
+FLOW = FIXTURES / "tool_approval.yaml"
+TICKET = "ticket=Order 42 arrived broken, please refund it"
+
+
+@pytest.fixture
+def refund_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "refunds.log"
+    path.touch()
+    monkeypatch.setenv("REFUND_LOG", str(path))
+    return path
+
+
+@pytest.fixture
+def model(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> FakeOpenAI:
+    monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", fake_openai.base_url)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    # turn 1 looks the order up (no approval needed), turn 2 proposes the refund
+    fake_openai.respond(completion(None, tool_calls=[tool_call("c1", "lookup_order", {"order_id": "42"})],
+                                   finish_reason="tool_calls"))
+    fake_openai.respond(completion(None, tool_calls=[tool_call("c2", "refund", {"order_id": "42", "amount": 40})],
+                                   finish_reason="tool_calls"))
+    return fake_openai
+
+
+def _paused(cli, model: FakeOpenAI) -> str:
+    res = cli("run", str(FLOW), "--input", TICKET, "--json")
+    assert res.exit_code == 3, res.stderr
+    assert res.json()["paused_steps"] == ["resolve"]
+    assert len(model.requests) == 2
+    return res.json()["run_id"]
+
+
+def _tool_answers(request: dict) -> list[dict]:
+    return [m for m in request["messages"] if m["role"] == "tool"]
+
+
+def test_a_call_of_a_tool_that_needs_approval_pauses_the_step_with_the_call_as_its_proposal(cli, model, refund_log):
+    run_id = _paused(cli, model)
+    step = cli("show", run_id, "--json").json()["steps"][0]
+    assert step["status"] == "gate_failed" and step["gates"] == []
+    assert step["error"] == "AwaitingApproval: waiting for approval of a call of tool 'refund'"
+    assert step["output"] == {"tool": "refund", "arguments": {"order_id": "42", "amount": 40}, "call_id": "c2"}
+    assert [t["kind"] for t in step["llm"]["turns"]] == ["model", "tool", "model"]  # the lookup ran, not the refund
+    assert refund_log.read_text() == ""
+    shown = cli("show", run_id).stdout
+    assert "waiting for approval of a call of tool 'refund'" in shown
+
+
+def test_approve_runs_the_call_and_the_loop_goes_on_without_asking_the_model_again(cli, model, refund_log):
+    run_id = _paused(cli, model)
+    model.respond(completion("Refunded 40 on order 42."))
+    res = cli("approve", run_id, "--json")
+    assert res.exit_code == 0, res.stderr
+    assert res.json()["output"] == "Refunded 40 on order 42."
+    assert refund_log.read_text() == "42 40\n"
+    assert len(model.requests) == 3  # two turns before the pause, one after: none asked twice
+    first, second, third = model.requests
+    assert third["messages"][:len(second["messages"])] == second["messages"]
+    assert json.loads(_tool_answers(third)[-1]["content"]) == {"order_id": "42", "refunded": 40}
+    assert [m["tool_call_id"] for m in _tool_answers(third)] == ["c1", "c2"]
+    stats = cli("stats", "--workflow", "tool-approval", "--json").json()["steps"][0]
+    assert stats["gate_failures"] == 0 and stats["gate_pass_rate"] is None
+    assert stats["model_calls"] == 3  # every request the server received, counted once
+
+
+def test_edit_runs_the_call_with_the_edited_arguments(cli, model, refund_log, tmp_path):
+    run_id = _paused(cli, model)
+    model.respond(completion("Refunded 25 on order 42."))
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps({"tool": "refund", "arguments": {"order_id": "42", "amount": 25}}))
+    res = cli("edit", run_id, "--output", str(edited), "--json")
+    assert res.exit_code == 0, res.stderr
+    assert refund_log.read_text() == "42 25\n"
+    assert json.loads(_tool_answers(model.requests[-1])[-1]["content"]) == {"order_id": "42", "refunded": 25}
+    assert cli("show", run_id, "--json").json()["reviews"][0]["output_after"]["arguments"] == {
+        "order_id": "42", "amount": 25}
+
+
+def test_an_edit_whose_arguments_do_not_fit_the_tool_is_refused_and_nothing_is_stored(cli, model, refund_log,
+                                                                                       tmp_path):
+    run_id = _paused(cli, model)
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps({"order_id": "42", "amount": "a lot"}))  # the arguments alone are an edit too
+    res = cli("edit", run_id, "--output", str(edited))
+    assert res.exit_code == 2
+    assert "the edited arguments of the call of tool 'refund' in step 'resolve' do not fit the tool: amount:" \
+        in res.stderr
+    doc = cli("show", run_id, "--json").json()
+    assert doc["status"] == "paused" and doc["reviews"] == []
+    assert refund_log.read_text() == "" and len(model.requests) == 2
+
+
+def test_reject_returns_the_reason_to_the_model_as_the_tool_answer_and_the_run_goes_on(cli, model, refund_log):
+    run_id = _paused(cli, model)
+    model.respond(completion("A manager will look at your refund."))
+    res = cli("reject", run_id, "--reason", "refunds over 30 need a manager", "--json")
+    assert res.exit_code == 0, res.stderr
+    assert res.json()["status"] == "succeeded"
+    assert res.json()["output"] == "A manager will look at your refund."
+    assert refund_log.read_text() == ""
+    answer = _tool_answers(model.requests[-1])[-1]
+    assert answer["tool_call_id"] == "c2"
+    assert json.loads(answer["content"]) == {
+        "error": "the reviewer rejected this call: refunds over 30 need a manager"}
+    assert len(model.requests) == 3
+
+
+def test_each_call_that_needs_approval_pauses_again(cli, model, refund_log):
+    run_id = _paused(cli, model)
+    model.respond(completion(None, tool_calls=[tool_call("c3", "refund", {"order_id": "42", "amount": 5})],
+                             finish_reason="tool_calls"))
+    res = cli("approve", run_id, "--json")
+    assert res.exit_code == 3, res.stderr
+    step = cli("show", run_id, "--json").json()["steps"][0]
+    assert step["output"]["call_id"] == "c3"
+    model.respond(completion("Refunded 40, then 5 more."))
+    res = cli("approve", run_id, "--json")
+    assert res.exit_code == 0, res.stderr
+    assert refund_log.read_text() == "42 40\n42 5\n"
+    assert len(model.requests) == 4
