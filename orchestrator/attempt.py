@@ -42,6 +42,7 @@ from orchestrator.records import join_path, unit_name
 from orchestrator.runstate import Done, RunHandedBack, StepOutcome, UpstreamView
 from orchestrator.store import GateRow, NewStepRecord, Store
 from orchestrator.store.base import lease_lost
+from orchestrator.store.off_loop import store_call
 from orchestrator.threads import POOL
 
 _JSON_SCALARS = frozenset({str, int, bool, type(None)})
@@ -164,7 +165,7 @@ class RunContext:
             run_id=self.run_id, workflow_id=self.workflow_id, step_id=spec.id, step_type=spec.type,
             agent=spec.agent_name, attempt=attempt, started_at=started, lease_token=self.lease_token, **fields)
         if self.writer is None:
-            return self.store.insert_step_record(record)
+            return await store_call(self.store.insert_step_record, record)
         return await self.writer.write(record)
 
 

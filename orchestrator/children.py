@@ -30,6 +30,7 @@ from orchestrator.inputs import resolve_inputs
 from orchestrator.records import RunView, StepRecordView
 from orchestrator.runstate import RunResult
 from orchestrator.store import Lease, Store
+from orchestrator.store.off_loop import store_call
 from orchestrator.stored_workflow import load_run_workflow
 
 CHILD_KIND = "child"
@@ -107,12 +108,13 @@ class ChildRuns:
         workflow = step.child
         assert workflow is not None
         inputs = resolve_inputs(workflow.spec, given)
-        child = self.reusable(unit, inputs)
+        child = await store_call(self.reusable, unit, inputs)
         if child is None:
             result = await self.start(workflow, unit, inputs)
         else:
             result = await self.resume(child, workflow)
-        self.children()[unit] = self.store.get_run(result.run_id)  # as it is now, should the unit ask again
+        # as it is now, should the unit ask again
+        self.children()[unit] = await store_call(self.store.get_run, result.run_id)
         if result.status == "succeeded":
             self.delivered.add(unit)
             return result.output
@@ -168,15 +170,15 @@ class ChildRuns:
         return self.workflow_ids[key]
 
     async def start(self, workflow: BoundWorkflow, unit: str, inputs: dict[str, Any]) -> RunResult:
-        executor = self.make_executor(workflow, self.workflow_id(workflow))
+        executor = self.make_executor(workflow, await store_call(self.workflow_id, workflow))
         executor.lease = None if self.lease is None else replace(self.lease, run_id="", issued_at=time.monotonic())
         return await executor.start(inputs, kind=CHILD_KIND, parent_run_id=self.parent_run_id, parent_step=unit)
 
     async def resume(self, child: RunView, workflow: BoundWorkflow) -> RunResult:
         if child.status == "succeeded":  # ended before the parent recorded its output (a kill in between)
             return RunResult(child.run_id, "succeeded", output=child.output)
-        if child.workflow_id != self.workflow_id(workflow):  # started from another version of the child file
-            workflow, _ = load_run_workflow(self.store, child.run_id)
+        if child.workflow_id != await store_call(self.workflow_id, workflow):  # started from another version
+            workflow, _ = await store_call(load_run_workflow, self.store, child.run_id)
         executor = self.make_executor(workflow, child.workflow_id)
         if self.lease is None:
             executor.lease = None
@@ -192,9 +194,9 @@ class ChildRuns:
         deadline = time.monotonic() + self.lease.seconds + 1.0
         while True:
             lease = replace(lease, issued_at=time.monotonic())
-            if self.store.acquire_lease(lease, statuses=RESUMABLE_CHILD):
+            if await store_call(self.store.acquire_lease, lease, statuses=RESUMABLE_CHILD):
                 return lease
-            current = self.store.get_run(child.run_id)
+            current = await store_call(self.store.get_run, child.run_id)
             if time.monotonic() > deadline or current.status not in ("running", "interrupted"):
                 raise LeaseLostError(f"child run {child.run_id} of run {self.parent_run_id} is {current.status}, "
                                      f"held by {current.owner}; stopped without running it")

@@ -49,6 +49,7 @@ from orchestrator.runstate import (
 )
 from orchestrator.store import Lease, NewStepRecord, RunEnd, Store
 from orchestrator.store.base import lease_lost
+from orchestrator.store.off_loop import store_call
 from orchestrator.threads import DEFAULT_CONCURRENCY
 
 DEFAULT_LEASE_SECONDS = 15.0
@@ -138,9 +139,9 @@ class Executor:
         """Create a run, held under this executor's lease, for already-converted inputs and execute it.
         ``reference`` (JSON data) is stored with the run, for the outcome evaluator. ``parent_run_id`` and
         ``parent_step``: the run and unit that start this one as a child run."""
-        run_id = self.store.create_run(self.workflow_id, self.workflow.name, inputs, kind=kind, owner=owner_token(),
-                                       lease=self.lease, reference=reference, parent_run_id=parent_run_id,
-                                       parent_step=parent_step)
+        run_id = await store_call(self.store.create_run, self.workflow_id, self.workflow.name, inputs, kind=kind,
+                                  owner=owner_token(), lease=self.lease, reference=reference,
+                                  parent_run_id=parent_run_id, parent_step=parent_step)
         if self.lease is not None:
             self.lease = replace(self.lease, run_id=run_id)
         if self.on_event is not None:
@@ -151,7 +152,7 @@ class Executor:
     async def resume(self, lease: Lease) -> RunResult:
         """Continue a run whose lease the caller has just acquired, from its stored records."""
         self.lease = lease
-        run = self.store.get_run(lease.run_id)
+        run = await store_call(self.store.get_run, lease.run_id)
         if self.on_event is not None:
             child = run.kind == ChildRuns.KIND
             self.on_event(RunStarted(run_id=lease.run_id, workflow=self.workflow.name, steps=self.workflow.order,
@@ -161,7 +162,7 @@ class Executor:
 
     async def execute(self, run_id: str, inputs: dict[str, Any]) -> RunResult:
         """Run every step that can run, starting from the run's stored records."""
-        records = self.store.step_records(run_id)
+        records = await store_call(self.store.step_records, run_id)
         unknown = sorted({r.step_id for r in records} - set(self.workflow.steps))
         if unknown:
             raise StoreMismatchError(
@@ -169,7 +170,8 @@ class Executor:
                 "define; it was started from a different version of the workflow")
         latest = {r.unit: r for r in records}
         # reviews only matter for records waiting on one
-        reviews = self.store.reviews(run_id) if any(r.status == "gate_failed" for r in latest.values()) else []
+        waiting = any(r.status == "gate_failed" for r in latest.values())
+        reviews = await store_call(self.store.reviews, run_id) if waiting else []
         return await self.run_from(run_id, inputs, PriorState.from_records(records, reviews), records)
 
     async def run_from(self, run_id: str, inputs: dict[str, Any], prior: PriorState,
@@ -187,12 +189,12 @@ class Executor:
             # stopped from outside (Ctrl-C, a listener that stops it): hand the lease back at once so
             # `resume` can continue the run now rather than after the lease expires
             if lease is not None and not schedule.lost:
-                release_lease(self.store, lease)
+                await store_call(release_lease, self.store, lease)
             raise
         if schedule.renewal_error is not None:  # the store failed (a write, a renewal): hand the lease back if it can
             if lease is not None:
                 with contextlib.suppress(Exception):
-                    release_lease(self.store, lease)
+                    await store_call(release_lease, self.store, lease)
             error = schedule.renewal_error
             if isinstance(error, StoreError):
                 raise type(error)(f"run {run_id} stopped, its steps' records intact; `orchestrator resume {run_id}` "
@@ -203,16 +205,16 @@ class Executor:
             raise lease_lost(run_id)
         if schedule.held_back:  # drained with steps left to run
             if lease is not None:
-                release_lease(self.store, lease)
+                await store_call(release_lease, self.store, lease)
             raise RunHandedBack(run_id)
         scoring = schedule.scoring
-        result = finish_run(self.store, run_id, output_step=self.workflow.output_step, order=self.workflow.order,
-                            done=run.done, waiting=schedule.waiting, failed=schedule.failed, errors=schedule.errors,
-                            lease=lease, ended=schedule.writer.ended is not None,
-                            outcome=scoring.outcome if scoring else None,
-                            evaluator_error=scoring.error if scoring else None,
-                            review_deadline=lambda: pause_deadline(self.store, run_id, schedule.waiting,
-                                                                   self.workflow.spec.review_timeouts()))
+        result = await store_call(
+            finish_run, self.store, run_id, output_step=self.workflow.output_step, order=self.workflow.order,
+            done=run.done, waiting=schedule.waiting, failed=schedule.failed, errors=schedule.errors, lease=lease,
+            ended=schedule.writer.ended is not None, outcome=scoring.outcome if scoring else None,
+            evaluator_error=scoring.error if scoring else None,
+            review_deadline=lambda: pause_deadline(self.store, run_id, schedule.waiting,
+                                                   self.workflow.spec.review_timeouts()))
         if self.on_event is not None:
             if scoring is not None:  # before the end, so a listener can put the score on the run's span
                 self.on_event(scoring_event(run_id, scoring))
@@ -329,7 +331,7 @@ class _Schedule:
     async def score(self) -> None:
         """Call the evaluator in a worker thread (it may block), on the run's stored inputs and reference."""
         run_id = self.run_context.run_id
-        stored = self.executor.store.get_run(run_id)
+        stored = await store_call(self.executor.store.get_run, run_id)
         output = self.done[self.workflow.output_step].output
         self.scoring = await anyio.to_thread.run_sync(
             lambda: score_run(self.workflow, run_id, output, inputs=stored.inputs, reference=stored.reference),

@@ -23,6 +23,7 @@ import anyio.lowlevel
 
 from orchestrator.store import NewStepRecord, RunEnd
 from orchestrator.store.base import RecordStore
+from orchestrator.store.off_loop import store_call
 
 
 class _Waiter:
@@ -58,7 +59,7 @@ class GroupCommit:
         """Commit ``record`` (alone or with others arriving now); returns its id once it is durable."""
         if not self.group and not self.others_running():
             end = self.ending(record)
-            record_id = self.store.insert_step_records([record], end=end)[0]
+            record_id = (await store_call(self.store.insert_step_records, [record], end=end))[0]
             self.ended = end
             return record_id
         waiter = _Waiter(record)
@@ -86,7 +87,7 @@ class GroupCommit:
                 await anyio.lowlevel.checkpoint()
         group, self.group = self.group, []
         try:
-            ids = self.store.insert_step_records([w.record for w in group])
+            ids = await store_call(self.store.insert_step_records, [w.record for w in group])
         except BaseException as exc:  # every record of the group shares the transaction's fate
             for w in group:
                 w.error = exc

@@ -27,6 +27,7 @@ from orchestrator.lease_holder import holder_is_gone, holder_name
 from orchestrator.outcomes import trace_incorrect_outcome
 from orchestrator.runstate import RunResult
 from orchestrator.store import Lease, Store
+from orchestrator.store.off_loop import store_call, store_calls
 from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.telemetry import get_tracer
 from orchestrator.telemetry.listener import TracingListener
@@ -55,15 +56,18 @@ def start_run(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any
 
 async def start_run_async(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any], *,
                           max_concurrency: int = DEFAULT_CONCURRENCY, on_event: EventHook | None = None,
-                          otel: str | None = None) -> RunResult:
+                          otel: str | None = None, off_loop: bool = True) -> RunResult:
     """:func:`start_run` on the caller's event loop (a notebook, a web server): inputs are checked,
     converted and given their defaults exactly as there, then the run executes without blocking the
-    loop; the outcome evaluator runs in a worker thread."""
+    loop; the outcome evaluator runs in a worker thread. ``off_loop``: each store call is made on a
+    worker thread, so a database that makes it wait (a lock, a slow server) does not stop the loop's
+    other tasks (:mod:`orchestrator.store.off_loop`); False keeps them on the loop, as a loop that runs
+    nothing else can afford."""
     inputs = resolve_inputs(workflow.spec, given_inputs)
-    with Tracing(store, otel, on_event) as tracing:
-        executor = Executor(store, workflow, max_concurrency=max_concurrency, on_event=tracing.hook)
+    with store_calls(off_loop=off_loop), Tracing(store, otel, on_event) as tracing:
+        executor = await store_call(Executor, store, workflow, max_concurrency=max_concurrency, on_event=tracing.hook)
         result = await executor.start(inputs)
-        tracing.keep(result.run_id)
+        await store_call(tracing.keep, result.run_id)
     await anyio.to_thread.run_sync(trace_incorrect_outcome, store, workflow, result, on_event)
     return result
 
@@ -174,18 +178,20 @@ def continue_run(store: Store, run_id: str, *, max_concurrency: int = DEFAULT_CO
 
 async def continue_run_async(store: Store, run_id: str, *, max_concurrency: int = DEFAULT_CONCURRENCY,
                              on_event: EventHook | None = None, otel: str | None = None, lease: Lease | None = None,
-                             drain: Drain | None = None) -> RunResult:
+                             drain: Drain | None = None, off_loop: bool = True) -> RunResult:
     """:func:`continue_run` on the caller's event loop (a worker executing several runs at once, a
     notebook); the outcome evaluator runs in a worker thread. With ``drain`` requested, it raises
-    RunHandedBack once the steps in flight are recorded, leaving the run resumable."""
-    found = _continuation(store, run_id, lease)
-    if isinstance(found, RunResult):
-        return found
-    with Tracing(store, otel, on_event, trace_id=found.trace_id) as tracing:
-        executor = Executor(store, found.workflow, max_concurrency=max_concurrency, on_event=tracing.hook,
-                            workflow_id=found.workflow_id, drain=drain)
-        result = await executor.resume(found.lease)
-        tracing.keep(found.lease.run_id)
+    RunHandedBack once the steps in flight are recorded, leaving the run resumable. ``off_loop``: as
+    for :func:`start_run_async`."""
+    with store_calls(off_loop=off_loop):
+        found = await store_call(_continuation, store, run_id, lease)
+        if isinstance(found, RunResult):
+            return found
+        with Tracing(store, otel, on_event, trace_id=found.trace_id) as tracing:
+            executor = Executor(store, found.workflow, max_concurrency=max_concurrency, on_event=tracing.hook,
+                                workflow_id=found.workflow_id, drain=drain)
+            result = await executor.resume(found.lease)
+            await store_call(tracing.keep, found.lease.run_id)
     await anyio.to_thread.run_sync(trace_incorrect_outcome, store, found.workflow, result, on_event)
     return result
 

@@ -54,7 +54,7 @@ from orchestrator.store.rows import (
     step_values,
 )
 from orchestrator.store.sqlite_ddl import create_if_empty
-from orchestrator.store.sqlite_pragmas import BUSY_TIMEOUT_SECONDS, apply_pragmas
+from orchestrator.store.sqlite_pragmas import apply_pragmas, busy_timeout_pragma, busy_timeout_seconds
 from orchestrator.store.transient import RetriedStore, insert_once, is_missing_reference
 
 if TYPE_CHECKING:
@@ -219,6 +219,7 @@ class SqliteStore(RetriedStore, DelegatingStore):
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         self.url, self.synchronous = split_synchronous(url)
+        busy_timeout_seconds()  # a bad ORCHESTRATOR_SQLITE_BUSY is refused before anything is opened
         target, path, self.sql_url = connect_target(self.url)
         self.read_only = False
         """Opened ``mode=ro`` (a reader beside a file it cannot write, or in a directory it cannot write)."""
@@ -286,7 +287,7 @@ class SqliteStore(RetriedStore, DelegatingStore):
         unless ``create`` (:func:`orchestrator.store.migrate.refuse_unless_ours`)."""
         from orchestrator.store.migrate import refuse_unless_ours
 
-        self.connection.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_SECONDS * 1000)}")
+        self.connection.execute(busy_timeout_pragma())
         tables = [row[0] for row in self.connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         refuse_unless_ours(display, tables, create=create)
 
