@@ -43,19 +43,32 @@ def decide(store: Store, run_id: str, decision: str, *, step: str | None = None,
     return review.approve(store, run_id, step=step, reviewer=reviewer, comment=comment, lease=lease)
 
 
+def _located(store: Store, run_id: str, step: str | None) -> tuple[str, str | None]:
+    """The run holding ``step`` and the unit there (a path ``research > retrieve`` names a child run's unit)."""
+    from orchestrator.review_tree import locate
+
+    target = locate(store, run_id, step)
+    return target.run_id, target.step
+
+
 def is_fix(store: Store, run_id: str, step: str | None) -> bool:
     """Whether an edit or retry of ``step`` is a fix of a completed step rather than a decision on a pause."""
     from orchestrator import review
 
-    return review.is_fix(store, run_id, step)
+    run_id, step = _located(store, run_id, step)
+    return review.is_tree_fix(store, run_id, step) or review.is_fix(store, run_id, step)
 
 
 def fix_side_effects(store: Store, run_id: str, step: str, decision: str) -> list[str]:
     """Steps with side effects that fixing ``step`` would run again (ReviewError when it cannot be fixed)."""
     from orchestrator import review
 
-    workflow, _ = review.continuable(store, run_id)
-    return review.plan_fix(store, run_id, step, workflow, rerun_step=decision == "retry").side_effects
+    located, unit = _located(store, run_id, step)
+    assert unit is not None
+    if review.is_tree_fix(store, located, unit):
+        return review.plan_tree_fix(store, located, unit, rerun_step=decision == "retry").side_effects
+    workflow, _ = review.continuable(store, located)
+    return review.plan_fix(store, located, unit, workflow, rerun_step=decision == "retry").side_effects
 
 
 def editable_record(store: Store, run_id: str, step: str | None) -> tuple[StepRecordView, list[str]]:
@@ -64,7 +77,10 @@ def editable_record(store: Store, run_id: str, step: str | None) -> tuple[StepRe
     from orchestrator import review
     from orchestrator.model import WorkflowSpec
 
-    if step is not None and is_fix(store, run_id, step):
+    run_id, step = _located(store, run_id, step)
+    if step is not None and review.is_tree_fix(store, run_id, step):
+        rec = review.plan_tree_fix(store, run_id, step, rerun_step=False).bottom.record
+    elif step is not None and review.is_fix(store, run_id, step):
         workflow, _ = review.continuable(store, run_id)
         rec = review.plan_fix(store, run_id, step, workflow, rerun_step=False).record
     else:

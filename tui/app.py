@@ -135,13 +135,13 @@ class ReviewApp(App[None]):
 
     def on_decision_made(self, message: DecisionMade) -> None:
         d = message.decision
-        self._deciding.discard(d.run_id)
-        news = f"{d.run_id}: step {d.step_id} {actions.DECISION_VERBS.get(d.decision, d.decision)}"
+        self._deciding.discard(d.shown_run_id)
+        news = f"{d.shown_run_id}: step {d.shown_step} {actions.DECISION_VERBS.get(d.decision, d.decision)}"
         self.notify(news, title="decision stored", markup=False)
         if d.continue_run:
             self.continue_in_background(d.run_id, d.lease)
         self._show_activity(news)
-        self._changed(d.run_id)
+        self._changed(d.shown_run_id)
 
     def on_action_failed(self, message: ActionFailed) -> None:
         self._deciding.discard(message.run_id)

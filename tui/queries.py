@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.records import unit_name
+from orchestrator.records import PATH_SEPARATOR, parse_unit, path_head, unit_name
 
 if TYPE_CHECKING:
     from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView
     from orchestrator.store import Store
+    from orchestrator.tree import OpenPause
 
 RUN_STATUSES = ("paused", "running", "queued", "succeeded", "failed", "rejected")
 """The filter choices, most actionable first (the closed set of ``orchestrator.model.RunStatus``)."""
@@ -130,6 +131,14 @@ class StepItem:
     for an iteration, or ``summarize[0..49]`` for the summary row of a collapsed map."""
     summary: str | None = None
     """On a summary row: how many instances are in each state (``50 instances: 49 succeeded, 1 gate_failed``)."""
+    child_run: str | None = None
+    """The child run the row opens (enter): a ``workflow:`` step's (instance's, iteration's) latest child run,
+    or on a path row (``research > retrieve``) the child run that holds the pause."""
+
+    @property
+    def inside(self) -> bool:
+        """Whether the row is a pause inside a child run, named by its path (``research > retrieve``)."""
+        return PATH_SEPARATOR in self.unit
 
     def __post_init__(self) -> None:
         if not self.unit:
@@ -139,7 +148,7 @@ class StepItem:
     def instance(self) -> bool:
         """Whether the row is a child row of its step: an instance of a mapped step (or the summary of its
         instances), or an iteration of a loop."""
-        return self.index is not None or self.iteration is not None or self.summary is not None
+        return self.index is not None or self.iteration is not None or self.summary is not None or self.inside
 
     @property
     def skip_reason(self) -> str | None:
@@ -191,6 +200,7 @@ def load_run_detail(store: Store, run_id: str) -> RunDetail:
     from orchestrator.attribution.choice import explaining_record
     from orchestrator.documents import call_totals
     from orchestrator.review import waiting_records
+    from orchestrator.tree import child_pauses, children
 
     run = store.get_run(run_id)
     records = store.step_records(run_id)
@@ -237,10 +247,30 @@ def load_run_detail(store: Store, run_id: str) -> RunDetail:
         # instances by index, each (a loop) followed by its iterations; a loop's iterations under its step
         keys = sorted(parts.get(sid, ()), key=lambda k: (-1 if k[0] is None else k[0], -1 if k[1] is None else k[1]))
         steps.extend(instance_rows([row(sid, i, n) for i, n in keys]))
+    started = {unit: child.run_id for unit, child in children(store, run_id).items()}
+    for item in steps:
+        item.child_run = started.get(item.unit)
+    if run.status == "paused":
+        steps = _with_pauses_inside(steps, child_pauses(store, run_id))
     chosen = explaining_record(store.attributions(run_id))
     return RunDetail(run=run, steps=steps, outcomes=store.outcomes(run_id),
                      blamed_step=chosen.blamed_step if chosen else None, attribution=chosen,
                      model_usage=call_totals(store.model_calls([run_id])))
+
+
+def _with_pauses_inside(steps: list[StepItem], pauses: list[OpenPause]) -> list[StepItem]:
+    """The rows with a row for each pause inside a child run (``research > retrieve``, waiting: a decision
+    on it is a decision by its path), after the rows of the step that started the child."""
+    rows = list(steps)
+    for pause in pauses:
+        rec = pause.record
+        head = parse_unit(path_head(pause.path))[0]
+        at = max((i for i, item in enumerate(rows) if item.step_id == head and not item.inside), default=len(rows) - 1)
+        at = max([at, *(i for i, item in enumerate(rows) if item.inside and item.unit.startswith(head))])
+        rows.insert(at + 1, StepItem(step_id=rec.step_id, step_type=rec.step_type, agent=rec.agent, status=rec.status,
+                                     attempt=rec.attempt, waiting=True, record=rec, gate_record=rec, attempts=[rec],
+                                     inputs=rec.inputs, unit=pause.path, child_run=rec.run_id))
+    return rows
 
 
 def instance_rows(items: list[StepItem]) -> list[StepItem]:

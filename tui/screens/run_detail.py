@@ -38,7 +38,8 @@ FIXABLE_RUNS = ("paused", "failed")
 class RunDetailScreen(Screen[None]):
     """Opens on the paused step (or instance, ``summarize[3]``); decisions apply to the selected row when it
     waits for review, and `e`/`r` on a completed step or instance of a paused or failed run fix it there
-    (its descendants run again)."""
+    (its descendants run again). A pause inside a child run is a row of its own (``research > retrieve``),
+    decided here by its path; enter on it, or on the step that started the child, opens the child's screen."""
 
     app: ReviewApp
 
@@ -200,6 +201,14 @@ class RunDetailScreen(Screen[None]):
     async def step_highlighted(self) -> None:
         await self._show_selected()
         self.refresh_bindings()
+
+    @on(DataTable.RowSelected, "#steps")
+    def open_child(self, event: DataTable.RowSelected) -> None:
+        """Enter on a ``workflow:`` step's row, or on a pause inside its child (``research > retrieve``),
+        opens the child run's screen; escape comes back here."""
+        item = self.detail.step(str(event.row_key.value)) if self.detail is not None else None
+        if item is not None and item.child_run is not None:
+            self.app.push_screen(RunDetailScreen(item.child_run))
 
     def on_jump_to_step(self, message: JumpToStep) -> None:
         if self.detail is not None:

@@ -151,6 +151,9 @@ class StepDetail(VerticalScroll):
         elif item.index is not None:
             text.append(f"  instance {item.index} of {item.step_id}")
         text.append(f"  {item.step_type} · agent {item.agent}")
+        if item.child_run is not None:  # enter opens it
+            where = "in" if item.inside else "runs"
+            text.append(f" · {where} child run {item.child_run} (enter opens it)")
         if item.attempt:
             text.append(f" · attempt {item.attempt}")
         if item.duration is not None:
