@@ -30,9 +30,9 @@ from orchestrator.attribution.result import (
     rank,
     require_evaluator,
 )
-from orchestrator.attribution.trace import agent_graph
+from orchestrator.attribution.trace import agent_graph, iteration_of
 from orchestrator.binding import BoundWorkflow
-from orchestrator.records import iso, parse_unit
+from orchestrator.records import iso
 from orchestrator.store import Store
 
 
@@ -56,9 +56,15 @@ def counterfactual(store: Store, run_id: str, *, workflow: BoundWorkflow | None 
         evidence = {
             "reference": engine.reference_kind(sid), "value_actual": actual.value,
             "value_with_reference": replay.value, "replay_run_id": replay.run_id, "replay_status": replay.status,
-            "executions": replay.executions, "side_effects": engine.steps[parse_unit(sid)[0]].side_effects,
+            "executions": replay.executions, "side_effects": engine.side_effects_of(sid),
             "record_id": rec.id if rec else None, "started_at": iso(rec.started_at) if rec else None,
             "consumed": rec.consumed if rec else []}
+        if rec is not None and rec.run_id != run_id:  # a path into a child run: the child run its record is in
+            evidence["run_id"] = rec.run_id
+        if (iteration := iteration_of(sid)) is not None:
+            evidence["iteration"] = iteration
+        if replay.run_id is not None and engine.child_replays.get(replay.run_id):
+            evidence["child_replays"] = engine.child_replays[replay.run_id]
         evidence.update(engine.route_taken(replay.run_id))
         if replay.status == "blocked":
             assert replay.blocked_by is not None and replay.blocked_reason is not None
@@ -68,7 +74,7 @@ def counterfactual(store: Store, run_id: str, *, workflow: BoundWorkflow | None 
             continue
         assert replay.value is not None, "require_evaluator ran above, so every replay is scored"
         candidates.append(Candidate(sid, engine.agent_of(sid), actual.value - replay.value, evidence))
-    ranked = rank(candidates, engine.order)
+    ranked = rank(candidates, engine.order, engine.candidates)
     blamed_id = blamed(ranked)
     shortfall = max(1e-9, 1.0 - actual.value)
     blocked_ids = [c.step_id for c in candidates if "blocked_by" in c.evidence]
@@ -88,6 +94,9 @@ def counterfactual(store: Store, run_id: str, *, workflow: BoundWorkflow | None 
         explanation = (f"replacing step {blamed_id!r} by its {top.evidence['reference']} raises the outcome from "
                        f"{actual.value:.3f} to {top.evidence['value_with_reference']:.3f}"
                        f" (replay {top.evidence['replay_run_id']})")
+        if top.evidence.get("child_replays"):  # the blamed unit is inside a child run: its replay comes first
+            explanation += "; its child run replayed as " + ", ".join(
+                f"{unit}: {child}" for unit, child in top.evidence["child_replays"].items())
         if top.evidence.get("route_changed"):  # the blamed step is a router: say which way its replay went
             explanation += "; the replay took another route: " + ", ".join(top.evidence["route_changed"])
         if blockers:  # some candidates could not be measured: the blame is among the others only
@@ -104,6 +113,8 @@ def counterfactual(store: Store, run_id: str, *, workflow: BoundWorkflow | None 
                                                                         if c.evidence.get("blocked_by") == step]}
                     for step, reason in blockers.items()],
     }
+    if blamed_id is not None and (blamed_iteration := iteration_of(blamed_id)) is not None:
+        evidence["blamed_iteration"] = blamed_iteration
     params = {"candidates": "the output step and its ancestors", "reference": "edit > baseline > resample",
               "replay_gates": "warn", "failure_value": engine.failure_value,
               "credit": "v(actual) - v(step replaced by its reference)"}
@@ -129,5 +140,6 @@ def blocked_result(engine: ReplayEngine, run_id: str, method: str, blocked_by: s
                                "be credited; declare `simulate:` on the blocking step to replay through it",
                 "blocked": [{"step_id": blocked_by, "reason": reason, "candidates": list(engine.candidates)}],
                 "replays": list(engine.replay_runs), "notes": engine.notes, "trace_id": run_id}
-    return AttributionResult(run_id, method, params, rank(candidates, engine.order), agent_totals(candidates), None,
+    return AttributionResult(run_id, method, params, rank(candidates, engine.order, engine.candidates),
+                             agent_totals(candidates), None,
                              0.0, evidence, cost=engine.executions)

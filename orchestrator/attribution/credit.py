@@ -30,7 +30,7 @@ from orchestrator.attribution.result import (
     rank,
     require_evaluator,
 )
-from orchestrator.attribution.trace import agent_graph
+from orchestrator.attribution.trace import agent_graph, iteration_of
 from orchestrator.binding import BoundWorkflow
 from orchestrator.errors import InputError
 from orchestrator.store import Store
@@ -80,7 +80,7 @@ def _result(engine: ReplayEngine, run_id: str, method: str, by: str, estimate: m
         else:
             agent = engine.agent_of(player)
         candidates.append(Candidate(sids[0], agent, credit, evidence))
-    ranked = rank(candidates, engine.order)
+    ranked = rank(candidates, engine.order, engine.candidates)
     blamed_id = blamed(ranked)
     confidence = blame_share(ranked)
     if blamed_id is not None and not estimate.exact and len(ranked) > 1:
@@ -103,6 +103,8 @@ def _result(engine: ReplayEngine, run_id: str, method: str, by: str, estimate: m
     }
     if by == "agent" and blamed_id:
         evidence["blamed_agent"] = ranked[0].agent
+    if blamed_id is not None and (blamed_iteration := iteration_of(blamed_id)) is not None:
+        evidence["blamed_iteration"] = blamed_iteration
     return AttributionResult(run_id, method, params, ranked, agents, blamed_id, confidence, evidence,
                              cost=engine.executions)
 

@@ -22,6 +22,15 @@ Gates in replays: every gate and critic runs and its verdict is stored, but repl
 paused would have no final output; a replay has nobody to review it.) A replay that fails
 (a step raises) scores ``failure_value`` (0 by default).
 
+Child runs: a ``workflow:`` step's unit is replayed through its child run. While neither its inputs nor
+anything inside its child changes, it reuses its recorded output (the child does not run again). A plan may
+name a path into a child (``research > retrieve``, ``per_ticket[1] > classify``, ``improve#2 > draft``): the
+unit's child run is replayed by an engine of its own (a replay run whose ``parent_run_id`` is the original
+child run) with the rest of the path changed, under the same rules (a side-effecting step inside acts never),
+and its output becomes the unit's output in the parent's replay, which goes on from there. A unit whose
+inputs changed replays its child the same way, on the new inputs. A child replay that a side-effecting step
+blocks blocks the parent's replay, named by its path (``research > archive``).
+
 Identical sub-executions are cached (see :mod:`orchestrator.attribution.cache`); when every
 step a plan needs is already known, its value is computed from the cache without a new run.
 """
@@ -44,9 +53,19 @@ from orchestrator.documents import call_totals
 from orchestrator.errors import InputError, NotFoundError
 from orchestrator.evaluation import call_evaluator
 from orchestrator.executor import Executor
+from orchestrator.inputs import resolve_inputs
 from orchestrator.invoke import StepFunction, call_step
 from orchestrator.outcomes import record_score
-from orchestrator.records import StepRecordView, live_records, parse_unit, unit_name
+from orchestrator.records import (
+    PATH_SEPARATOR,
+    StepRecordView,
+    join_path,
+    live_records,
+    parse_unit,
+    path_head,
+    split_path,
+    unit_name,
+)
 from orchestrator.store import (
     GateRow,
     NewStepRecord,
@@ -56,6 +75,7 @@ from orchestrator.store import (
 from orchestrator.store.delegating import DelegatingStore
 from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.threads import DEFAULT_CONCURRENCY
+from orchestrator.tree import children
 
 MISSING: Any = object()
 
@@ -73,6 +93,11 @@ class ReplayBlocked(RuntimeError):
 
 CHANGED_INPUTS = "side-effecting step with changed inputs and no simulate"
 NEVER_RAN = "side-effecting step that never ran in the original run (no recorded output) and no simulate"
+NO_CHILD_RUN = "workflow step whose unit started no child run in the original run, so there is none to replay"
+
+
+class ChildReplayFailed(RuntimeError):
+    """The replay of a unit's child run failed: the unit fails in its parent's replay, naming the child replay."""
 
 
 @dataclass
@@ -90,8 +115,23 @@ class Plan:
         return (self.reference, tuple(sorted((k, Value.of(v).digest) for k, v in self.fixed.items())), self.fresh)
 
     def looped(self) -> frozenset[str]:
-        """The steps whose loop has an iteration replaced: they run again, never copied from the original."""
-        return frozenset(parse_unit(u)[0] for u in self.reference if parse_unit(u)[2] is not None)
+        """The steps with a unit changed (an iteration, an instance, or a path into a unit's child run): they run
+        again, never copied from the original, each unit reusing its recorded output where nothing changed it."""
+        return frozenset(parse_unit(path_head(u))[0] for u in (*self.reference, *self.fixed)
+                         if u != parse_unit(path_head(u))[0])
+
+    def below(self, unit: str) -> Plan:
+        """What the plan changes inside ``unit``'s child run: its paths through ``unit``, without it."""
+        def inner(path: str) -> str | None:
+            units = split_path(path)
+            return join_path(*units[1:]) if len(units) > 1 and units[0] == unit else None
+
+        return Plan(reference=frozenset(r for p in self.reference if (r := inner(p)) is not None),
+                    fixed={r: v for p, v in self.fixed.items() if (r := inner(p)) is not None})
+
+    def changes(self) -> bool:
+        """Whether the plan changes anything (an empty plan keeps every step's own behaviour)."""
+        return bool(self.reference or self.fixed or self.fresh)
 
 
 @dataclass
@@ -120,7 +160,7 @@ class MarkingStore(DelegatingStore):
 
     Every method delegates to the real store (:class:`~orchestrator.store.delegating.DelegatingStore`);
     writing a step record first applies the origin
-    the replay noted for that (run, step) (``reused``, ``cached``, ``baseline``...).
+    the replay noted for that (run, unit) (``reused``, ``cached``, ``baseline``, ``replayed``...).
     """
 
     def __init__(self, store: Store, marks: dict[tuple[str, str], str]) -> None:
@@ -133,7 +173,7 @@ class MarkingStore(DelegatingStore):
 
     def insert_step_records(self, records: Sequence[NewStepRecord], *, end: RunEnd | None = None) -> list[int]:
         for record in records:
-            mark = self.marks.pop((record.run_id, record.step_id), None)
+            mark = self.marks.pop((record.run_id, unit_name(record.step_id, record.item_index, record.iteration)), None)
             if mark is not None and (record.status != "failed" or mark == "blocked"):
                 record.origin = mark
         return self.store.insert_step_records(records, end=end)
@@ -190,16 +230,26 @@ class ReplayEngine:
         self.step_of_record = {r.id: r.step_id for r in records}
         self.records_by_id = {r.id: r for r in records}
         self.latest = {r.step_id: r for r in records}
-        self.iterations = {unit: r for unit, r in live_records(records).items()
-                           if r.iteration is not None and r.status == "succeeded"}
+        live = live_records(records)
+        self.iterations = {unit: r for unit, r in live.items() if r.iteration is not None and r.status == "succeeded"}
         """The completed iterations of the run's loops, by unit (``improve#2``)."""
+        self.instances = {unit: r for unit, r in live.items()
+                          if r.index is not None and r.iteration is None and r.status == "succeeded"}
+        """The completed instances of the run's mapped steps, by unit (``summarize[7]``)."""
+        self.child_runs = children(store, run_id)
+        """The original child run of each unit of a ``workflow:`` step (``research``, ``per_ticket[3]``)."""
+        self._child_engines: dict[str, ReplayEngine] = {}
+        self.child_replays: dict[str, dict[str, str | None]] = {}
+        """Per replay run: the replay run of each unit's child run it made (None when known without one)."""
         self.candidates = self._candidates()
-        """What attribution blames: the steps that reach the output, a loop (not mapped) by its iterations."""
+        """What attribution blames: the steps that reach the output, a loop (not mapped) by its iterations, a
+        mapped step by its instances, a ``workflow:`` step's unit by the candidates of its child run (paths)."""
         self.gated: dict[str, Any] = {}
         for r in records:
             if r.gates:
                 self.gated[r.step_id] = r
-        self.edits = {r.step_id: Value.of(r.output_after) for r in store.reviews(run_id) if r.decision == "edit"}
+        self.edits = {(self.records_by_id[r.record_id].unit if r.record_id in self.records_by_id else r.step_id):
+                      Value.of(r.output_after) for r in store.reviews(run_id) if r.decision == "edit"}
         self.cache = StepCache()
         self.keys = InputKeys(self.steps, self.run.inputs, self.cache)
         self.original: dict[str, Value] = {}
@@ -232,19 +282,59 @@ class ReplayEngine:
             step = self.steps[sid]
             its = sorted((r for r in self.iterations.values() if r.step_id == sid and r.index is None),
                          key=lambda r: r.iteration or 0)
+            items = sorted((r for r in self.instances.values() if r.step_id == sid), key=lambda r: r.index or 0)
             if step.repeat is not None and not step.mapped and its:
-                found.extend(r.unit for r in its)
+                units = [r.unit for r in its]
+            elif step.mapped and step.repeat is None and items:
+                units = [r.unit for r in items]
             else:
-                found.append(sid)
+                units = [sid]
+            for unit in units:
+                engine = self.child_engine(unit)
+                if engine is not None and engine.candidates:
+                    found.extend(join_path(unit, inner) for inner in engine.candidates)
+                else:
+                    found.append(unit)
         return found
 
+    def child_engine(self, unit: str) -> ReplayEngine | None:
+        """The engine that replays ``unit``'s child run (None for a unit that is no ``workflow:`` step's, or
+        that started no child run)."""
+        step = self.workflow.steps.get(parse_unit(unit)[0])
+        if step is None or step.child is None or unit not in self.child_runs:
+            return None
+        if unit not in self._child_engines:
+            self._child_engines[unit] = ReplayEngine(self.store, self.child_runs[unit].run_id, workflow=step.child,
+                                                     failure_value=self.failure_value,
+                                                     max_concurrency=self.max_concurrency)
+        return self._child_engines[unit]
+
+    def owner(self, path: str) -> tuple[ReplayEngine, str]:
+        """The engine of the run holding a path's last unit, and that unit (``research > retrieve``: the engine
+        of ``research``'s child run and ``retrieve``)."""
+        if PATH_SEPARATOR.strip() not in path:
+            return self, path
+        head, rest = split_path(path)[0], join_path(*split_path(path)[1:])
+        engine = self.child_engine(head)
+        if engine is None:
+            raise NotFoundError(f"unit {head!r} of run {self.run.run_id} started no child run, so {path!r} names "
+                                "nothing")
+        return engine.owner(rest)
+
     def agent_of(self, unit: str) -> str:
-        """The agent responsible for a candidate (a step, or an iteration of one)."""
-        return self.steps[parse_unit(unit)[0]].agent_name
+        """The agent responsible for a candidate (a step, an iteration or instance of one, or a path)."""
+        engine, last = self.owner(unit)
+        return engine.steps[parse_unit(last)[0]].agent_name
 
     def record_of(self, unit: str) -> StepRecordView | None:
-        """A candidate's record in the original run: an iteration's, else its step's latest."""
-        return self.iterations.get(unit) or self.latest.get(unit)
+        """A candidate's record in the original run (for a path, in its child run): an iteration's or
+        instance's, else its step's latest."""
+        engine, last = self.owner(unit)
+        return engine.iterations.get(last) or engine.instances.get(last) or engine.latest.get(last)
+
+    def side_effects_of(self, unit: str) -> bool:
+        engine, last = self.owner(unit)
+        return engine.steps[parse_unit(last)[0]].side_effects
 
     # -- routes -------------------------------------------------------------------------------------
 
@@ -286,6 +376,14 @@ class ReplayEngine:
             before = self.iterations.get(unit_name(rec.step_id, rec.index, (rec.iteration or 1) - 1))
             key = iteration_key(kwargs, rec.iteration, before.output if before is not None else None)
             self.cache.put(rec.step_id, "own", key, Value.of(rec.output), "original", rec)
+            self.original[rec.unit], self.original_keys[rec.unit] = Value.of(rec.output), key
+        for rec in self.instances.values():  # so does a mapped step's instance
+            kwargs = self._recorded_kwargs(rec)
+            if kwargs is None:
+                continue
+            key = InputKeys.from_kwargs(kwargs)
+            self.cache.put(rec.step_id, "own", key, Value.of(rec.output), "original", rec)
+            self.original[rec.unit], self.original_keys[rec.unit] = Value.of(rec.output), key
 
     def _recorded_kwargs(self, rec: StepRecordView) -> dict[str, Any] | None:
         """The keyword arguments a record's attempt was called with, its stored links resolved to the outputs
@@ -310,6 +408,9 @@ class ReplayEngine:
     def reference_kind(self, step_id: str) -> str:
         """``edit`` (a reviewer replaced the output), ``baseline`` (declared) or ``resample``; ``step_id`` may
         be an iteration (``improve#2``): a reviewer's edit of that iteration, else its step's baseline."""
+        if PATH_SEPARATOR.strip() in step_id:
+            engine, last = self.owner(step_id)
+            return engine.reference_kind(last)
         if step_id in self.edits:
             return "edit"
         if self.workflow.step(parse_unit(step_id)[0]).baseline is not None:
@@ -327,15 +428,28 @@ class ReplayEngine:
             return "simulate" if self.workflow.step(step_id).simulate is not None else "recorded"
         return "fresh" if step_id in plan.fresh else "own"
 
-    def _known(self, plan: Plan, step_id: str, policy: str, key: str | None) -> tuple[Value | None, str]:
-        """The output a step produces under ``policy`` if it is known without executing."""
+    def _unit_policy(self, plan: Plan, step_id: str, unit: str) -> str:
+        """``_policy`` of one unit: an iteration or instance the plan names takes its own reference or value."""
+        if unit != step_id:
+            if unit in plan.fixed:
+                return "fixed"
+            if unit in plan.reference:
+                kind = self.reference_kind(unit)
+                if kind in ("edit", "baseline") or not self.steps[step_id].side_effects:
+                    return kind
+        return self._policy(plan, step_id)
+
+    def _known(self, plan: Plan, step_id: str, policy: str, key: str | None,
+               unit: str | None = None) -> tuple[Value | None, str]:
+        """The output a step (its ``unit``) produces under ``policy`` if it is known without executing."""
+        unit = unit or step_id
         if policy == "fixed":
-            return Value.of(plan.fixed[step_id]), "replaced"
+            return Value.of(plan.fixed[unit] if unit in plan.fixed else plan.fixed[step_id]), "replaced"
         if policy == "edit":
-            return self.edits[step_id], "edited"
+            return (self.edits[unit] if unit in self.edits else self.edits[step_id]), "edited"
         if policy == "recorded":  # a side-effecting step: its record fits only the inputs it acted on
-            if key is not None and key == self.original_keys.get(step_id):
-                return self.original.get(step_id), "reused"
+            if key is not None and key == self.original_keys.get(unit):
+                return self.original.get(unit), "reused"
             return None, ""
         if policy == "fresh" or key is None:
             return None, ""
@@ -396,13 +510,41 @@ class ReplayEngine:
 
     def run_plan(self, plan: Plan, *, kind: str, label: str | None) -> Evaluation:
         """Execute a plan as a new run linked to the original, and score it."""
-        run_id = self.store.create_run(self.run.workflow_id, self.run.workflow, self.run.inputs, kind=kind,
+        return run_blocking(self.run_plan_async, plan, kind, label)
+
+    async def evaluate_inside(self, plan: Plan, inputs: dict[str, Any], label: str | None) -> Evaluation:
+        """The value of a plan on ``inputs`` (this engine replays a child run, for its parent's replay): a stored
+        replay run whenever the plan changes something (its records show what), else the cache's answer
+        where it knows every step."""
+        same = Value.of(inputs).digest == Value.of(self.run.inputs).digest
+        memo_key = (plan.key(), Value.of(inputs).digest)
+        known = self._memo.get(memo_key)
+        if known is not None:
+            return known
+        if same and not plan.changes():
+            final = self.simulate(plan)
+            if final is not None:
+                evaluation = Evaluation(None, "succeeded", final.data)
+                self._memo[memo_key] = evaluation
+                return evaluation
+        evaluation = await self.run_plan_async(plan, "counterfactual", label, inputs)
+        self._memo[memo_key] = evaluation
+        return evaluation
+
+    async def run_plan_async(self, plan: Plan, kind: str, label: str | None,
+                             inputs: dict[str, Any] | None = None) -> Evaluation:
+        """Execute a plan as a new run linked to the original (on other ``inputs`` for a child run replayed
+        on what its parent's replay gave it), and score it."""
+        same = inputs is None or Value.of(inputs).digest == Value.of(self.run.inputs).digest
+        inputs = self.run.inputs if inputs is None else inputs
+        run_id = self.store.create_run(self.run.workflow_id, self.run.workflow, inputs, kind=kind,
                                        parent_run_id=self.run.run_id, parent_step=label)
         self._plans[run_id] = plan
         self.replay_runs.append(run_id)
         before = self.executions
-        self._copy_unchanged(run_id, plan)
-        result = run_blocking(self._get_executor().execute, run_id, self.run.inputs)
+        if same:  # on other inputs every step goes through the executor, reusing outputs by their inputs
+            self._copy_unchanged(run_id, plan)
+        result = await self._get_executor().execute(run_id, inputs)
         self._plans.pop(run_id, None)
         blocked = self.blocked.pop(run_id, None)
         if blocked is not None:  # not a failure: the replay cannot know what acting would have returned
@@ -463,7 +605,9 @@ class ReplayEngine:
         if self._executor is None:
             # replays run in warn mode, and every step goes through the replay's own function
             warned = self.workflow.in_warn_mode()
-            replaced = {sid: replace(step, function=StepFunction(self._wrap(step), takes_ctx=True, is_async=True))
+            # a ``workflow:`` step goes through the replay's function too, which replays its child run
+            replaced = {sid: replace(step, function=StepFunction(self._wrap(step), takes_ctx=True, is_async=True),
+                                     child=None)
                         for sid, step in warned.steps.items()}
             self._executor = Executor(MarkingStore(self.store, self._marks), warned.with_steps(replaced),
                                       max_concurrency=self.max_concurrency, workflow_id=self.run.workflow_id,
@@ -477,24 +621,27 @@ class ReplayEngine:
             # async, so a cached output returns on the event loop; real work still runs in a thread
             plan = self._plans[ctx.run_id]
             unit = unit_name(sid, ctx.index, ctx.iteration)
-            if ctx.iteration is not None and unit in plan.reference:  # this iteration takes its reference
-                policy = self.reference_kind(unit)
-                if policy == "edit":
-                    self._marks[(ctx.run_id, sid)] = "edited"
-                    return self.edits[unit].data
-            else:
-                policy = self._policy(plan, sid)
+            policy = self._unit_policy(plan, sid, unit)  # an iteration or instance named by the plan: its own
             key = None if policy in ("fixed", "edit") else (
                 InputKeys.from_kwargs(kwargs) if ctx.iteration is None
                 else iteration_key(kwargs, ctx.iteration, ctx.previous_iteration))
-            value, origin = self._known(plan, sid, policy, key)
+            inner = plan.below(unit)
+            if step.child is not None and policy in ("own", "fresh", "resample") and inner.changes():
+                return await self._replay_child(step, unit, inner, kwargs, ctx.run_id)
+            value, origin = self._known(plan, sid, policy, key, unit)
             if value is not None:
-                self._marks[(ctx.run_id, sid)] = origin
+                self._marks[(ctx.run_id, unit)] = origin
                 return value.data
+            if step.child is not None and policy in ("own", "fresh", "resample"):  # new inputs, or run afresh
+                fresh = frozenset() if policy == "own" else frozenset(step.child.steps)
+                output = await self._replay_child(step, unit, Plan(fresh=fresh), kwargs, ctx.run_id)
+                if key is not None and policy == "own":
+                    self.cache.put(sid, policy, key, Value.of(output), "replay")
+                return output
             if policy == "recorded":  # replays never act, and the record does not fit these inputs
-                blocked = ReplayBlocked(sid, CHANGED_INPUTS if sid in self.original else NEVER_RAN)
+                blocked = ReplayBlocked(sid, CHANGED_INPUTS if unit in self.original else NEVER_RAN)
                 self.blocked.setdefault(ctx.run_id, blocked)
-                self._marks[(ctx.run_id, sid)] = "blocked"  # it never ran: its record must not say executed
+                self._marks[(ctx.run_id, unit)] = "blocked"  # it never ran: its record must not say executed
                 raise blocked
             function = step.function
             if policy == "baseline" and step.baseline is not None:
@@ -507,17 +654,49 @@ class ReplayEngine:
             origin = {"baseline": "baseline", "resample": "resampled", "simulate": "simulated"}.get(policy, "executed")
             ctx.llm_cache, ctx.resample = self.llm_cache, policy == "resample"
             result = await call_step(function, kwargs, ctx)
-            return self._remember(step, policy, key, result, ctx.run_id, origin)
+            return self._remember(step, policy, key, result, ctx.run_id, origin, unit)
 
         return replay_step
 
-    def _remember(self, step: BoundStep, policy: str, key: str | None, result: Any, run_id: str, origin: str) -> Any:
+    async def _replay_child(self, step: BoundStep, unit: str, plan: Plan, kwargs: dict[str, Any], run_id: str) -> Any:
+        """The output of ``unit``'s child run replayed under ``plan`` on the inputs the parent's replay gave it."""
+        engine = self.child_engine(unit)
+        if engine is None:
+            blocked = ReplayBlocked(unit, NO_CHILD_RUN)
+            self.blocked.setdefault(run_id, blocked)
+            self._marks[(run_id, unit)] = "blocked"
+            raise blocked
+        assert step.child is not None
+        inputs = jsonio.loads(jsonio.dumps(resolve_inputs(step.child.spec, kwargs)))
+        before, counted = engine.executions, dict(engine.executions_by_step)
+        evaluation = await engine.evaluate_inside(plan, inputs, label=next(iter(plan.reference), None))
+        with self._lock:  # what the child's replay executed, by path, is this replay's cost too
+            self.executions += engine.executions - before
+            for inner, n in engine.executions_by_step.items():
+                if n > counted.get(inner, 0):
+                    path = join_path(unit, inner)
+                    self.executions_by_step[path] = self.executions_by_step.get(path, 0) + n - counted.get(inner, 0)
+        self.child_replays.setdefault(run_id, {})[unit] = evaluation.run_id
+        if evaluation.status == "blocked":
+            assert evaluation.blocked_by is not None and evaluation.blocked_reason is not None
+            blocked = ReplayBlocked(join_path(unit, evaluation.blocked_by), evaluation.blocked_reason)
+            self.blocked.setdefault(run_id, blocked)
+            self._marks[(run_id, unit)] = "blocked"
+            raise blocked
+        if evaluation.status != "succeeded":
+            raise ChildReplayFailed(f"the replay {evaluation.run_id} of child run {engine.run.run_id} "
+                                    f"{evaluation.status}: {evaluation.error or 'no error recorded'}")
+        self._marks[(run_id, unit)] = "replayed"
+        return evaluation.output
+
+    def _remember(self, step: BoundStep, policy: str, key: str | None, result: Any, run_id: str, origin: str,
+                  unit: str) -> Any:
         plain = jsonio.output_to_plain(result)
         if step.spec.type == "critic":  # store what the executor will store, so digests agree
             plain = critic_verdict(result, step.spec.verifies).to_json()
         if key is not None and policy != "fresh":
             self.cache.put(step.id, policy, key, Value.of(plain), "replay")
-        self._marks[(run_id, step.id)] = origin
+        self._marks[(run_id, unit)] = origin
         return plain
 
     # -- forks --------------------------------------------------------------------------------------

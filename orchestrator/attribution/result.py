@@ -9,6 +9,7 @@ credit is negative, else ``None`` (nothing to blame).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,16 +85,19 @@ class AttributionResult:
                 "created_at": iso(self.created_at) if self.created_at is not None else None}
 
 
-def rank(candidates: list[Candidate], order: list[str]) -> list[Candidate]:
-    """Most blamed first: ascending credit, then earliest in the workflow (a loop's iterations by number)."""
-    from orchestrator.records import parse_unit
+def rank(candidates: list[Candidate], order: list[str], units: Sequence[str] = ()) -> list[Candidate]:
+    """Most blamed first: ascending credit, then earliest in the workflow (a loop's iterations by number, a
+    map's instances by index); paths into child runs by their place in ``units`` (the candidates in workflow
+    order), after the unit that starts them."""
+    from orchestrator.records import parse_unit, path_head
 
     position = {sid: i for i, sid in enumerate(order)}
+    placed = {unit: i for i, unit in enumerate(units)}
 
-    def key(c: Candidate) -> tuple[float, int, int, int]:
-        step_id, index, iteration = parse_unit(c.step_id)
+    def key(c: Candidate) -> tuple[float, int, int, int, int]:
+        step_id, index, iteration = parse_unit(path_head(c.step_id))
         return (round(c.credit, 9), position.get(step_id, len(position)), -1 if index is None else index,
-                -1 if iteration is None else iteration)
+                -1 if iteration is None else iteration, placed.get(c.step_id, -1))
 
     return sorted(candidates, key=key)
 

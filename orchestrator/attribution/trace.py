@@ -187,7 +187,7 @@ def backward_trace(spec: WorkflowSpec, run: RunView, records: list[StepRecordVie
             "record_id": rec.id if rec else None, "started_at": iso(rec.started_at) if rec else None,
             "consumed": rec.consumed if rec else [], "position": position[sid],
             **({"run_id": rec.run_id} if rec is not None and rec.run_id != run.run_id else {}),
-            **({"iteration": iteration} if (iteration := _iteration(sid)) is not None else {})}))
+            **({"iteration": iteration} if (iteration := iteration_of(sid)) is not None else {})}))
 
     coverage = [sid for sid in candidates_ids if sid in checked]
     blamed_id = signalled[0] if signalled and shortfall > 0 else None
@@ -205,7 +205,7 @@ def backward_trace(spec: WorkflowSpec, run: RunView, records: list[StepRecordVie
         "agent_graph": agent_graph(all_records),
         "trace_id": run.run_id,
     }
-    if blamed_id is not None and (blamed_iteration := _iteration(blamed_id)) is not None:
+    if blamed_id is not None and (blamed_iteration := iteration_of(blamed_id)) is not None:
         evidence["blamed_iteration"] = blamed_iteration
     params = {"walk": "output backwards over the DAG, into child runs", "rank": "signal tier, then earliest first",
               "credit": "outcome shortfall split over signalled steps, halving down the ranking"}
@@ -221,7 +221,7 @@ def _levels(children: Mapping[str, TreeLevel]) -> list[TreeLevel]:
     return found
 
 
-def _iteration(path: str) -> int | None:
+def iteration_of(path: str) -> int | None:
     """The iteration a path's blame lands on: the innermost unit's that has one (``improve#2 > draft`` -> 2)."""
     for unit in reversed(split_path(path)):
         iteration = parse_unit(unit)[2]

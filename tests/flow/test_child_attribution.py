@@ -68,3 +68,107 @@ def test_stats_of_the_parent_count_blame_inside_a_child_against_the_workflow_ste
     stats = cli("stats", "--workflow", "tree-attr-parent", "--json").json()
     assert stats["blamed_distribution"] == {"research": 1.0}
     assert {s["step_id"]: s["blamed"] for s in stats["steps"]} == {"plan": 0, "research": 1, "write": 0, "publish": 0}
+
+
+def _attribute(cli: Any, run_id: str, method: str) -> dict[str, Any]:
+    res = cli("attribute", run_id, "--method", method, "--json")
+    assert res.exit_code == 0, res.stderr
+    return dict(res.json())
+
+
+def test_counterfactual_on_a_child_step_replays_the_child_then_the_parent_and_shows_the_flip(cli, step_log):
+    run_id = _run(cli, "parent")
+    child_run = cli("show", run_id, "--json").json()["children"][0]["run_id"]
+    before = len(_lines(step_log))
+    doc = _attribute(cli, run_id, "counterfactual")
+    assert doc["blamed_step"] == "research > retrieve"
+    credits = {c["step_id"]: c["credit"] for c in doc["candidates"]}
+    assert credits == {"plan": 0.0, "research > retrieve": -1.0, "research > summarize": 0.0, "write": 0.0,
+                       "publish": 0.0}
+    top = doc["candidates"][0]
+    assert (top["evidence"]["reference"], top["evidence"]["value_actual"], top["evidence"]["value_with_reference"]) \
+        == ("baseline", 0.0, 1.0)
+    assert top["evidence"]["run_id"] == child_run
+    # the child replayed first: its retrieve took the baseline, its summarize ran on the three facts
+    child_replay = cli("show", top["evidence"]["child_replays"]["research"], "--json").json()
+    assert (child_replay["kind"], child_replay["parent_run_id"]) == ("counterfactual", child_run)
+    assert {s["unit"]: s["origin"] for s in child_replay["steps"]} == {"retrieve": "baseline", "summarize": "executed"}
+    # then the parent, from the child's step on: plan reused, research took the child replay's output
+    replay = cli("show", top["evidence"]["replay_run_id"], "--json").json()
+    assert (replay["kind"], replay["parent_step"]) == ("counterfactual", "research > retrieve")
+    assert {s["unit"]: s["origin"] for s in replay["steps"]} == {
+        "plan": "reused", "research": "replayed", "write": "executed", "publish": "simulated"}
+    assert replay["output"]["facts"] == 3
+    assert "replacing step 'research > retrieve' by its baseline raises the outcome from 0.000 to 1.000" in \
+        doc["evidence"]["explanation"]
+    # no replay published anything: the side-effecting step only ever ran its dry run
+    replayed = _lines(step_log)[before:]
+    assert "tree-attr-parent.publish" not in replayed and "tree-attr-parent.publish(dry run)" in replayed
+    assert "tree-attr-research.retrieve" not in replayed  # the child's own retrieve never ran again
+    shown = cli("attribute", run_id, "--method", "counterfactual")
+    assert "research > retrieve" in shown.stdout
+
+
+def test_shapley_players_reach_into_the_child(cli, step_log):
+    run_id = _run(cli, "parent")
+    doc = _attribute(cli, run_id, "shapley")
+    assert doc["blamed_step"] == "research > retrieve"
+    credits = {c["step_id"]: round(c["credit"], 6) for c in doc["candidates"]}
+    assert credits["research > retrieve"] == -1.0 and doc["evidence"]["sum_of_credits"] == -1.0
+    assert set(credits) == {"plan", "research > retrieve", "research > summarize", "write", "publish"}
+
+
+def test_counterfactual_blames_one_child_of_a_map_and_replays_only_that_child(cli, step_log):
+    run_id = _run(cli, "map")
+    before = len(_lines(step_log))
+    doc = _attribute(cli, run_id, "counterfactual")
+    assert doc["blamed_step"] == "per_ticket[1] > classify"
+    top = doc["candidates"][0]
+    assert top["credit"] == -1.0 and list(top["evidence"]["child_replays"]) == ["per_ticket[1]"]
+    paths = {c["step_id"] for c in doc["candidates"]}
+    assert {"per_ticket[0] > classify", "per_ticket[2] > answer", "tickets", "combine"} <= paths
+    replay = cli("show", top["evidence"]["replay_run_id"], "--json").json()
+    origins = {s["unit"]: s["origin"] for s in replay["steps"]}
+    assert (origins["per_ticket[0]"], origins["per_ticket[1]"], origins["per_ticket[2]"]) == \
+        ("reused", "replayed", "reused")
+    assert replay["output"] == ["ticket 0: billing", "ticket 1: billing", "ticket 2: billing"]
+    # the siblings' child runs were never replayed for it, and no original classify ran again
+    assert "tree-attr-triage.classify" not in _lines(step_log)[before:]
+
+
+def test_counterfactual_through_a_loop_of_children_says_which_iteration(cli, step_log):
+    run_id = _run(cli, "loop")
+    doc = _attribute(cli, run_id, "counterfactual")
+    assert doc["blamed_step"] == "improve#2 > draft"
+    assert doc["evidence"]["blamed_iteration"] == 2 and doc["candidates"][0]["evidence"]["iteration"] == 2
+    # the round after it replayed its child too (its previous draft changed), and kept the citation
+    top = doc["candidates"][0]
+    assert set(top["evidence"]["child_replays"]) == {"improve#2", "improve#3"}
+    assert cli("show", top["evidence"]["replay_run_id"], "--json").json()["output"]["cited"] is True
+
+
+def test_a_side_effecting_step_inside_the_child_blocks_the_replay_by_its_path(cli, step_log):
+    run_id = _run(cli, "blocked")
+    doc = _attribute(cli, run_id, "counterfactual")
+    assert doc["blamed_step"] is None
+    by_step = {c["step_id"]: c for c in doc["candidates"]}
+    assert by_step["research > retrieve"]["evidence"]["blocked_by"] == "research > archive"
+    assert "blocked by research > archive: side-effecting step with changed inputs and no simulate" in \
+        doc["evidence"]["explanation"]
+    assert _lines(step_log).count("tree-attr-archiving.archive") == 1  # the original run's, never a replay's
+
+
+def test_instances_of_a_mapped_step_are_candidates_and_players(cli, step_log):
+    run_id = _run(cli, "items")
+    before = len(_lines(step_log))
+    doc = _attribute(cli, run_id, "counterfactual")
+    assert doc["blamed_step"] == "classify[1]"
+    assert [c["step_id"] for c in doc["candidates"]] == ["classify[1]", "tickets", "classify[0]", "classify[2]",
+                                                         "combine"]
+    replay = cli("show", doc["candidates"][0]["evidence"]["replay_run_id"], "--json").json()
+    origins = {s["unit"]: s["origin"] for s in replay["steps"]}
+    assert (origins["classify[0]"], origins["classify[1]"], origins["classify[2]"]) == ("reused", "baseline", "reused")
+    assert "tree-attr-items.classify[0]" not in _lines(step_log)[before:]
+    shapley = _attribute(cli, run_id, "shapley")
+    assert shapley["blamed_step"] == "classify[1]"
+    assert {c["step_id"]: round(c["credit"], 6) for c in shapley["candidates"]}["classify[1]"] == -1.0
