@@ -14,7 +14,7 @@ Then each read command runs as a subprocess ``--repeat`` times; the median wall 
 largest peak RSS (``os.wait4``) are printed. Target: each under 1 s and 200 MB.
 
 ``stats`` and ``report`` read a summary that each read brings up to date with what was written since
-the previous one (:mod:`orchestrator.store.sql_analytics`); the cached database keeps it between
+the previous one (:mod:`orchestrator.store.sql_summary`); the cached database keeps it between
 invocations, so the table shows reads of an up-to-date summary. Two options time the rest honestly:
 ``--fresh-summary`` empties the summary first and times the read that rebuilds it from every record
 (what the first ``stats`` after upgrading a large database costs), and ``--add-runs N`` writes N more
@@ -165,7 +165,7 @@ def row(label: str, results: list[tuple[float, float, int]]) -> None:
 
 def forget_summary(url: str) -> None:
     """Empty the analytics summary, as a database upgraded to it (or never read since) has it."""
-    from orchestrator.store.sql_analytics import forget
+    from orchestrator.store.sql_summary import forget
 
     store = open_store(url)
     try:

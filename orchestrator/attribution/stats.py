@@ -7,7 +7,7 @@ seed's "one metric to track from day one"). An alert fires when a step's pass ra
 ``alert_drop`` points or more against the previous period (96% -> 89% is a 7-point drop).
 
 :func:`compute_stats` reads the store's aggregated rows (per step and day from the SQL stores'
-summary, :mod:`orchestrator.store.sql_analytics`; the rules for run periods, gate verdicts and whom
+summary, :mod:`orchestrator.store.sql_summary`; the rules for run periods, gate verdicts and whom
 an incorrect outcome blames are in :mod:`orchestrator.store.analytics`) and returns a
 :class:`StatsReport` (pydantic); the CLI
 prints it and the TUI dashboard renders the same model. Only runs of kind ``run`` count:

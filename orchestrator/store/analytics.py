@@ -4,7 +4,7 @@ The analytics read methods of :class:`~orchestrator.store.base.Store` return the
 number grows with the steps and periods shown (and, for a few, with the distinct reward
 values, attribution methods or run states), never with the number of runs: the stores read
 them from a summary per step and UTC day that each read brings up to date
-(:mod:`orchestrator.store.sql_analytics`).
+(:mod:`orchestrator.store.sql_summary`, read by :mod:`orchestrator.store.sql_analytics`).
 
 Rules every implementation follows (the contract tests in ``tests/store/`` hold them to it):
 

@@ -1,72 +1,20 @@
 """The analytics rows of :mod:`orchestrator.store.analytics` on SQLite and PostgreSQL, read from a summary.
 
-Aggregating a workflow's step records on every ``stats`` or ``report`` cost 3.5 s over a million
-records on SQLite (it has no hash aggregate: every GROUP BY sorts all its rows) and a minute on
-PostgreSQL. So the counts are kept in summary tables (``analytics_*`` in
-:mod:`orchestrator.store.tables`) per step and UTC day, per outcome state and day, per trajectory
-and per step's inputs, and a read adds up as many rows as it shows steps and periods.
-
-**Who keeps the summary up to date: the reads.** ``analytics_state`` holds, for each source table
-(runs, step records, outcomes, attribution records), the highest id summarised. Every analytics
-read first summarises what lies above those ids, in transactions that move them. Nothing is added
-to the write path (a step record's INSERT is the hottest statement there is), and a read pays only
-for what was written since the last read. Measured with ``benchmarks/bench_analytics.py`` over a
-million records (50 000 runs): a read of an up-to-date summary takes milliseconds (``stats`` is then
-mostly start-up, 0.5 s on SQLite); summarising 500 new runs (10 000 records) adds ~0.1 s on SQLite,
-~0.3 s on PostgreSQL; the first read of a database never summarised (the upgrade that creates these
-tables leaves them empty, so it is instant whatever the database size) summarises everything once:
-~6 s on SQLite, ~14 s on PostgreSQL. The summary costs ~95 bytes per run (5 per step record).
-
-Alternatives measured: rewriting the aggregation queries alone cannot get under a second on SQLite
-(sorting a million rows for one GROUP BY costs ~0.8 s, and stats needs two such passes, report two
-more); summarising at write time would add work to the write path or to every run end, and still
-miss records written to runs that already ended (reviews, resumes, direct Store writes).
-
-**Why per run, and why it stays right when things change.** What a run contributes (its start,
-hence its day; its steps' counts; the first gated attempt's verdict; its latest outcome and
-explaining attribution record) is a function of the run's records, outcomes and attribution
-records up to the summarised ids. A summarising step finds the runs with anything new above the
-ids, takes each one out of the counts as it was summarised (its previous row in
-``analytics_runs``, and its step counts recomputed from its records up to the previous id) and
-puts it back as it is now. Step records only grow (a review's fix marks records ``superseded_by``,
-which no count reads), so recomputing a run from its records up to an id always gives what was
-summarised then. A run whose start moves to another day (a record written later that started
-earlier) leaves its old day's rows, whose smallest agent and record id are then recomputed.
-
-**Which ids are safe.** Ids up to a summarised id must all be final: a row committed later with a
-smaller id would never be summarised. SQLite has one writer at a time, and the summary is taken
-under the write lock (``BEGIN IMMEDIATE``): every id below the largest one is committed. On
-PostgreSQL sequences hand out ids before commit, so the safe id of each table is found with no
-lock at all: the largest ids are read, then the summary waits for the transactions that held a
-writer's lock on those tables at that moment (:meth:`Summary.settled`); ids handed out later are
-larger. Writers never wait for a summary. A database this process may not write (a read-only file
-or role) gets the live aggregation of before, slow but exact.
-
-Two expressions differ by dialect: rounding a timestamp down to its day (``CAST`` truncates on
-SQLite, rounds on PostgreSQL) and reading a number out of the JSON text of an LLM attempt.
-Records written before the ``gate_count`` column existed have it NULL: their verdicts are counted
-from ``gate_results`` (a correlated lookup by the indexed ``(run_pk, record_id)``, paid only for
-those records).
+Each read first brings the summary up to date (:mod:`orchestrator.store.sql_summary`, which says why
+the counts are kept there and who keeps them), then adds up as many of its rows as it shows steps
+and periods. Small results (the outcome summary, run and attribution counts) are read straight from
+the source tables. A database this process may not write gets the live aggregation of
+:mod:`orchestrator.store.sql_live_analytics`, slow but exact.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
 
-from orchestrator.approvals import AWAITING_APPROVAL, TOOL_CHECKPOINT
 from orchestrator.store.analytics import (
-    BY_AGENT_RANK,
-    METHOD_PREFERENCE,
-    PERIOD_OFFSET,
-    PERIOD_SECONDS,
     AttributionCounts,
     NondeterminismCounts,
     OutcomeCounts,
@@ -76,710 +24,28 @@ from orchestrator.store.analytics import (
     TrajectoryCounts,
     period_start,
 )
+from orchestrator.store.sql_counting import (
+    COUNTERS,
+    DAY,
+    DayCounts,
+    Read,
+    bind_workflow,
+    contributions,
+    day_expr,
+    day_of,
+    production,
+)
+from orchestrator.store.sql_live_analytics import (
+    live_nondeterminism_counts,
+    live_outcome_counts,
+    live_step_period_counts,
+    live_trajectory_counts,
+)
+from orchestrator.store.sql_summary import Summary
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Connection
 
     from orchestrator.store.sql import SqlStore
-
-Read = Callable[..., Any]
-"""``SqlStore.read``: runs statements in one short transaction and returns their rows."""
-
-EARLIEST = -1e18
-"""``since`` when none is given: before any timestamp."""
-
-DAY = 86400
-"""The summary's period: a week is the sum of its seven UTC days (weeks start on a day boundary)."""
-
-CHUNK = 250_000
-"""Step records summarised per transaction. The first read of a large database summarises it in
-chunks, so on SQLite writers wait for one chunk (about a second) at a time, not for the whole."""
-
-SOURCES = ("runs", "step_records", "outcomes", "attributions")
-
-SETTLE_SECONDS = 5.0
-"""PostgreSQL: how long a summary waits for the writers in flight before aggregating live instead."""
-
-_WRITERS = ("SELECT DISTINCT virtualtransaction FROM pg_locks WHERE locktype = 'relation' "
-            "AND mode = 'RowExclusiveLock' AND pid <> pg_backend_pid() "
-            "AND relation IN (SELECT to_regclass(t)::oid FROM unnest(CAST(:tables AS text[])) AS t)")
-"""The transactions that may be writing the summarised tables right now."""
-
-_LIVE = ("SELECT virtualxid FROM pg_locks WHERE locktype = 'virtualxid' "
-         "AND virtualxid = ANY(CAST(:writers AS text[]))")
-"""Which of them have not ended (a transaction holds the lock on its own virtual id while it lives)."""
-
-NO_JIT = "SET LOCAL jit = off"
-"""PostgreSQL: the per-record gate-count fallback (a correlated subquery) inflates cost estimates past JIT's
-threshold, and compiling a statement took 1.6 s, longer than running it."""
-
-ANALYZE_AFTER = 50_000
-"""Step records summarised in one update after which PostgreSQL's statistics of the summary are refreshed."""
-
-
-@dataclass(frozen=True, slots=True)
-class Marks:
-    """The highest id summarised in each source table (``analytics_state``)."""
-
-    runs: int = 0
-    records: int = 0
-    outcomes: int = 0
-    attributions: int = 0
-
-    def covers(self, other: Marks) -> bool:
-        return all(getattr(self, f.name) >= getattr(other, f.name) for f in fields(Marks))
-
-    def upto(self, other: Marks) -> Marks:
-        """Each id the larger of the two (both are safe, so their maximum is)."""
-        return Marks(*(max(getattr(self, f.name), getattr(other, f.name)) for f in fields(Marks)))
-
-
-# -- dialect details ------------------------------------------------------------------------------------
-
-
-def _bucket(expr: str, period: str, dialect: str) -> str:
-    size, offset = PERIOD_SECONDS[period], PERIOD_OFFSET[period]
-    down = f"FLOOR(({expr} + {offset}) / {size})" if dialect == "postgresql" \
-        else f"CAST(({expr} + {offset}) / {size} AS INTEGER)"  # timestamps are positive: truncation is floor
-    return f"({down} * {size} - {offset})"
-
-
-def _day(expr: str, dialect: str) -> str:
-    """The day number (days since the epoch, UTC) of a timestamp expression."""
-    if dialect == "postgresql":
-        return f"CAST(FLOOR({expr} / {DAY}) AS INTEGER)"
-    return f"CAST({expr} / {DAY} AS INTEGER)"  # timestamps are positive: truncation is floor
-
-
-def day_of(ts: float) -> int:
-    """:func:`_day` in Python (the same float division, then floor)."""
-    return math.floor(ts / DAY)
-
-
-def _json_number(column: str, path: tuple[str, ...], dialect: str) -> str:
-    if dialect == "postgresql":
-        return f"CAST(CAST({column} AS JSON) #>> '{{{','.join(path)}}}' AS DOUBLE PRECISION)"
-    return f"json_extract({column}, '$.{'.'.join(path)}')"
-
-
-_GATE_COUNT = ("CASE WHEN s.gate_count IS NULL THEN (SELECT COUNT(*) FROM gate_results g "
-               "WHERE g.run_pk = s.run_pk AND g.record_id = s.id) ELSE s.gate_count END")
-_GATES_FAILED = ("CASE WHEN s.gate_count IS NULL THEN (SELECT COUNT(*) FROM gate_results g "
-                 "WHERE g.run_pk = s.run_pk AND g.record_id = s.id AND NOT g.passed) ELSE s.gates_failed END")
-_GATED = f"(s.gate_count > 0 OR (s.gate_count IS NULL AND {_GATE_COUNT} > 0))"
-
-
-def attribution_rank_sql(alias: str) -> str:
-    """:func:`~orchestrator.store.analytics.attribution_rank` as a SQL expression on ``alias``'s row.
-
-    Parameters are stored as compact JSON (``{"by":"agent",...}``), so a LIKE finds agent credit."""
-    by_agent = f"{alias}.params LIKE '%\"by\":\"agent\"%'"
-    cases = " ".join(f"WHEN {alias}.method = '{method}' THEN "
-                     + (f"CASE WHEN {by_agent} THEN {BY_AGENT_RANK} ELSE {rank} END" if rank < BY_AGENT_RANK
-                        else str(rank))
-                     for method, rank in METHOD_PREFERENCE.items())
-    return f"(CASE {cases} ELSE {len(METHOD_PREFERENCE)} END)"
-
-
-# -- what one set of runs contributes per step and day ----------------------------------------------------
-
-COUNTERS = ("runs", "gated_runs", "gate_passes", "attempts", "failures", "gate_failures", "retries", "model_records",
-            "model_calls", "input_tokens", "output_tokens", "priced_records", "skipped_runs")
-
-
-@dataclass(slots=True)
-class DayCounts:
-    """One step's counts over some runs of one day; added and subtracted as the summary changes."""
-
-    agent: str | None = None
-    first_record: int | None = None
-    runs: int = 0
-    gated_runs: int = 0
-    gate_passes: int = 0
-    attempts: int = 0
-    failures: int = 0
-    gate_failures: int = 0
-    retries: int = 0
-    model_records: int = 0
-    model_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    priced_records: int = 0
-    cost: float = 0.0
-    skipped_runs: int = 0
-
-    def add(self, other: DayCounts, sign: int = 1) -> None:
-        """Add (``sign`` 1) or take away (-1) another's counts; the smallest agent and record id only grow
-        sets, so they are merged only when adding."""
-        for name in COUNTERS:
-            setattr(self, name, getattr(self, name) + sign * getattr(other, name))
-        self.cost += sign * other.cost
-        if sign > 0:
-            if other.agent is not None and (self.agent is None or other.agent < self.agent):
-                self.agent = other.agent
-            if other.first_record is not None and (self.first_record is None or other.first_record < self.first_record):
-                self.first_record = other.first_record
-
-
-RECORD_COLUMNS = ("id", "run_pk", "step_id", "agent", "status", "attempt", "origin", "llm", "gate_count",
-                  "gates_failed", "started_at", "item_index", "skip_reason", "iteration", "error_type")
-"""What the counts read of a step record (never its inputs or output)."""
-
-
-EXECUTED = "s.status <> 'skipped' AND s.origin <> 'collected'"
-"""Records of work done: not a skip, and not the list a mapped step collected from its instances."""
-
-UNIT = ("s.step_id || '#' || COALESCE(CAST(s.item_index AS VARCHAR(12)), '') || '#' "
-        "|| COALESCE(CAST(s.iteration AS VARCHAR(12)), '')")
-"""What a trajectory counts as one step executed: a step, one instance of a mapped step, one iteration of a
-loop."""
-
-
-SKIPPED_BY_CONDITION = "s.status = 'skipped' AND s.skip_reason IS NOT NULL AND s.item_index IS NULL"
-"""A step that its ``when`` (or a skipped upstream step) kept from running: the route a run did not take."""
-
-RUN_UNIT = ("CAST(s.run_pk AS VARCHAR(20)) || '#' || COALESCE(CAST(s.item_index AS VARCHAR(12)), '') || '#' "
-            "|| COALESCE(CAST(s.iteration AS VARCHAR(12)), '')")
-"""What a gate pass rate counts once: a step in a run, each instance of a mapped step in a run, each
-iteration of a loop (and the loop's own ``repeat`` verdict)."""
-
-
-def _records_of(run: str, bound: str, dialect: str, *, outer: bool = False) -> str:
-    """A join clause giving ``s``: the step records of the run ``run`` (a column) with ids up to ``bound``.
-
-    On PostgreSQL a LATERAL subquery (kept apart by ``OFFSET 0``) makes it one index lookup by ``run_pk``
-    per run, whatever the statistics say: without them (autovacuum off) the planner chose merge joins
-    over the whole index, 0.9 s to summarise 500 runs; ``id + 0`` keeps the bound (which only trims the
-    newest records) from being taken for an index range. SQLite plans the plain join that way by itself
-    and checks the bound on the index entry (with ``+ 0`` the first summary took 15% longer).
-    """
-    kind = "LEFT JOIN" if outer else "JOIN"
-    if dialect == "postgresql":
-        return (f"{kind} LATERAL (SELECT {', '.join(RECORD_COLUMNS)} FROM step_records WHERE run_pk = {run} "
-                f"AND id + 0 <= {bound} OFFSET 0) s ON TRUE")
-    return f"{kind} step_records s ON s.run_pk = {run} AND s.id <= {bound}"
-
-
-GATE_FAILURES = ("SUM(CASE WHEN s.status = 'gate_failed' AND (s.error_type IS NULL OR s.error_type <> "
-                 f"'{AWAITING_APPROVAL}') THEN 1 ELSE 0 END)")
-"""Records whose gates stopped them: a pause for a person's approval (no gate failed) is none."""
-ATTEMPTS = f"SUM(CASE WHEN s.status = 'running' AND s.error_type = '{TOOL_CHECKPOINT}' THEN 0 ELSE 1 END)"
-"""Every record but the checkpoints an LLM step writes around an approved tool call (they are no attempt)."""
-
-
-def _record_aggregates(dialect: str) -> str:
-    """The select list both the summary and the live aggregation take over a group of step records ``s``
-    (everything but the gate passes, which need each run's first gated attempt); :func:`_aggregated`
-    reads it back."""
-    llm = "CASE WHEN s.origin = 'executed' AND s.llm IS NOT NULL THEN {} END"
-
-    def number(*path: str) -> str:
-        return llm.format(_json_number("s.llm", path, dialect))
-
-    return f"""MIN(s.agent) AS agent, MIN(s.id) AS first_id, COUNT(DISTINCT s.run_pk) AS runs,
-           COUNT(DISTINCT CASE WHEN {_GATE_COUNT} > 0 THEN {RUN_UNIT} END) AS gated,
-           {ATTEMPTS} AS attempts, SUM(CASE WHEN s.status = 'failed' THEN 1 ELSE 0 END) AS failures,
-           {GATE_FAILURES} AS gate_failures,
-           SUM(CASE WHEN s.attempt > 1 THEN 1 ELSE 0 END) AS retries,
-           COUNT({llm.format('1')}) AS model_records, SUM({number('calls')}) AS calls,
-           SUM({number('usage', 'input_tokens')}) AS tin, SUM({number('usage', 'output_tokens')}) AS tout,
-           COUNT({number('cost')}) AS priced, SUM({number('cost')}) AS cost,
-           COUNT(DISTINCT CASE WHEN {SKIPPED_BY_CONDITION} THEN s.run_pk END) AS skipped"""
-
-
-def _aggregated(row: Any) -> dict[str, Any]:
-    """A row's :func:`_record_aggregates` columns as the counts' fields (sums over no rows are NULL)."""
-    return {"agent": row.agent, "first_record": int(row.first_id), "runs": int(row.runs),
-            "gated_runs": int(row.gated), "attempts": int(row.attempts), "failures": int(row.failures),
-            "gate_failures": int(row.gate_failures), "retries": int(row.retries),
-            "model_records": int(row.model_records or 0), "model_calls": int(row.calls or 0),
-            "input_tokens": int(row.tin or 0), "output_tokens": int(row.tout or 0),
-            "priced_records": int(row.priced or 0), "cost": float(row.cost or 0.0),
-            "skipped_runs": int(row.skipped or 0)}
-
-
-def _contributions(conn: Connection, dialect: str, runs_sql: str, params: dict[str, Any],
-                   bound: int) -> dict[tuple[str, str, int], DayCounts]:
-    """(workflow, step, day) -> the counts of the step records (ids up to ``bound``) of the production runs
-    ``runs_sql`` selects (a SELECT of run pks), each run in the day ``analytics_runs`` gives it.
-
-    Two statements: one pass grouped by step and day (distinct runs counted per group), and the gate
-    verdicts, which need each (run, step)'s first gated attempt and so group the gated records per run.
-    """
-    day = _day("ar.started_at", dialect)
-    joined = f"FROM analytics_runs ar {_records_of('ar.run_pk', ':bound_', dialect)} WHERE ar.run_pk IN ({runs_sql})"
-    flat = f"""
-    SELECT ar.workflow AS workflow, s.step_id AS step_id, {day} AS day, {_record_aggregates(dialect)}
-    {joined} GROUP BY 1, 2, 3"""
-    passes = f"""
-    SELECT workflow, step_id, day, SUM(CASE WHEN first_gate % 2 = 0 THEN 1 ELSE 0 END) AS passes FROM (
-      SELECT MIN(ar.workflow) AS workflow, s.step_id AS step_id, MIN({day}) AS day,
-             MIN(CAST(s.id AS BIGINT) * 2 + CASE WHEN {_GATES_FAILED} > 0 THEN 1 ELSE 0 END) AS first_gate
-      {joined} AND {_GATED} GROUP BY s.run_pk, s.step_id, s.item_index, s.iteration) firsts
-    GROUP BY workflow, step_id, day"""
-    values = {**params, "bound_": bound}
-    out: dict[tuple[str, str, int], DayCounts] = {}
-    for r in conn.execute(text(flat), values):
-        out[(r.workflow, r.step_id, int(r.day))] = DayCounts(**_aggregated(r))
-    for r in conn.execute(text(passes), values):
-        out[(r.workflow, r.step_id, int(r.day))].gate_passes = int(r.passes or 0)
-    return out
-
-
-# -- bringing the summary up to date ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RunState:
-    """What one production run contributes (a row of ``analytics_runs``)."""
-
-    workflow: str
-    started_at: float
-    steps: int
-    attempts: int
-    incorrect: bool
-    blamed_step: str | None
-    method: str | None
-
-    @property
-    def day(self) -> int:
-        return day_of(self.started_at)
-
-    def outcome_key(self) -> tuple[str, int, bool, str | None, str | None]:
-        return self.workflow, self.day, self.incorrect, self.blamed_step, self.method
-
-
-_CHANGED_RUNS = """
-    SELECT run_pk FROM step_records WHERE id > :lo_records AND id <= :hi_records
-    UNION SELECT run_pk FROM outcomes WHERE id > :lo_outcomes AND id <= :hi_outcomes
-    UNION SELECT run_pk FROM attributions WHERE id > :lo_attributions AND id <= :hi_attributions
-    UNION SELECT id FROM runs WHERE id > :lo_runs AND id <= :hi_runs"""
-"""Runs with anything new between two marks: what a summarising step recomputes. Collected once per step
-into the temporary table ``analytics_affected`` (:data:`_AFFECTED`), which four statements then read."""
-
-_AFFECTED = "SELECT run_pk FROM analytics_affected"
-
-_NEW_RECORDS = "SELECT run_pk FROM step_records WHERE id > :lo_records AND id <= :hi_records"
-
-
-class Summary:
-    """The analytics summary of one SQL store's database: brought up to date, then read."""
-
-    def __init__(self, store: SqlStore) -> None:
-        self.store = store
-        self.dialect = store.engine.dialect.name
-
-    # -- bringing it up to date --
-
-    def update(self) -> Marks | None:
-        """Summarise everything committed so far; the marks reached, or None when this process may not
-        write the summary (a read-only database, a role without write access) or could not get the
-        lock it needs in time: the caller then aggregates live."""
-        with self.store.lock:
-            try:
-                stored, visible = self.marks()
-                if stored.covers(visible):
-                    return stored
-                target = self.settled() if self.dialect == "postgresql" else visible
-                if target is None:
-                    return None
-                reached = self.catch_up(target)
-                if reached.records - stored.records >= ANALYZE_AFTER and self.dialect == "postgresql":
-                    self.analyze()
-                return reached
-            except DBAPIError as exc:
-                if cannot_write(exc):
-                    return None
-                raise
-
-    def catch_up(self, target: Marks) -> Marks:
-        """Summarise up to ``target`` (on SQLite, up to whatever is committed), :data:`CHUNK` records per
-        transaction; the marks reached."""
-        while True:
-            with self.writing() as conn:
-                stored = self.locked_marks(conn)
-                if self.dialect != "postgresql":
-                    target = self.visible(conn)  # under the write lock: every smaller id is committed
-                goal = stored.upto(target)
-                if stored.covers(goal):
-                    return stored
-                step = self.chunk(conn, stored, goal)
-                self.summarise(conn, stored, step)
-                conn.execute(text("UPDATE analytics_state SET runs = :runs, records = :records, "
-                                  "outcomes = :outcomes, attributions = :attributions WHERE id = 1"),
-                             {f.name: getattr(step, f.name) for f in fields(Marks)})
-            if step.covers(target):
-                return step
-
-    def analyze(self) -> None:
-        """PostgreSQL: fresh planner statistics for the summary's tables after a large summarising (they are
-        small; without statistics, as when autovacuum is off, the planner guessed one row for 50 000)."""
-        from orchestrator.store.tables import ANALYTICS_TABLES
-
-        conn = self.store.conn
-        try:
-            conn.execute(text(f"ANALYZE {', '.join(ANALYTICS_TABLES)}"))
-            conn.commit()
-        finally:
-            conn.rollback()
-
-    @staticmethod
-    def chunk(conn: Connection, stored: Marks, goal: Marks) -> Marks:
-        """The next step towards ``goal``: at most :data:`CHUNK` more step records, and the runs up to the
-        last one's (runs are created before their records), so that a run is summarised with its records
-        rather than first without them. Outcomes and attribution records go in the first step (few)."""
-        if goal.records <= stored.records + CHUNK:
-            return goal
-        records = stored.records + CHUNK
-        run = conn.execute(text("SELECT run_pk FROM step_records WHERE id <= :bound ORDER BY id DESC LIMIT 1"),
-                           {"bound": records}).scalar()
-        return Marks(max(stored.runs, min(goal.runs, int(run or 0))), records, goal.outcomes, goal.attributions)
-
-    def marks(self) -> tuple[Marks, Marks]:
-        """(summarised, visible): a plain read, no lock; equal when there is nothing to do."""
-        conn = self.store.conn
-        try:
-            state = conn.execute(text("SELECT runs, records, outcomes, attributions FROM analytics_state "
-                                      "WHERE id = 1")).first()
-            return Marks(*state) if state else Marks(), self.visible(conn)
-        finally:
-            conn.rollback()
-
-    @staticmethod
-    def visible(conn: Connection) -> Marks:
-        row = conn.execute(text(f"SELECT {', '.join(f'(SELECT MAX(id) FROM {t})' for t in SOURCES)}")).one()
-        return Marks(*(int(v or 0) for v in row))
-
-    def settled(self) -> Marks | None:
-        """PostgreSQL: each table's largest id once every transaction that could still commit a smaller one
-        has ended (see the module doc), found without taking a lock: None when they outlast
-        :data:`SETTLE_SECONDS` (the caller then aggregates live).
-
-        The largest ids are read first. A smaller id taken but not yet committed belongs to a transaction
-        that held the table's ROW EXCLUSIVE lock before it drew the id (the lock is taken as its statement
-        starts) and holds it until it ends; any id drawn after the read is larger. So the transactions
-        holding that lock when :data:`_WRITERS` is read next are all there is to wait for, and waiting
-        for them (polling their virtual transaction ids) holds no writer back, where ``LOCK TABLE ... IN
-        SHARE MODE`` queued every new writer behind the wait."""
-        conn = self.store.conn
-        try:
-            marks = self.visible(conn)
-            writers = [row[0] for row in conn.execute(text(_WRITERS), {"tables": list(SOURCES)})]
-        finally:
-            conn.rollback()
-        deadline = time.monotonic() + SETTLE_SECONDS
-        while writers:
-            try:
-                writers = [row[0] for row in conn.execute(text(_LIVE), {"writers": writers})]
-            finally:
-                conn.rollback()
-            if writers:
-                if time.monotonic() > deadline:
-                    return None
-                time.sleep(0.005)
-        return marks
-
-    @contextmanager
-    def writing(self) -> Iterator[Connection]:
-        """One transaction that writes the summary; on SQLite it holds the database's write lock from the start."""
-        conn = self.store.conn
-        try:
-            if self.dialect == "sqlite":
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
-            else:
-                conn.exec_driver_sql(NO_JIT)
-            yield conn
-        except BaseException:
-            conn.rollback()
-            raise
-        conn.commit()
-
-    def locked_marks(self, conn: Connection) -> Marks:
-        """The summarised marks, the state row created if missing and (PostgreSQL) locked: one summariser at a time."""
-        conn.execute(text("INSERT INTO analytics_state (id, runs, records, outcomes, attributions) "
-                          "VALUES (1, 0, 0, 0, 0) ON CONFLICT (id) DO NOTHING"))
-        lock = " FOR UPDATE" if self.dialect == "postgresql" else ""
-        row = conn.execute(text(f"SELECT runs, records, outcomes, attributions FROM analytics_state "
-                                f"WHERE id = 1{lock}")).one()
-        return Marks(*(int(v) for v in row))
-
-    def summarise(self, conn: Connection, old: Marks, new: Marks) -> None:
-        """Move the summary from ``old`` to ``new``: every run with something new is taken out of the counts
-        as it was summarised and put back as it is now (see the module doc)."""
-        params = {f"lo_{f.name}": getattr(old, f.name) for f in fields(Marks)} | \
-                 {f"hi_{f.name}": getattr(new, f.name) for f in fields(Marks)}
-        conn.execute(text("CREATE TEMPORARY TABLE IF NOT EXISTS analytics_affected (run_pk INTEGER PRIMARY KEY)"))
-        conn.execute(text("DELETE FROM analytics_affected"))
-        conn.execute(text(f"INSERT INTO analytics_affected (run_pk) {_CHANGED_RUNS}"), params)
-        before = self.run_states(conn, params) if old != Marks() else {}
-        after = self.new_run_states(conn, params)
-        changed = {pk: state for pk, state in after.items() if before.get(pk) != state}
-        new_records = new.records > old.records
-        removed: dict[tuple[str, str, int], DayCounts] = {}
-        if new_records and old.records:
-            removed = _contributions(conn, self.dialect, _NEW_RECORDS, params, old.records)
-        if changed:
-            self.save_runs(conn, changed)
-        added = _contributions(conn, self.dialect, _NEW_RECORDS, params, new.records) if new_records else {}
-        moved = {(before[pk].workflow, before[pk].day) for pk, state in changed.items()
-                 if pk in before and before[pk].day != state.day}
-        self.apply_days(conn, added, removed, moved, new.records)
-        trajectories: dict[tuple[Any, ...], int] = {}
-        outcomes: dict[tuple[Any, ...], int] = {}
-        for pk, state in changed.items():
-            for sign, s in ((1, state), (-1, before.get(pk))):
-                if s is not None:
-                    key = (s.workflow, s.steps, s.attempts)
-                    trajectories[key] = trajectories.get(key, 0) + sign
-                    cell = s.outcome_key()
-                    outcomes[cell] = outcomes.get(cell, 0) + sign
-        _add_counts(conn, "analytics_trajectories", ("workflow", "steps", "attempts"), trajectories)
-        _add_counts(conn, "analytics_outcomes", ("workflow", "day", "incorrect", "blamed_step", "method"), outcomes)
-        if new_records:
-            self.add_first_outputs(conn, params)
-
-    def run_states(self, conn: Connection, params: dict[str, Any]) -> dict[int, RunState]:
-        rows = conn.execute(text(f"SELECT run_pk, workflow, started_at, steps, attempts, incorrect, blamed_step, "
-                                 f"method FROM analytics_runs WHERE run_pk IN ({_AFFECTED})"), params)
-        return {int(r.run_pk): RunState(r.workflow, float(r.started_at), int(r.steps), int(r.attempts),
-                                        bool(r.incorrect), r.blamed_step, r.method) for r in rows}
-
-    def new_run_states(self, conn: Connection, params: dict[str, Any]) -> dict[int, RunState]:
-        """Each affected production run as the records, outcomes and attribution records up to ``new`` make it."""
-        runs = conn.execute(text(f"""
-            SELECT r.id AS pk, r.workflow AS workflow, r.created_at AS created_at, MIN(s.started_at) AS first_start,
-                   COUNT(DISTINCT CASE WHEN {EXECUTED} THEN {UNIT} END) AS steps,
-                   COUNT(CASE WHEN {EXECUTED} THEN 1 END) AS attempts
-            FROM runs r {_records_of('r.id', ':hi_records', self.dialect, outer=True)}
-            WHERE r.kind = 'run' AND r.id IN ({_AFFECTED}) GROUP BY r.id"""), params).all()
-        latest = {int(r.run_pk): r.correct for r in conn.execute(text(f"""
-            SELECT o.run_pk AS run_pk, o.correct AS correct FROM outcomes o JOIN (
-              SELECT MAX(id) AS id FROM outcomes WHERE id + 0 <= :hi_outcomes AND run_pk IN ({_AFFECTED})
-              GROUP BY run_pk) l ON l.id = o.id"""), params)}
-        incorrect = {pk for pk, correct in latest.items() if correct is not None and not correct}
-        explaining: dict[int, tuple[int, int, str | None, str]] = {}
-        if incorrect:
-            for r in conn.execute(text(f"""
-                    SELECT a.run_pk AS run_pk, a.id AS id, a.blamed_step AS blamed_step, a.method AS method,
-                           {attribution_rank_sql('a')} AS rank_
-                    FROM attributions a WHERE a.id + 0 <= :hi_attributions AND a.run_pk IN ({_AFFECTED})"""), params):
-                pk = int(r.run_pk)
-                if pk in incorrect:
-                    candidate = (int(r.rank_), -int(r.id), r.blamed_step, r.method)
-                    if pk not in explaining or candidate[:2] < explaining[pk][:2]:
-                        explaining[pk] = candidate
-        out = {}
-        for r in runs:
-            pk = int(r.pk)
-            chosen = explaining.get(pk)
-            out[pk] = RunState(r.workflow, float(r.created_at if r.first_start is None else r.first_start),
-                               int(r.steps), int(r.attempts), pk in incorrect,
-                               chosen[2] if chosen else None, chosen[3] if chosen else None)
-        return out
-
-    def save_runs(self, conn: Connection, states: dict[int, RunState]) -> None:
-        names = ("workflow", "started_at", "steps", "attempts", "incorrect", "blamed_step", "method")
-        _insert_rows(conn, "analytics_runs", ("run_pk", *names),
-                     [(pk, s.workflow, s.started_at, s.steps, s.attempts, s.incorrect, s.blamed_step, s.method)
-                      for pk, s in states.items()],
-                     f"ON CONFLICT (run_pk) DO UPDATE SET {', '.join(f'{n} = excluded.{n}' for n in names)}")
-
-    def series_ids(self, conn: Connection, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
-        """The ``analytics_series`` id of each (workflow, step), created when missing."""
-        wanted = set(keys)
-        ids: dict[tuple[str, str], int] = {}
-        for workflow in {w for w, _ in wanted}:
-            series = conn.execute(text("SELECT id, step_id FROM analytics_series WHERE workflow = :w"), {"w": workflow})
-            for r in series:
-                ids[(workflow, r.step_id)] = int(r.id)
-        for workflow, step in sorted(wanted - ids.keys()):
-            conn.execute(text("INSERT INTO analytics_series (workflow, step_id, repeated, varied, not_covered) "
-                              "VALUES (:w, :s, 0, 0, 0)"), {"w": workflow, "s": step})
-            ids[(workflow, step)] = int(conn.execute(text("SELECT id FROM analytics_series WHERE workflow = :w "
-                                                          "AND step_id = :s"), {"w": workflow, "s": step}).scalar_one())
-        return ids
-
-    def apply_days(self, conn: Connection, added: dict[tuple[str, str, int], DayCounts],
-                   removed: dict[tuple[str, str, int], DayCounts], moved: set[tuple[str, int]], bound: int) -> None:
-        """Add ``added`` to the per-day rows and take ``removed`` away; rows left without runs are deleted,
-        and rows a run moved out of get their smallest agent and record id recomputed."""
-        if not added and not removed:
-            return
-        series = self.series_ids(conn, {(w, s) for w, s, _ in (*added, *removed)})
-        existing = {(int(r.series), int(r.day)) for sid in set(series.values()) for r in conn.execute(
-            text("SELECT series, day FROM analytics_days WHERE series = :s"), {"s": sid})}
-        counters = ", ".join(f"{n} = {n} + :{n}" for n in (*COUNTERS, "cost"))
-        inserted = []
-        for key in added.keys() | removed.keys():
-            delta = DayCounts()
-            if key in added:
-                delta.add(added[key])
-            if key in removed:
-                delta.add(removed[key], -1)
-            values = {"series_": series[key[:2]], "day_": key[2], "agent": delta.agent,
-                      "first_record": delta.first_record, "cost": delta.cost,
-                      **{n: getattr(delta, n) for n in COUNTERS}}
-            if (values["series_"], key[2]) not in existing:  # a new day: written below, with the others
-                assert delta.agent is not None, f"counts taken away from a day never summarised: {key}"
-                inserted.append((values["series_"], key[2], delta.agent, delta.first_record,
-                                 *(getattr(delta, n) for n in COUNTERS), delta.cost))
-                continue
-            mins = "" if delta.agent is None else (
-                ", agent = CASE WHEN :agent < agent THEN :agent ELSE agent END, "
-                "first_record = CASE WHEN :first_record < first_record THEN :first_record ELSE first_record END")
-            conn.execute(text(f"UPDATE analytics_days SET {counters}{mins} WHERE series = :series_ AND day = :day_"),
-                         values)
-            if key in removed:
-                conn.execute(text("DELETE FROM analytics_days WHERE series = :series_ AND day = :day_ AND runs <= 0"),
-                             values)
-        _insert_rows(conn, "analytics_days", ("series", "day", "agent", "first_record", *COUNTERS, "cost"), inserted)
-        day = _day("ar.started_at", self.dialect)
-        for workflow, step, day_number in [key for key in removed if (key[0], key[2]) in moved]:
-            start = day_number * DAY
-            row = conn.execute(text(f"""
-                SELECT MIN(s.agent) AS agent, MIN(s.id) AS first_id
-                FROM analytics_runs ar {_records_of('ar.run_pk', ':bound', self.dialect)}
-                WHERE s.step_id = :step AND ar.workflow = :w AND ar.started_at >= :lo AND ar.started_at < :hi
-                  AND {day} = :d"""),
-                {"step": step, "bound": bound, "w": workflow, "lo": start - 1, "hi": start + DAY + 1,
-                 "d": day_number}).one()
-            if row.first_id is not None:
-                conn.execute(text("UPDATE analytics_days SET agent = :agent, first_record = :first WHERE series = :s "
-                                  "AND day = :d"), {"agent": row.agent, "first": int(row.first_id),
-                                                    "s": series[(workflow, step)], "d": day_number})
-
-    def add_first_outputs(self, conn: Connection, params: dict[str, Any]) -> None:
-        """The non-determinism counts of the new records that are their (run, step)'s first attempt with an output.
-
-        That record never changes once written (later records have larger ids), so each (run, step) is
-        counted once, when it appears; ``analytics_inputs`` remembers every inputs digest seen, to tell
-        when a run's inputs were seen before and whether the outputs then differed.
-        """
-        qualifies = "{0}status IN ('succeeded', 'gate_failed') AND {0}output IS NOT NULL"
-        if self.dialect == "postgresql":  # each touched run's first qualifying record per step, then the new ones
-            firsts = f"""
-            FROM analytics_runs ar JOIN LATERAL (
-              SELECT DISTINCT ON (step_id) id, step_id, inputs_digest, output_digest FROM step_records
-              WHERE run_pk = ar.run_pk AND id + 0 <= :hi_records AND {qualifies.format('')}
-              ORDER BY step_id, id) s ON TRUE
-            WHERE ar.run_pk IN ({_NEW_RECORDS}) AND s.id > :lo_records"""
-        else:  # SQLite: one probe of the (run_pk, step_id, ...) index per new record
-            firsts = f"""
-            FROM step_records s JOIN analytics_runs ar ON ar.run_pk = s.run_pk
-            WHERE s.id > :lo_records AND s.id <= :hi_records AND {qualifies.format('s.')}
-              AND NOT EXISTS (SELECT 1 FROM step_records e WHERE e.run_pk = s.run_pk AND e.step_id = s.step_id
-                              AND e.id < s.id AND {qualifies.format('e.')})"""
-        rows = conn.execute(text(f"""
-            SELECT ar.workflow AS workflow, s.step_id AS step_id, s.inputs_digest AS inputs, COUNT(*) AS n,
-                   MIN(s.output_digest) AS lo, MAX(s.output_digest) AS hi, MIN(s.id) AS first_id
-            {firsts} GROUP BY ar.workflow, s.step_id, s.inputs_digest"""), params).all()
-        if not rows:
-            return
-        series = self.series_ids(conn, {(r.workflow, r.step_id) for r in rows})
-        totals: dict[int, list[int]] = {}  # series -> [repeated, varied, not covered, first record]
-        groups: dict[tuple[int, str], tuple[int, str | None, str | None]] = {}
-        for r in rows:
-            sid = series[(r.workflow, r.step_id)]
-            total = totals.setdefault(sid, [0, 0, 0, int(r.first_id)])
-            total[3] = min(total[3], int(r.first_id))
-            if r.inputs is None:
-                total[2] += int(r.n)
-            else:
-                groups[(sid, r.inputs)] = (int(r.n), r.lo, r.hi)
-        known: dict[tuple[int, str], tuple[int, str | None, bool]] = {}
-        for sid in {sid for sid, _ in groups}:
-            digests = [inputs for s, inputs in groups if s == sid]
-            for start in range(0, len(digests), 500):  # bounded IN lists
-                marks = ", ".join(f":d{i}" for i in range(len(digests[start:start + 500])))
-                found = conn.execute(text(f"SELECT inputs, runs, output, varied FROM analytics_inputs "
-                                          f"WHERE series = :s AND inputs IN ({marks})"),
-                                     {"s": sid, **{f"d{i}": d for i, d in enumerate(digests[start:start + 500])}})
-                known.update({(sid, r.inputs): (int(r.runs), r.output, bool(r.varied)) for r in found})
-        merged = []
-        for (sid, inputs), (n, lo, hi) in groups.items():
-            runs, output, varied = known.get((sid, inputs), (0, None, False))
-            outputs = {d for d in (output, lo, hi) if d is not None}
-            now_varied = varied or len(outputs) > 1
-            totals[sid][0] += (runs + n >= 2) - (runs >= 2)
-            totals[sid][1] += now_varied - varied
-            merged.append({"s": sid, "i": inputs, "n": runs + n, "o": output if output is not None else lo,
-                           "v": now_varied})
-        if merged:
-            conn.execute(text("INSERT INTO analytics_inputs (series, inputs, runs, output, varied) "
-                              "VALUES (:s, :i, :n, :o, :v) ON CONFLICT (series, inputs) DO UPDATE "
-                              "SET runs = excluded.runs, output = excluded.output, varied = excluded.varied"), merged)
-        conn.execute(text("UPDATE analytics_series SET repeated = repeated + :r, varied = varied + :v, "
-                          "not_covered = not_covered + :n, first_output = CASE WHEN first_output IS NULL "
-                          "OR :f < first_output THEN :f ELSE first_output END WHERE id = :s"),
-                     [{"s": sid, "r": r, "v": v, "n": n, "f": f} for sid, (r, v, n, f) in totals.items()])
-
-    # -- reading it --
-
-    @contextmanager
-    def snapshot(self) -> Iterator[tuple[Connection, Marks]]:
-        """Reads that see one state of the summary (and of the records its marks cover), with its marks."""
-        conn = self.store.conn
-        with self.store.lock:
-            try:
-                if self.dialect == "postgresql":
-                    conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                    conn.exec_driver_sql(NO_JIT)
-                else:
-                    conn.exec_driver_sql("BEGIN")
-                state = conn.execute(text("SELECT runs, records, outcomes, attributions FROM analytics_state "
-                                          "WHERE id = 1")).first()
-                yield conn, Marks(*state) if state else Marks()
-            finally:
-                conn.rollback()
-
-
-def cannot_write(exc: DBAPIError) -> bool:
-    """Whether summarising failed because this process may not write the summary now: a read-only SQLite
-    file, a PostgreSQL role without write access or a read-only transaction, a lock not granted in time."""
-    sqlstate = getattr(exc.orig, "sqlstate", None)
-    if sqlstate is not None:
-        return sqlstate in ("25006", "42501", "55P03")
-    message = str(exc.orig).lower()
-    return "readonly" in message or "read-only" in message or "database is locked" in message
-
-
-def _insert_rows(conn: Connection, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                 conflict: str = "") -> None:
-    """INSERT many rows at once: the first summary of a large database writes one per run.
-
-    PostgreSQL: one statement over ``unnest`` of one array per column (one statement per row cost 35 µs
-    a row; multi-row VALUES with thousands of parameters, more). SQLite: ``executemany``, which the
-    stdlib driver runs in C.
-    """
-    if not rows:
-        return
-    if conn.dialect.name == "postgresql":
-        from orchestrator.store.tables import ANALYTICS_TABLES
-
-        types = [ANALYTICS_TABLES[table].c[c].type.compile(dialect=conn.dialect) for c in columns]
-        arrays = ", ".join(f"CAST(:c{j} AS {kind}[])" for j, kind in enumerate(types))
-        conn.execute(text(f"INSERT INTO {table} ({', '.join(columns)}) SELECT * FROM unnest({arrays}) {conflict}"),
-                     {f"c{j}": [row[j] for row in rows] for j in range(len(columns))})
-        return
-    marks = ", ".join(f":c{j}" for j in range(len(columns)))
-    conn.execute(text(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) {conflict}"),
-                 [{f"c{j}": v for j, v in enumerate(row)} for row in rows])
-
-
-def _add_counts(conn: Connection, table: str, key: Sequence[str], deltas: dict[tuple[Any, ...], int]) -> None:
-    """Add run counts to a table of (key..., runs) rows: a missing row is created, an emptied one deleted."""
-    for values, delta in deltas.items():
-        if not delta:
-            continue
-        where = " AND ".join(f"{k} IS NULL" if v is None else f"{k} = :{k}" for k, v in zip(key, values, strict=True))
-        params = {**dict(zip(key, values, strict=True)), "delta_": delta}
-        if not conn.execute(text(f"UPDATE {table} SET runs = runs + :delta_ WHERE {where}"), params).rowcount:
-            assert delta > 0, f"runs taken away from a {table} row never summarised: {values}"
-            conn.execute(text(f"INSERT INTO {table} ({', '.join(key)}, runs) VALUES "
-                              f"({', '.join(':' + k for k in key)}, :delta_)"), params)
-        elif delta < 0:
-            conn.execute(text(f"DELETE FROM {table} WHERE {where} AND runs <= 0"), params)
-
 
 # -- the Store methods ----------------------------------------------------------------------------------
 
@@ -792,7 +58,7 @@ def _partial_runs(dialect: str) -> str:
     """The runs of ``:workflow`` starting at or after ``:since`` on the day ``since`` falls in: the one day a
     ``since`` cuts through, counted from its runs rather than from the per-day rows."""
     return (f"SELECT run_pk FROM analytics_runs WHERE workflow = :workflow AND started_at >= :since "
-            f"AND started_at < :until AND {_day('started_at', dialect)} = :since_day")
+            f"AND started_at < :until AND {day_expr('started_at', dialect)} = :since_day")
 
 
 def step_period_counts(store: SqlStore, workflow: str, period: str, since: float | None) -> list[StepPeriodCounts]:
@@ -811,7 +77,7 @@ def step_period_counts(store: SqlStore, workflow: str, period: str, since: float
             {"workflow": workflow, "after": -(2 ** 31) if first is None else first}).all()
         partial: dict[tuple[str, str, int], DayCounts] = {}
         if since is not None and first is not None:
-            partial = _contributions(conn, summary.dialect, _partial_runs(summary.dialect),
+            partial = contributions(conn, summary.dialect, _partial_runs(summary.dialect),
                                      {"workflow": workflow, "since": since, "until": (first + 1) * DAY + 1,
                                       "since_day": first}, marks.records)
     merged: dict[tuple[str, float], DayCounts] = {}
@@ -839,7 +105,8 @@ def outcome_counts(store: SqlStore, workflow: str, period: str, since: float | N
             {"workflow": workflow, "after": -(2 ** 31) if first is None else first}).all())
         if since is not None and first is not None:
             rows += conn.execute(text(f"""
-                SELECT {_day('started_at', summary.dialect)} AS day, incorrect, blamed_step, method, COUNT(*) AS runs
+                SELECT {day_expr('started_at', summary.dialect)} AS day, incorrect, blamed_step, method,
+                       COUNT(*) AS runs
                 FROM analytics_runs WHERE run_pk IN ({_partial_runs(summary.dialect)})
                 GROUP BY 1, incorrect, blamed_step, method"""),
                 {"workflow": workflow, "since": since, "until": (first + 1) * DAY + 1, "since_day": first}).all()
@@ -856,7 +123,7 @@ def trajectory_counts(store: SqlStore, workflow: str | None) -> list[TrajectoryC
     if summary.update() is None:
         return live_trajectory_counts(store.read, workflow)
     where = "" if workflow is None else "WHERE workflow = :workflow"
-    rows = store.read(_bind(f"SELECT steps, attempts, SUM(runs) AS runs FROM analytics_trajectories {where} "
+    rows = store.read(bind_workflow(f"SELECT steps, attempts, SUM(runs) AS runs FROM analytics_trajectories {where} "
                             f"GROUP BY steps, attempts ORDER BY steps, attempts", workflow))
     return [TrajectoryCounts(steps=int(r.steps), attempts=int(r.attempts), runs=int(r.runs)) for r in rows if r.runs]
 
@@ -875,15 +142,6 @@ def nondeterminism_counts(store: SqlStore, workflow: str) -> list[Nondeterminism
 # -- read directly from the source tables (small results, or the summary cannot be written) ------------------
 
 
-def _production(workflow: str | None) -> str:
-    """The WHERE condition on ``runs r`` for production runs of one workflow (``:workflow``) or of all."""
-    return "r.kind = 'run'" + ("" if workflow is None else " AND r.workflow = :workflow")
-
-
-def _bind(sql: str, workflow: str | None, **values: Any) -> Any:
-    return text(sql).bindparams(**values, **({} if workflow is None else {"workflow": workflow}))
-
-
 def outcome_summary(read: Read, workflow: str | None, window: int) -> OutcomeSummary:
     """The latest outcome of each scored production run, summed up in Python from one query: as many rows as
     scored runs (each checked for a newer outcome by its indexed ``run_pk``), in creation order for the means
@@ -893,10 +151,10 @@ def outcome_summary(read: Read, workflow: str | None, window: int) -> OutcomeSum
     ``run_pk + 0`` makes the outcomes drive the join (one lookup per scored run, not one per run: 160 -> 40 ms
     on PostgreSQL at 50 000 runs, 10 000 of them scored).
     """
-    rows = read(_bind(f"""
+    rows = read(bind_workflow(f"""
         SELECT o.value, o.correct, o.source, o.termination
         FROM outcomes o JOIN runs r ON r.id = o.run_pk + 0
-        WHERE {_production(workflow)}
+        WHERE {production(workflow)}
           AND NOT EXISTS (SELECT 1 FROM outcomes newer WHERE newer.run_pk = o.run_pk AND newer.id > o.id)
         ORDER BY r.created_at, r.id""", workflow))
     values: dict[float, int] = {}
@@ -935,123 +193,3 @@ def attribution_counts(read: Read, workflow: str) -> list[AttributionCounts]:
     GROUP BY a.method, a.params ORDER BY MIN(a.id)"""
     return [AttributionCounts(method=r.method, params=r.params, records=int(r.records), cost=int(r.cost or 0))
             for r in read(text(sql).bindparams(workflow=workflow))]
-
-
-# -- the live aggregation: every record read on every call (a database the summary cannot be written to) -----
-
-
-def _window(period: str, dialect: str) -> str:
-    """The CTE ``win``: production runs in the window with the start of their period.
-
-    MATERIALIZED: computed once (one index seek per run for its first step's start), not again per record.
-    """
-    return f"""
-    win AS MATERIALIZED (
-      SELECT run_pk, {_bucket('t0', period, dialect)} AS period_start FROM (
-        SELECT r.id AS run_pk,
-               COALESCE((SELECT MIN(s.started_at) FROM step_records s WHERE s.run_pk = r.id), r.created_at) AS t0
-        FROM runs r WHERE r.workflow = :workflow AND r.kind = 'run') rs
-      WHERE t0 >= :since)"""
-
-
-def live_step_period_counts(read: Read, dialect: str, workflow: str, period: str,
-                            since: float | None) -> list[StepPeriodCounts]:
-    """One pass over the window's records grouped by (step, period), counting distinct runs; only the
-    gate verdicts need each (run, step)'s first gated attempt, so only gated records are grouped per run."""
-    sql = f"""
-    WITH {_window(period, dialect)},
-    flat AS (
-      SELECT s.step_id, w.period_start, {_record_aggregates(dialect)}
-      FROM win w JOIN step_records s ON s.run_pk = w.run_pk
-      GROUP BY s.step_id, w.period_start),
-    first_gated AS (
-      SELECT s.step_id, w.period_start,
-             MIN(CAST(s.id AS BIGINT) * 2 + CASE WHEN {_GATES_FAILED} > 0 THEN 1 ELSE 0 END) AS first_gate
-      FROM win w JOIN step_records s ON s.run_pk = w.run_pk
-      WHERE {_GATED}
-      GROUP BY s.run_pk, s.step_id, s.item_index, s.iteration, w.period_start),
-    passes AS (
-      SELECT step_id, period_start, SUM(CASE WHEN first_gate % 2 = 0 THEN 1 ELSE 0 END) AS passes
-      FROM first_gated GROUP BY step_id, period_start)
-    SELECT f.step_id, f.period_start, f.agent, f.first_id, f.runs, f.gated, p.passes, f.attempts, f.failures,
-           f.gate_failures, f.retries, f.model_records, f.calls, f.tin, f.tout, f.priced, f.cost, f.skipped
-    FROM flat f LEFT JOIN passes p ON p.step_id = f.step_id AND p.period_start = f.period_start
-    ORDER BY f.period_start, f.first_id"""
-    rows = read(text(sql).bindparams(workflow=workflow, since=EARLIEST if since is None else since))
-    return [StepPeriodCounts(step_id=r.step_id, period_start=float(r.period_start), gate_passes=int(r.passes or 0),
-                             **_aggregated(r)) for r in rows]
-
-
-def live_outcome_counts(read: Read, dialect: str, workflow: str, period: str,
-                        since: float | None) -> list[OutcomeCounts]:
-    sql = f"""
-    WITH {_window(period, dialect)},
-    latest AS (SELECT w.run_pk, w.period_start,
-                      (SELECT MAX(o.id) FROM outcomes o WHERE o.run_pk = w.run_pk) AS oid FROM win w),
-    judged AS (
-      SELECT l.run_pk, l.period_start, CASE WHEN NOT o.correct THEN 1 ELSE 0 END AS incorrect, l.oid
-      FROM latest l LEFT JOIN outcomes o ON o.id = l.oid),
-    chosen AS (
-      SELECT j.period_start, j.incorrect,
-             CASE WHEN j.incorrect = 1 THEN
-               (SELECT a.id FROM attributions a WHERE a.run_pk = j.run_pk
-                ORDER BY {attribution_rank_sql("a")}, a.id DESC LIMIT 1) END AS aid
-      FROM judged j)
-    SELECT c.period_start, c.incorrect, a.blamed_step, a.method, COUNT(*) AS runs
-    FROM chosen c LEFT JOIN attributions a ON a.id = c.aid
-    GROUP BY c.period_start, c.incorrect, a.blamed_step, a.method ORDER BY c.period_start"""
-    rows = read(text(sql).bindparams(workflow=workflow, since=EARLIEST if since is None else since))
-    return [OutcomeCounts(period_start=float(r.period_start), incorrect=bool(r.incorrect),
-                          blamed_step=r.blamed_step, runs=int(r.runs), method=r.method) for r in rows]
-
-
-def live_trajectory_counts(read: Read, workflow: str | None) -> list[TrajectoryCounts]:
-    sql = f"""
-    SELECT steps, attempts, COUNT(*) AS runs FROM (
-      SELECT r.id, COUNT(s.id) AS attempts, COUNT(DISTINCT {UNIT}) AS steps
-      FROM runs r LEFT JOIN step_records s ON s.run_pk = r.id AND {EXECUTED}
-      WHERE {_production(workflow)} GROUP BY r.id) per_run
-    GROUP BY steps, attempts ORDER BY steps, attempts"""
-    return [TrajectoryCounts(steps=int(r.steps), attempts=int(r.attempts), runs=int(r.runs))
-            for r in read(_bind(sql, workflow))]
-
-
-def _first_outputs(dialect: str) -> str:
-    """Each production run's first attempt of each step that produced an output, in one pass.
-
-    SQLite returns the other columns of the row holding ``MIN(id)`` (a documented guarantee of
-    its bare columns); PostgreSQL says the same with ``DISTINCT ON``.
-    """
-    where = ("r.workflow = :workflow AND r.kind = 'run' AND s.status IN ('succeeded', 'gate_failed') "
-             "AND s.output IS NOT NULL")
-    if dialect == "postgresql":
-        return f"""SELECT DISTINCT ON (s.run_pk, s.step_id) s.id, s.step_id, s.inputs_digest, s.output_digest
-                   FROM step_records s JOIN runs r ON r.id = s.run_pk WHERE {where}
-                   ORDER BY s.run_pk, s.step_id, s.id"""
-    return f"""SELECT MIN(s.id) AS id, s.step_id, s.inputs_digest, s.output_digest
-               FROM step_records s JOIN runs r ON r.id = s.run_pk WHERE {where} GROUP BY s.run_pk, s.step_id"""
-
-
-def live_nondeterminism_counts(read: Read, dialect: str, workflow: str) -> list[NondeterminismCounts]:
-    sql = f"""
-    WITH groups AS (
-      SELECT step_id, inputs_digest AS inputs, MIN(id) AS first_id, COUNT(*) AS n,
-             COUNT(DISTINCT output_digest) AS outputs
-      FROM ({_first_outputs(dialect)}) firsts GROUP BY step_id, inputs_digest)
-    SELECT step_id, MIN(first_id) AS first_id,
-           SUM(CASE WHEN inputs IS NOT NULL AND n >= 2 THEN 1 ELSE 0 END) AS repeated,
-           SUM(CASE WHEN inputs IS NOT NULL AND n >= 2 AND outputs > 1 THEN 1 ELSE 0 END) AS varied,
-           SUM(CASE WHEN inputs IS NULL THEN n ELSE 0 END) AS uncovered
-    FROM groups GROUP BY step_id ORDER BY 2"""
-    return [NondeterminismCounts(step_id=r.step_id, first_record=int(r.first_id), repeated_inputs=int(r.repeated),
-                                 varied=int(r.varied), not_covered=int(r.uncovered))
-            for r in read(text(sql).bindparams(workflow=workflow))]
-
-
-def forget(store: SqlStore) -> None:
-    """Empty the summary: the next read summarises every record again (benchmarks time that first read)."""
-    from orchestrator.store.tables import ANALYTICS_TABLES
-
-    with store.lock, Summary(store).writing() as conn:
-        for name in ANALYTICS_TABLES:
-            conn.execute(text(f"DELETE FROM {name}"))

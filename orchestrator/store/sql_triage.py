@@ -16,7 +16,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from orchestrator.records import unit_name
 from orchestrator.store.rows import run_view
-from orchestrator.store.sql_analytics import attribution_rank_sql
+from orchestrator.store.sql_counting import attribution_rank_sql
 from orchestrator.store.tables import TABLES
 from orchestrator.store.triage import RunPage, RunQuery, TriageRow
 

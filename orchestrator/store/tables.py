@@ -249,7 +249,7 @@ TABLES: dict[str, Table] = {
 """The tables by name, in dependency order (what ``count_rows`` reports)."""
 
 
-# -- the analytics summary (orchestrator.store.sql_analytics) -------------------------------------------
+# -- the analytics summary (orchestrator.store.sql_summary) ---------------------------------------------
 #
 # Derived data only: every row can be recomputed from the tables above, and the summary is brought up
 # to date by the reads that use it (never by the write path: a step record's INSERT does no extra work).

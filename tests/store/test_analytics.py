@@ -19,9 +19,9 @@ WEEK46 = WEEK45 + 7 * DAY
 
 def forget_summary(store: Store) -> None:
     """Empty the store's analytics summary: its next read summarises every record again."""
-    from orchestrator.store import sql_analytics
+    from orchestrator.store import sql_summary
 
-    sql_analytics.forget(store.sql() if hasattr(store, "sql") else store)  # type: ignore[attr-defined]
+    sql_summary.forget(store.sql() if hasattr(store, "sql") else store)  # type: ignore[attr-defined]
 
 
 def llm(calls: int, tokens_in: int, tokens_out: int, cost: float | None) -> str:
@@ -322,7 +322,7 @@ def test_a_database_this_process_may_not_write_is_counted_from_its_records(tmp_p
 def test_a_summary_rebuilt_from_scratch_in_small_steps_gives_the_same_counts(store: Store, monkeypatch):
     """The first read of a database never summarised (just upgraded) summarises it a chunk of records at a
     time; whatever the chunk, the counts are those of the summary built as the data arrived."""
-    from orchestrator.store import sql_analytics
+    from orchestrator.store import sql_summary
 
     seed_steps(store)
     wf = store.list_runs(workflow="wf", limit=1)[0].workflow_id
@@ -340,6 +340,6 @@ def test_a_summary_rebuilt_from_scratch_in_small_steps_gives_the_same_counts(sto
                 store.nondeterminism_counts("wf")]
 
     summarised = everything()
-    monkeypatch.setattr(sql_analytics, "CHUNK", 2)
+    monkeypatch.setattr(sql_summary, "CHUNK", 2)
     forget_summary(store)
     assert everything() == summarised

@@ -4,7 +4,7 @@
 (3.5 s over a million records on SQLite, which sorts every row for a GROUP BY). These tables hold
 the same counts per step and UTC day; the first read after this upgrade fills them from the
 existing records, and each later read adds only what was written since
-(:mod:`orchestrator.store.sql_analytics`). The tables are created empty, so the upgrade itself is
+(:mod:`orchestrator.store.sql_summary`). The tables are created empty, so the upgrade itself is
 instant whatever the size of the database; nothing else changes and no existing row is touched.
 
 Revision ID: 0003

@@ -1,0 +1,149 @@
+"""The live aggregation: the analytics rows computed from every record on every call.
+
+For a database the summary cannot be written to (a read-only file or role): slow but exact, and
+counted with the same expressions as the summary (:mod:`orchestrator.store.sql_counting`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlalchemy import text
+
+from orchestrator.store.analytics import (
+    NondeterminismCounts,
+    OutcomeCounts,
+    StepPeriodCounts,
+    TrajectoryCounts,
+)
+from orchestrator.store.sql_counting import (
+    EXECUTED,
+    GATED,
+    GATES_FAILED,
+    UNIT,
+    Read,
+    aggregated,
+    attribution_rank_sql,
+    bind_workflow,
+    bucket,
+    production,
+    record_aggregates,
+)
+
+if TYPE_CHECKING:
+
+    pass
+
+EARLIEST = -1e18
+"""``since`` when none is given: before any timestamp."""
+
+
+# -- the live aggregation: every record read on every call (a database the summary cannot be written to) -----
+
+
+def _window(period: str, dialect: str) -> str:
+    """The CTE ``win``: production runs in the window with the start of their period.
+
+    MATERIALIZED: computed once (one index seek per run for its first step's start), not again per record.
+    """
+    return f"""
+    win AS MATERIALIZED (
+      SELECT run_pk, {bucket('t0', period, dialect)} AS period_start FROM (
+        SELECT r.id AS run_pk,
+               COALESCE((SELECT MIN(s.started_at) FROM step_records s WHERE s.run_pk = r.id), r.created_at) AS t0
+        FROM runs r WHERE r.workflow = :workflow AND r.kind = 'run') rs
+      WHERE t0 >= :since)"""
+
+
+def live_step_period_counts(read: Read, dialect: str, workflow: str, period: str,
+                            since: float | None) -> list[StepPeriodCounts]:
+    """One pass over the window's records grouped by (step, period), counting distinct runs; only the
+    gate verdicts need each (run, step)'s first gated attempt, so only gated records are grouped per run."""
+    sql = f"""
+    WITH {_window(period, dialect)},
+    flat AS (
+      SELECT s.step_id, w.period_start, {record_aggregates(dialect)}
+      FROM win w JOIN step_records s ON s.run_pk = w.run_pk
+      GROUP BY s.step_id, w.period_start),
+    first_gated AS (
+      SELECT s.step_id, w.period_start,
+             MIN(CAST(s.id AS BIGINT) * 2 + CASE WHEN {GATES_FAILED} > 0 THEN 1 ELSE 0 END) AS first_gate
+      FROM win w JOIN step_records s ON s.run_pk = w.run_pk
+      WHERE {GATED}
+      GROUP BY s.run_pk, s.step_id, s.item_index, s.iteration, w.period_start),
+    passes AS (
+      SELECT step_id, period_start, SUM(CASE WHEN first_gate % 2 = 0 THEN 1 ELSE 0 END) AS passes
+      FROM first_gated GROUP BY step_id, period_start)
+    SELECT f.step_id, f.period_start, f.agent, f.first_id, f.runs, f.gated, p.passes, f.attempts, f.failures,
+           f.gate_failures, f.retries, f.model_records, f.calls, f.tin, f.tout, f.priced, f.cost, f.skipped
+    FROM flat f LEFT JOIN passes p ON p.step_id = f.step_id AND p.period_start = f.period_start
+    ORDER BY f.period_start, f.first_id"""
+    rows = read(text(sql).bindparams(workflow=workflow, since=EARLIEST if since is None else since))
+    return [StepPeriodCounts(step_id=r.step_id, period_start=float(r.period_start), gate_passes=int(r.passes or 0),
+                             **aggregated(r)) for r in rows]
+
+
+def live_outcome_counts(read: Read, dialect: str, workflow: str, period: str,
+                        since: float | None) -> list[OutcomeCounts]:
+    sql = f"""
+    WITH {_window(period, dialect)},
+    latest AS (SELECT w.run_pk, w.period_start,
+                      (SELECT MAX(o.id) FROM outcomes o WHERE o.run_pk = w.run_pk) AS oid FROM win w),
+    judged AS (
+      SELECT l.run_pk, l.period_start, CASE WHEN NOT o.correct THEN 1 ELSE 0 END AS incorrect, l.oid
+      FROM latest l LEFT JOIN outcomes o ON o.id = l.oid),
+    chosen AS (
+      SELECT j.period_start, j.incorrect,
+             CASE WHEN j.incorrect = 1 THEN
+               (SELECT a.id FROM attributions a WHERE a.run_pk = j.run_pk
+                ORDER BY {attribution_rank_sql("a")}, a.id DESC LIMIT 1) END AS aid
+      FROM judged j)
+    SELECT c.period_start, c.incorrect, a.blamed_step, a.method, COUNT(*) AS runs
+    FROM chosen c LEFT JOIN attributions a ON a.id = c.aid
+    GROUP BY c.period_start, c.incorrect, a.blamed_step, a.method ORDER BY c.period_start"""
+    rows = read(text(sql).bindparams(workflow=workflow, since=EARLIEST if since is None else since))
+    return [OutcomeCounts(period_start=float(r.period_start), incorrect=bool(r.incorrect),
+                          blamed_step=r.blamed_step, runs=int(r.runs), method=r.method) for r in rows]
+
+
+def live_trajectory_counts(read: Read, workflow: str | None) -> list[TrajectoryCounts]:
+    sql = f"""
+    SELECT steps, attempts, COUNT(*) AS runs FROM (
+      SELECT r.id, COUNT(s.id) AS attempts, COUNT(DISTINCT {UNIT}) AS steps
+      FROM runs r LEFT JOIN step_records s ON s.run_pk = r.id AND {EXECUTED}
+      WHERE {production(workflow)} GROUP BY r.id) per_run
+    GROUP BY steps, attempts ORDER BY steps, attempts"""
+    return [TrajectoryCounts(steps=int(r.steps), attempts=int(r.attempts), runs=int(r.runs))
+            for r in read(bind_workflow(sql, workflow))]
+
+
+def _first_outputs(dialect: str) -> str:
+    """Each production run's first attempt of each step that produced an output, in one pass.
+
+    SQLite returns the other columns of the row holding ``MIN(id)`` (a documented guarantee of
+    its bare columns); PostgreSQL says the same with ``DISTINCT ON``.
+    """
+    where = ("r.workflow = :workflow AND r.kind = 'run' AND s.status IN ('succeeded', 'gate_failed') "
+             "AND s.output IS NOT NULL")
+    if dialect == "postgresql":
+        return f"""SELECT DISTINCT ON (s.run_pk, s.step_id) s.id, s.step_id, s.inputs_digest, s.output_digest
+                   FROM step_records s JOIN runs r ON r.id = s.run_pk WHERE {where}
+                   ORDER BY s.run_pk, s.step_id, s.id"""
+    return f"""SELECT MIN(s.id) AS id, s.step_id, s.inputs_digest, s.output_digest
+               FROM step_records s JOIN runs r ON r.id = s.run_pk WHERE {where} GROUP BY s.run_pk, s.step_id"""
+
+
+def live_nondeterminism_counts(read: Read, dialect: str, workflow: str) -> list[NondeterminismCounts]:
+    sql = f"""
+    WITH groups AS (
+      SELECT step_id, inputs_digest AS inputs, MIN(id) AS first_id, COUNT(*) AS n,
+             COUNT(DISTINCT output_digest) AS outputs
+      FROM ({_first_outputs(dialect)}) firsts GROUP BY step_id, inputs_digest)
+    SELECT step_id, MIN(first_id) AS first_id,
+           SUM(CASE WHEN inputs IS NOT NULL AND n >= 2 THEN 1 ELSE 0 END) AS repeated,
+           SUM(CASE WHEN inputs IS NOT NULL AND n >= 2 AND outputs > 1 THEN 1 ELSE 0 END) AS varied,
+           SUM(CASE WHEN inputs IS NULL THEN n ELSE 0 END) AS uncovered
+    FROM groups GROUP BY step_id ORDER BY 2"""
+    return [NondeterminismCounts(step_id=r.step_id, first_record=int(r.first_id), repeated_inputs=int(r.repeated),
+                                 varied=int(r.varied), not_covered=int(r.uncovered))
+            for r in read(text(sql).bindparams(workflow=workflow))]
