@@ -195,3 +195,12 @@ class TestTicketQueue:
         assert [units(doc)[f"per_ticket[{i}]"]["output"]["policy"] for i in (0, 1, 2, 4)] == [
             "P-REF", "P-TEC", "P-REF", "P-TEC"]
         assert "report" not in units(doc)  # it waits for every ticket
+
+    def test_approving_the_unclear_ticket_by_its_path_sends_it_to_the_general_desk(self, tmp_path: Path) -> None:
+        db = f"sqlite:///{tmp_path / 'o.db'}"
+        _, doc, _ = cli("run", str(TICKETS), db=db)
+        code, after, output = cli("approve", doc["run_id"], "--step", "per_ticket[3] > classify", db=db)
+        assert code == 0, output
+        assert after["output"] == {"tickets": 5, "by_route": {"other": 1, "refund": 2, "technical": 2},
+                                   "policies": ["P-REF", "P-TEC", "P-REF", "P-GEN", "P-TEC"]}
+        assert [c["status"] for c in after["children"]] == ["succeeded"] * 5

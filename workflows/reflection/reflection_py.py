@@ -14,7 +14,8 @@ wf = Workflow("reflection", version=1, output="publish",
 # a child run per round (improve#1, improve#2, ...) until the critic passes the draft, at most 3 rounds
 wf.workflow_step(id="improve", agent="reflection", workflow="draft_and_critique.yaml",
                  inputs={"brief": "$inputs.brief", "previous": "$previous", "round": "$iteration"},
-                 repeat={"until": "output.critique.passed", "max": 3})
+                 repeat={"until": "output.critique.passed", "max": 3},
+                 gates=[{"gate": "required_fields", "fields": ["draft", "critique", "round"]}])
 
 wf.step(id="publish", type="action", agent="publisher", inputs={"final": "improve"},
         gates=[{"gate": "required_fields", "fields": ["text", "rounds"]}])(reflection.publish)

@@ -17,6 +17,7 @@ wf.step(id="load", type="retrieval", agent="inbox", inputs={"queue": "$inputs.qu
 
 # one child run per ticket: per_ticket[0], per_ticket[1], ... (a pause inside one leaves the others going)
 wf.workflow_step(id="per_ticket", agent="triage", workflow="triage.yaml", for_each="load.tickets", max_parallel=2,
-                 inputs={"ticket": "$item"})
+                 inputs={"ticket": "$item"}, gates=[{"gate": "required_fields", "fields": ["route", "policy", "text"]}])
 
-wf.step(id="report", type="reasoning", agent="lead", inputs={"answers": "per_ticket"})(tickets.report)
+wf.step(id="report", type="reasoning", agent="lead", inputs={"answers": "per_ticket"},
+        gates=[{"gate": "required_fields", "fields": ["tickets", "by_route", "policies"]}])(tickets.report)
