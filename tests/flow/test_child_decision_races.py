@@ -85,3 +85,34 @@ def test_a_decision_on_another_pause_waits_while_the_tree_is_continued_then_land
     assert store.get_run(doc["run_id"]).status == "succeeded"
     assert Counter(executions(log)) == Counter({"tree-map.tickets": 1, "tree-triage.classify": 5,
                                                 "tree-triage.answer": 5, "tree-map.combine": 1})
+
+
+def test_a_decision_inside_a_tree_another_process_keeps_executing_is_refused_naming_it(tmp_path, db_url):
+    """The first decision's continuation holds the tree past the wait: the second is refused (exit 2), names
+    the holder and stores nothing; decided once the tree pauses again, it lands."""
+    log = tmp_path / "steps.log"
+    log.touch()
+    env = _env(log)
+    doc = _paused(env, db_url, "tree_map.yaml", "unclear=[1, 3]")
+    hold = tmp_path / "hold"
+    hold.touch()
+    held = {**env, "STEP_HOLD": str(hold), "HOLD_STEP": "tree-triage.answer"}
+    first = _cli(held, "approve", doc["run_id"], "--step", "per_ticket[1] > classify", "--db", db_url)
+    deadline = time.time() + 60
+    while Counter(executions(log))["tree-triage.answer"] < 4:
+        assert time.time() < deadline and first.poll() is None, first.stderr.read() if first.stderr else ""
+        time.sleep(0.02)
+    second = _cli(env, "approve", doc["run_id"], "--step", "per_ticket[3] > classify", "--db", db_url)
+    _, err = second.communicate(timeout=120)  # waits for the tree as long as a decision waits, then gives up
+    assert second.returncode == 2, err
+    assert f"run {doc['run_id']}, the root of the tree, is being executed by" in err
+    assert "nothing was decided" in err
+    store = open_store(db_url)
+    ticket3 = next(c["run_id"] for c in doc["children"] if c["step"] == "per_ticket[3]")
+    assert store.reviews(ticket3) == []
+    hold.unlink()
+    assert first.wait(timeout=120) == 3, first.stderr.read() if first.stderr else ""
+    again = _cli(env, "approve", doc["run_id"], "--db", db_url)  # the one pause left
+    assert again.wait(timeout=120) == 0, again.stderr.read() if again.stderr else ""
+    assert Counter(executions(log)) == Counter({"tree-map.tickets": 1, "tree-triage.classify": 5,
+                                                "tree-triage.answer": 5, "tree-map.combine": 1})

@@ -25,6 +25,8 @@ DEMO = FIXTURES / "review_demo.yaml"
 MAP = Path(__file__).parents[1] / "fixtures" / "flow" / "map.yaml"
 """retrieve -> summarize (for_each, max_words 5 per instance: document 3 is too long) -> combine."""
 TRIAGE = FIXTURES / "triage_demo.yaml"
+TREE = Path(__file__).parents[1] / "fixtures" / "flow" / "tree_review.yaml"
+"""plan -> research (a child run of tree_research.yaml: retrieve finds 1 item, its gate wants 2) -> write."""
 
 EPOCH = 1_767_225_600.0
 """2026-01-01T00:00:00Z: the seeded rows' clock starts here."""
@@ -101,3 +103,10 @@ def seed_maps(store: Store, first_id: int) -> tuple[str, str]:
     on the run screen, as in ``show``)."""
     with frozen(first_id=first_id):
         return start(store, MAP, {"count": 6}), start(store, MAP, {"count": 25})
+
+
+def seed_tree(store: Store, first_id: int) -> tuple[str, str]:
+    """A parent run paused at ``research > retrieve`` (r{first_id}) and its child run (the next id)."""
+    with frozen(first_id=first_id):
+        parent = start(store, TREE)
+    return parent, store.child_runs(parent)[0].run_id

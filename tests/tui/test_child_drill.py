@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from textual.widgets import Static
 
 from orchestrator.store import Store
 from tests.flow.conftest import FLOW, executions
@@ -82,6 +83,7 @@ async def test_enter_on_the_path_row_opens_the_child_and_escape_returns(store: S
         opened = await shown(pilot)
         assert opened.run_id == child
         assert rows(opened) == ["retrieve", "summarize"]
+        assert f"child run of {parent} at step research" in str(opened.query_one("#run-summary", Static).render())
         assert opened.query_one(StepList).selected_step == "retrieve"
         assert "waiting for review" in title(opened)
         await pilot.press("escape")

@@ -104,6 +104,29 @@ class TestRunDetail:
                             run_before=pressing("down", "down", "enter", "tab", "end"))
 
 
+def with_tree() -> App:
+    """The snapshot app with a parent run paused inside its child run as well (r0005, its child r0006)."""
+    from tests.tui.snapshot_app import build
+
+    return build(tree=True)
+
+
+class TestChildRuns:
+    def test_a_pause_inside_the_child_is_a_row_of_the_parent(self, snap_compare) -> None:
+        """r0005: `└ research > retrieve` under research, waiting and selected; its detail shows the child's
+        failing min_items gate and names the child run that enter opens."""
+        assert snap_compare(with_tree(), terminal_size=(110, 32), run_before=opening("r0005"))
+
+    def test_enter_opens_the_child_run(self, snap_compare) -> None:
+        """Enter on that row: the child run r0006, waiting at retrieve."""
+        async def run_before(pilot: Pilot) -> None:
+            await opening("r0005")(pilot)
+            await pilot.press("enter")
+            await loaded(pilot)
+
+        assert snap_compare(with_tree(), terminal_size=(110, 32), run_before=run_before)
+
+
 class TestInstances:
     def test_instances_under_their_step(self, snap_compare) -> None:
         """r0005: summarize's six instances are child rows under it, ✓ but the waiting `summarize[3]` (!),

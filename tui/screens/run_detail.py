@@ -145,6 +145,8 @@ class RunDetailScreen(Screen[None]):
         text.append(run.status, style=STATUS_STYLE.get(run.status, ""))
         if detail.waiting:
             text.append(f" at {', '.join(detail.waiting)}", style="bold yellow")
+        if run.kind == "child" and run.parent_run_id is not None:
+            text.append(f" · child run of {run.parent_run_id} at step {run.parent_step}")
         text.append(f" · started {format_age(self.app.clock() - run.created_at)} ago")
         if run.status == "succeeded":
             text.append("\noutput: " + truncate(json.dumps(run.output, default=str), 200), style="dim")
