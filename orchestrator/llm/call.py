@@ -255,7 +255,8 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
     request = ChatRequest(messages=rendered.messages, model=config.model, temperature=config.temperature,
                           max_tokens=config.max_tokens, seed=config.seed,
                           response_format=schema_of(output_schema) if output_schema is not None else None,
-                          tools=tool_schemas, timeout=config.timeout, max_retries=config.max_retries,
+                          tools=tool_schemas, tool_choice=config.tool_choice, timeout=config.timeout,
+                          max_retries=config.max_retries,
                           structured_output=config.structured_output, extra_body=config.extra_body,
                           headers=config.headers)
     key = cache_key(config.provider, request)

@@ -45,6 +45,10 @@ class LLMConfig(BaseModel):
     prompt), ``tools`` (a forced call of one function whose parameters are the schema), ``prompt`` (the
     schema in the prompt only), or ``auto``: json_schema, falling back in that order when the server
     refuses a format, remembered per endpoint and model."""
+    tool_choice: Literal["auto", "required"] = "auto"
+    """With ``tools``: ``auto`` lets the model answer or call a tool; ``required`` makes it call one on every
+    turn that offers tools (the loop's last turn offers none, so it still ends with an answer): for a model
+    too small to decide to call a tool by itself. Keep ``max_turns`` small with it."""
     extra_body: dict[str, Any] | None = None
     """Extra JSON keys merged into each request body (server-specific options)."""
     headers: dict[str, str] | None = None

@@ -137,3 +137,18 @@ def test_each_call_that_needs_approval_pauses_again(cli, model, refund_log):
     assert res.exit_code == 0, res.stderr
     assert refund_log.read_text() == "42 40\n42 5\n"
     assert len(model.requests) == 4
+
+
+def test_tool_choice_required_asks_for_a_call_on_every_turn_that_offers_tools(cli, fake_openai, monkeypatch,
+                                                                             refund_log):
+    monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", fake_openai.base_url)
+    fake_openai.respond(completion(None, tool_calls=[tool_call("c1", "refund", {"order_id": "42", "amount": 40})],
+                                   finish_reason="tool_calls"))
+    res = cli("run", str(FIXTURES / "tool_required.yaml"), "--input", TICKET, "--json")
+    assert res.exit_code == 3, res.stderr
+    fake_openai.respond(completion("Refunded."))
+    assert cli("approve", res.json()["run_id"]).exit_code == 0
+    first, last = fake_openai.requests
+    assert first["tool_choice"] == "required" and [t["function"]["name"] for t in first["tools"]] == ["refund"]
+    assert "tool_choice" not in last and "tools" not in last  # the last turn offers no tool: the answer
+    assert refund_log.read_text() == "42 40\n"

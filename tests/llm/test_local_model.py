@@ -72,6 +72,20 @@ async def test_tool_protocol_asks_for_a_tool_or_final_answer() -> None:
         assert isinstance(response.text, str)
 
 
+async def test_tool_choice_required_makes_the_model_call_a_tool_with_arguments_its_parameters_take() -> None:
+    tools = [{"type": "function", "function": {"name": "add", "description": "Add two integers.",
+                                                "parameters": {"type": "object", "required": ["a", "b"],
+                                                               "properties": {"a": {"type": "integer"},
+                                                                              "b": {"type": "integer"}}}}}]
+    request = ChatRequest(messages=[{"role": "user", "content": "What is the weather like?"}], model="smollm2",
+                          tools=tools, tool_choice="required", max_tokens=48)
+    response = await LocalProvider().complete(request)
+    [call] = response.tool_calls
+    arguments = json.loads(call.arguments)
+    assert call.name == "add" and set(arguments) == {"a", "b"}
+    assert all(isinstance(v, int) for v in arguments.values())
+
+
 def test_tool_protocol_answers_are_translated() -> None:
     request = ChatRequest(messages=[{"role": "user", "content": "x"}], model="smollm2", tools=[{}])
     call = ChatResponse(text='{"tool": "add", "arguments": {"a": 1}}')

@@ -122,8 +122,8 @@ def test_yaml_has_only_keys_the_spec_model_accepts(path: Path) -> None:
 
 @pytest.mark.parametrize("path", ALL_YAML, ids=lambda p: p.name)
 def test_every_step_has_a_gate(path: Path) -> None:
-    spec = load_spec(path)
-    assert [s.id for s in spec.steps if not s.gates] == []
+    spec = load_spec(path)  # (a person is an approval step's check: it has no gates)
+    assert [s.id for s in spec.steps if not s.gates and s.type != "approval"] == []
 
 
 @pytest.mark.parametrize("path", ALL_YAML, ids=lambda p: p.name)

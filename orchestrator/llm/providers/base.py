@@ -27,6 +27,8 @@ class ChatRequest(BaseModel):
     """The JSON Schema the answer must match, or ``None`` for free text."""
     tools: list[dict[str, Any]] | None = None
     """OpenAI-style function tool schemas (``{"type": "function", "function": {...}}``)."""
+    tool_choice: str = "auto"
+    """``required``: the answer must be a call of one of ``tools`` (``LLMConfig.tool_choice``)."""
     timeout: float = 60
     """Seconds for one HTTP request (ignored in-process)."""
     max_retries: int = 4
@@ -39,7 +41,7 @@ class ChatRequest(BaseModel):
     def cache_fields(self) -> dict[str, Any]:
         """What determines the answer (not how long we wait for it): the cache key's input."""
         return self.model_dump(include={"messages", "model", "temperature", "max_tokens", "seed", "response_format",
-                                        "tools"})
+                                        "tools"} | ({"tool_choice"} if self.tool_choice != "auto" else set()))
 
 
 class ChatResponse(BaseModel):

@@ -112,21 +112,32 @@ def close_models() -> None:
     _models.clear()
 
 
-def _tool_protocol(tools: list[dict[str, Any]], answer_schema: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
-    """The system text describing the tools, and the schema of a tool-or-final answer."""
+def _tool_protocol(tools: list[dict[str, Any]], answer_schema: dict[str, Any] | None,
+                   required: bool = False) -> tuple[str, dict[str, Any]]:
+    """The system text describing the tools, and the schema of a tool-or-final answer (a tool call only,
+    when ``required``). Each tool's arguments are constrained by its own parameters, so a small model
+    cannot call a tool with arguments it does not take."""
     functions = [t.get("function", t) for t in tools]
     lines = ["You can call these tools:"]
     for f in functions:
         lines.append(f"- {f['name']}: {f.get('description', '')} Arguments (JSON Schema): "
                      f"{json.dumps(f.get('parameters', {}), ensure_ascii=False)}")
-    lines.append('To call a tool, answer only {"tool": "<name>", "arguments": {...}}. '
+    lines.append('To call a tool, answer only {"tool": "<name>", "arguments": {...}}.' if required else
+                 'To call a tool, answer only {"tool": "<name>", "arguments": {...}}. '
                  'When you know the answer, answer only {"final": <answer>}.')
-    schema = {"anyOf": [
-        {"type": "object", "properties": {"tool": {"type": "string", "enum": [f["name"] for f in functions]},
-                                          "arguments": {"type": "object"}}, "required": ["tool", "arguments"]},
-        {"type": "object", "properties": {"final": answer_schema or {"type": "string"}}, "required": ["final"]},
-    ]}
-    return "\n".join(lines), schema
+    calls: list[dict[str, Any]] = [
+        {"type": "object", "properties": {"tool": {"type": "string", "enum": [f["name"]]},
+                                          "arguments": _arguments_schema(f.get("parameters"))},
+         "required": ["tool", "arguments"]} for f in functions]
+    final = {"type": "object", "properties": {"final": answer_schema or {"type": "string"}}, "required": ["final"]}
+    return "\n".join(lines), {"anyOf": calls if required else [*calls, final]}
+
+
+def _arguments_schema(parameters: dict[str, Any] | None) -> dict[str, Any]:
+    """A tool's parameters as the grammar constrains them (``$defs`` kept; an empty one: any object)."""
+    if not parameters or not parameters.get("properties"):
+        return {"type": "object"}
+    return {k: v for k, v in parameters.items() if k not in ("title", "additionalProperties")}
 
 
 def _llama_messages(messages: list[dict[str, Any]], tool_text: str | None) -> list[dict[str, str]]:
@@ -168,7 +179,8 @@ class LocalProvider:
         path = model_path(request.model)
         tool_text, schema = None, request.response_format
         if request.tools:
-            tool_text, schema = _tool_protocol(request.tools, request.response_format)
+            tool_text, schema = _tool_protocol(request.tools, request.response_format,
+                                               required=request.tool_choice == "required")
         kwargs: dict[str, Any] = {"messages": _llama_messages(request.messages, tool_text),
                                   "temperature": request.temperature, "max_tokens": request.max_tokens,
                                   "seed": request.seed}

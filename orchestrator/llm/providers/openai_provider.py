@@ -231,6 +231,8 @@ class OpenAIProvider:
         kwargs["messages"] = messages
         if tools:
             kwargs["tools"] = tools
+            if request.tools and request.tool_choice == "required" and "tool_choice" not in kwargs:
+                kwargs["tool_choice"] = "required"
         if request.extra_body:
             kwargs["extra_body"] = request.extra_body
         if request.headers:
