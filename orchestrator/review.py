@@ -677,13 +677,14 @@ def critic_pauses(store: Store, run_id: str) -> list[CriticPause]:
 
 
 def reject(store: Store, run_id: str, *, step: str | None = None, reviewer: str | None = None,
-           comment: str | None = None, lease: Lease | None = None) -> Decision:
+           comment: str | None = None, lease: Lease | None = None, run_status: str = "running") -> Decision:
     """End the run as ``rejected``; steps that never ran are recorded as skipped. A pause inside a child run
     (``step`` a path, or the child named) rejects the child and every run above it: the tree ends rejected.
 
     A rejected *tool call* (an LLM step paused at a tool that needs approval) does not end the run: the
     model reads ``comment`` as the tool's answer and the step goes on, under ``lease`` (claimed here when
-    not given), so the decision continues the run like an approval."""
+    not given), so the decision continues the run like an approval; ``run_status`` ``queued`` hands it to
+    any worker instead."""
     target = locate(store, run_id, step)
     run_id = target.run_id
     rec = paused_record(store, run_id, target.step)
@@ -691,7 +692,9 @@ def reject(store: Store, run_id: str, *, step: str | None = None, reviewer: str 
         from orchestrator.executor import new_lease
 
         continuable(store, run_id)
-        return _decide_tool_call(store, rec, target, "reject", reviewer, comment, None, lease or new_lease(run_id))
+        if lease is None and run_status == "running":
+            lease = new_lease(run_id)
+        return _decide_tool_call(store, rec, target, "reject", reviewer, comment, None, lease, run_status)
     above = ancestors(store, run_id)
     if above:
         root = above[-1]
@@ -744,6 +747,9 @@ def apply_review_timeouts(store: Store, run_id: str, spec: WorkflowSpec, *, now:
             if step.on_review_timeout == "approve":
                 decisions.append(approve(store, run_id, step=rec.unit, reviewer="review-timeout", comment=comment,
                                          lease=lease, run_status="running" if lease is not None else "queued"))
+            elif is_tool_pause(rec):  # a rejected tool call: the model reads why, and the run goes on
+                decisions.append(reject(store, run_id, step=rec.unit, reviewer="review-timeout", comment=comment,
+                                        lease=lease, run_status="running" if lease is not None else "queued"))
             else:
                 decisions.append(reject(store, run_id, step=rec.unit, reviewer="review-timeout", comment=comment))
                 break

@@ -251,7 +251,7 @@ def wait_for_review_timeouts(store: Store, result: RunResult, *, max_concurrency
         decisions = apply_review_timeouts(store, result.run_id, workflow.spec, lease=lease)
         if not decisions:
             return result
-        if any(d.decision == "reject" for d in decisions):
+        if any(not d.continue_run for d in decisions):  # a rejected run (a rejected tool call goes on)
             return RunResult(result.run_id, "rejected")
         result = continue_run(store, result.run_id, max_concurrency=max_concurrency, on_event=on_event, lease=lease)
     return result

@@ -10,6 +10,7 @@ the model as the tool's answer and the loop goes on. The model is the scripted s
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,34 @@ def test_tool_choice_required_asks_for_a_call_on_every_turn_that_offers_tools(cl
     assert first["tool_choice"] == "required" and [t["function"]["name"] for t in first["tools"]] == ["refund"]
     assert "tool_choice" not in last and "tools" not in last  # the last turn offers no tool: the answer
     assert refund_log.read_text() == "42 40\n"
+
+
+def test_a_tool_call_nobody_decided_in_time_is_rejected_and_the_model_goes_on(cli, model, refund_log):
+    model.respond(completion("Nobody approved the refund in time; a colleague will get back to you."))
+    res = cli("run", str(FIXTURES / "tool_timeout.yaml"), "--input", TICKET, "--json")  # waits out the timeout
+    assert res.exit_code == 0, res.stderr
+    doc = cli("show", res.json()["run_id"], "--json").json()
+    assert doc["status"] == "succeeded"
+    assert doc["reviews"][0]["decision"] == "reject" and doc["reviews"][0]["reviewer"] == "review-timeout"
+    assert json.loads(_tool_answers(model.requests[-1])[-1]["content"]) == {
+        "error": "the reviewer rejected this call: no decision within 0.5 s"}
+    assert refund_log.read_text() == "" and len(model.requests) == 3
+
+
+def test_a_worker_rejects_a_tool_call_nobody_decided_in_time_and_the_run_goes_on(cli, model, refund_log, store):
+    from orchestrator.review import apply_review_timeouts
+    from orchestrator.stored_workflow import load_run_workflow
+
+    res = cli("run", str(FIXTURES / "tool_timeout.yaml"), "--input", TICKET, "--json", "--queue")
+    assert res.exit_code == 0, res.stderr
+    run_id = res.json()["run_id"]
+    assert cli("worker", "--once", "--poll", "0.05").exit_code == 0
+    assert store.get_run(run_id).status == "paused"
+    spec = load_run_workflow(store, run_id)[0].spec
+    [decision] = apply_review_timeouts(store, run_id, spec, now=time.time() + 60)  # as an idle worker does
+    assert decision.decision == "reject" and decision.continue_run
+    assert store.get_run(run_id).status == "queued"  # handed to any worker
+    model.respond(completion("A colleague will get back to you."))
+    assert cli("worker", "--once", "--poll", "0.05").exit_code == 0
+    assert store.get_run(run_id).status == "succeeded"
+    assert refund_log.read_text() == "" and len(model.requests) == 3
