@@ -135,3 +135,32 @@ async def test_approving_the_path_row_on_the_parents_screen_decides_it_on_the_ch
     assert [(r.step_id, r.decision) for r in store.reviews(child)] == [("retrieve", "approve")]
     assert store.reviews(parent) == []
     assert Counter(executions(step_log))["tree-research.retrieve"] == 1
+
+
+@pytest.fixture
+def tree_gated(store: Store, step_log: Path) -> tuple[str, str]:
+    """tree_parent.yaml with 2 findings: the child finished, the parent's gate on research wants 3."""
+    run_id = start(store, FLOW / "tree_parent.yaml", {"count": 2})
+    return run_id, store.child_runs(run_id)[0].run_id
+
+
+async def test_retrying_a_completed_step_on_a_finished_childs_screen_fixes_it_through_the_parent(
+        store: Store, tree_gated, step_log: Path) -> None:
+    """tree_parent.yaml with 2 findings: the child finished, the parent's gate on research wants 3. On the
+    child's screen (enter on research), `r` on retrieve runs it and summarize again and then the parent's
+    research, which pauses again on the same two findings."""
+    parent, child = tree_gated
+    async with app_over(store).run_test(size=SIZE) as pilot:
+        screen = await open_run(pilot, parent)
+        assert screen.query_one(StepList).selected_step == "research"
+        await pilot.press("enter")
+        opened = await shown(pilot)
+        assert opened.run_id == child and opened.query_one(StepList).selected_step == "retrieve"
+        await pilot.press("r")
+        await wait_for(pilot, lambda: Counter(executions(step_log))["tree-research.retrieve"] == 2
+                       and store.get_run(parent).status == "paused")
+        await settle(pilot)
+    assert [(r.step_id, r.decision) for r in store.reviews(child)] == [("retrieve", "retry")]
+    assert [(r.step_id, r.decision) for r in store.reviews(parent)] == [("research > retrieve", "retry")]
+    assert Counter(executions(step_log)) == Counter({"tree-parent.plan": 1, "tree-research.retrieve": 2,
+                                                     "tree-research.summarize": 2})

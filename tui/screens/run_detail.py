@@ -233,8 +233,13 @@ class RunDetailScreen(Screen[None]):
         return True if self.detail.waiting else None
 
     def _fixable_step(self) -> str | None:
-        """The selected step when it completed in a paused or failed run and does not itself wait."""
-        if self.detail is None or self.detail.run.status not in FIXABLE_RUNS:
+        """The selected step when it completed in a paused or failed run and does not itself wait; or in a
+        child run that finished, whose output its parent took (the fix reaches up into the parent, which says
+        whether it is upstream of its pause)."""
+        if self.detail is None:
+            return None
+        run = self.detail.run
+        if run.status not in FIXABLE_RUNS and not (run.kind == "child" and run.status == "succeeded"):
             return None
         selected = self.query_one(StepList).selected_step
         item = self.detail.step(selected) if selected else None
