@@ -175,6 +175,21 @@ class Workflow(DefinesWorkflow):
         self._steps.append(_Registered(None, {"type": "llm", **options}, where))
         return step_id
 
+    def approval_step(self, **options: Any) -> str:
+        """Declare a step that waits for a person: ``wf.approval_step(id="confirm", inputs={"refund": "decide"})``.
+
+        Its inputs, as one object, are the proposal a person approves (its output), edits (checked only by
+        ``output_schema``, a JSON Schema dict or a pydantic model) or rejects. The other keywords are the YAML
+        step keys an approval step may have. Returns the step id.
+        """
+        where = _caller()
+        step_id = options.get("id")
+        self._check_keys(options, step_id or "?", "approval_step", where)
+        if not isinstance(step_id, str):
+            raise SpecError([SpecProblem(where, "steps", f"{self.name}.approval_step(...) needs id='STEP_ID'")])
+        self._steps.append(_Registered(None, {**options, "type": "approval"}, where))
+        return step_id
+
     def workflow_step(self, **options: Any) -> str:
         """Declare a step that runs another workflow as a child run: ``wf.workflow_step(id="research",
         workflow=research, inputs={"topic": "$inputs.topic"})``.
@@ -203,7 +218,7 @@ class Workflow(DefinesWorkflow):
     def _check_keys(self, options: Mapping[str, Any], step_id: str, method: str, where: str) -> None:
         unknown = sorted(set(options) - STEP_KEYS)
         if unknown:
-            prefix = "@" if method not in ("llm_step", "workflow_step") else ""
+            prefix = "@" if method not in ("llm_step", "workflow_step", "approval_step") else ""
             raise SpecError([SpecProblem(where, f"steps.{step_id}",
                                          f"unknown key {unknown[0]!r} in {prefix}{self.name}.{method}(...); "
                                          f"valid keys: {', '.join(sorted(STEP_KEYS))}")])

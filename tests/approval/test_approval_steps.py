@@ -115,3 +115,15 @@ def test_validate_names_the_file_and_line_of_what_an_approval_step_cannot_have(c
     for problem in problems:
         assert f"{name}.yaml{problem}" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_the_python_twin_declares_the_same_workflow_and_pauses_the_same_way(cli, pay_log):
+    from orchestrator.spec import load_workflow
+
+    twin = FIXTURES / "refund_approval_py.py"
+    assert load_workflow(twin).content_hash == load_workflow(FLOW).content_hash
+    res = cli("run", str(twin), "--input", "ticket=refund order 7", "--json")
+    assert res.exit_code == 3, res.stderr
+    assert res.json()["paused_steps"] == ["confirm"]
+    assert cli("approve", res.json()["run_id"]).exit_code == 0
+    assert pay_log.read_text() == "7 20\n"

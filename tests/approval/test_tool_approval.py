@@ -184,3 +184,20 @@ def test_a_worker_rejects_a_tool_call_nobody_decided_in_time_and_the_run_goes_on
     assert cli("worker", "--once", "--poll", "0.05").exit_code == 0
     assert store.get_run(run_id).status == "succeeded"
     assert refund_log.read_text() == "" and len(model.requests) == 3
+
+
+def test_the_python_twin_marks_the_same_tool_for_approval(cli, model, refund_log):
+    from orchestrator import ToolRef, Workflow
+    from orchestrator.spec import load_workflow
+
+    typed = Workflow("tool-approval", inputs={"ticket": {"type": "string"}}, output="resolve",
+                     llm={"provider": "openai", "model": "gpt-4o-mini", "temperature": 0})
+    typed.llm_step(id="resolve", system="You resolve support tickets with the tools you have.",
+                   prompt="Ticket: {{ ticket }}",
+                   tools=["support_tools:lookup_order", ToolRef(ref="support_tools:refund", approve=True)], max_turns=5)
+    twin = FIXTURES / "tool_approval_py.py"
+    assert load_workflow(twin).content_hash == load_workflow(FLOW).content_hash \
+        == typed.bind(str(FLOW)).content_hash
+    res = cli("run", str(twin), "--input", TICKET, "--json")
+    assert res.exit_code == 3, res.stderr
+    assert res.json()["steps"][0]["output"]["tool"] == "refund" and refund_log.read_text() == ""
