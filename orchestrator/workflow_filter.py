@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from orchestrator.errors import InputError
 from orchestrator.store import Store
+from orchestrator.store.analytics import PRODUCTION_KINDS
 
 
 def workflows_with_runs(store: Store) -> list[str]:
-    """The names of the workflows with at least one original run (replays and forks aside), sorted."""
-    return sorted({c.workflow for c in store.run_counts() if c.kind == "run"})
+    """The names of the workflows with at least one original run, started alone or as a child run (replays and
+    forks aside), sorted."""
+    return sorted({c.workflow for c in store.run_counts() if c.kind in PRODUCTION_KINDS})
 
 
 def check_workflow_filter(store: Store, workflow: str | None) -> list[str]:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from orchestrator.jsonio import loads
 from orchestrator.records import iso
 from orchestrator.store import Store
-from orchestrator.store.analytics import NondeterminismCounts
+from orchestrator.store.analytics import PRODUCTION_KINDS, NondeterminismCounts
 from orchestrator.workflow_filter import check_workflow_filter
 
 
@@ -162,7 +162,7 @@ def build_report(store: Store, workflow: str | None = None, *, now: float | None
     one row per scored run (its early and recent means need the runs in order).
     """
     counts = store.run_counts(workflow)
-    production = [c for c in counts if c.kind == "run"]
+    production = [c for c in counts if c.kind in PRODUCTION_KINDS]
     if not production:
         check_workflow_filter(store, workflow)  # a name no run has is a typo: say which names have runs
     names = sorted({c.workflow for c in production})

@@ -11,7 +11,10 @@ summary, :mod:`orchestrator.store.sql_summary`; the rules for run periods, gate 
 an incorrect outcome blames are in :mod:`orchestrator.store.analytics`) and returns a
 :class:`StatsReport` (pydantic); the CLI
 prints it and the TUI dashboard renders the same model. Only runs of kind ``run`` count:
-replays and forks are not production traffic.
+replays and forks are not production traffic; a child run (started by a parent's ``workflow:`` step) is
+its workflow's traffic like a run started alone. ``expand``: a parent's ``workflow:`` step lists its child
+workflow's steps beneath it, by their paths (``research > retrieve``), counted over the child runs that step
+started.
 """
 
 from __future__ import annotations
@@ -19,14 +22,16 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from orchestrator.children import CHILD_KIND
 from orchestrator.errors import InputError
-from orchestrator.records import ModelCallView, iso, parse_unit, path_head
+from orchestrator.records import ModelCallView, iso, join_path, parse_unit, path_head, split_path
 from orchestrator.store import Store
 from orchestrator.store.analytics import OutcomeCounts, StepPeriodCounts
 from orchestrator.workflow_filter import check_workflow_filter
@@ -93,6 +98,11 @@ class StepStats(BaseModel):
     """USD; None when the step made no model call or a model's price is unknown."""
     model_usage: dict[str, ModelUsage] = Field(default_factory=dict)
     """The same sums per purpose (``step``, ``critic``, ``judge``, ``validation``)."""
+    steps: list[StepStats] | None = None
+    """With ``expand``, on a ``workflow:`` step: its child workflow's steps, by their paths (``research >
+    retrieve``), counted over the child runs this step started, blamed by the paths attribution named (an
+    instance's or iteration's child counts for the step: ``per_ticket[3] > classify`` is ``per_ticket >
+    classify``). Left out of the JSON otherwise."""
 
 
 class GateSpend(BaseModel):
@@ -150,7 +160,11 @@ class StatsReport(BaseModel):
     """Per step and gate: what its judge calls cost, most expensive (by tokens) first."""
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        doc = self.model_dump(mode="json")
+        for step in doc["steps"]:  # a child workflow's steps only where they were asked for
+            if step["steps"] is None:
+                del step["steps"]
+        return doc
 
 
 def parse_since(text: str, *, now: float | None = None) -> float:
@@ -194,7 +208,8 @@ def choose_workflow(store: Store, workflow: str | None) -> str:
 
 
 def compute_stats(store: Store, workflow: str | None = None, *, since: float | None = None, period: str = "week",
-                  alert_drop: float = 5.0, min_runs: int = 1, now: float | None = None) -> StatsReport:
+                  alert_drop: float = 5.0, min_runs: int = 1, now: float | None = None,
+                  expand: bool = False) -> StatsReport:
     """The dashboard of one workflow (the only one stored when ``workflow`` is None).
 
     Two aggregated reads (see :mod:`orchestrator.store.analytics` for their rules): the cost grows
@@ -204,19 +219,31 @@ def compute_stats(store: Store, workflow: str | None = None, *, since: float | N
     if period not in PERIODS:
         raise InputError(f"--period must be one of {list(PERIODS)}; got {period!r}")
     name = choose_workflow(store, workflow)
+    order, child_steps = _step_order(store, name)
+    expanded = {sid: store.child_step_period_counts(name, sid, period=period, since=since)
+                for sid in child_steps} if expand else None
     return build_stats(name, store.step_period_counts(name, period=period, since=since),
-                       store.outcome_counts(name, period=period, since=since), step_order=_step_order(store, name),
+                       store.outcome_counts(name, period=period, since=since), step_order=order,
                        period=period, since=since, alert_drop=alert_drop, min_runs=min_runs, now=now,
-                       calls=store.workflow_model_calls(name, since=since))
+                       calls=store.workflow_model_calls(name, since=since), expanded=expanded)
 
 
-def _step_order(store: Store, workflow: str) -> list[tuple[str, str | None]]:
-    """(step id, agent) in the order the newest run's definition declares them."""
-    newest = store.list_runs(workflow=workflow, kind="run", limit=1)
+def _step_order(store: Store, workflow: str) -> tuple[list[tuple[str, str | None]], list[str]]:
+    """(step id, agent) in the order the newest run's definition declares them, and its ``workflow:`` steps."""
+    newest = store.list_runs(workflow=workflow, kind="run", limit=1) or \
+        store.list_runs(workflow=workflow, kind=CHILD_KIND, limit=1)  # a workflow only ever run as a child
     if not newest:
-        return []
+        return [], []
     definition, _ = store.workflow_definition(newest[0].workflow_id)
-    return [(s["id"], s.get("agent") or s["id"]) for s in definition.get("steps", [])]
+    steps = definition.get("steps", [])
+    return [(s["id"], s.get("agent") or s["id"]) for s in steps], [s["id"] for s in steps if s.get("workflow")]
+
+
+def expanded_path(blamed: str) -> str:
+    """The row of ``stats --expand`` a blamed path counts for: its workflow step, then the child's step
+    (``per_ticket[3] > classify#2 > x`` -> ``per_ticket > classify``); a unit of the run itself -> its step."""
+    units = split_path(blamed)
+    return join_path(*(parse_unit(u)[0] for u in units[:2]))
 
 
 def _ordered_steps(rows: Sequence[StepPeriodCounts],
@@ -311,10 +338,13 @@ def _step_stats(step_id: str, agent: str | None, rows: Sequence[StepPeriodCounts
 def build_stats(workflow: str, step_rows: Sequence[StepPeriodCounts], outcome_rows: Sequence[OutcomeCounts], *,
                 step_order: Sequence[tuple[str, str | None]] = (), period: str = "week", since: float | None = None,
                 alert_drop: float = 5.0, min_runs: int = 1, now: float | None = None,
-                calls: Sequence[ModelCallView] = ()) -> StatsReport:
+                calls: Sequence[ModelCallView] = (),
+                expanded: Mapping[str, Sequence[StepPeriodCounts]] | None = None) -> StatsReport:
     """Pure: the dashboard from the store's aggregated rows (per step and period, per outcome state)
-    and the workflow's model calls."""
+    and the workflow's model calls; ``expanded``: the child workflow's rows of each ``workflow:`` step to show
+    beneath it (:meth:`~orchestrator.store.base.Store.child_step_period_counts`)."""
     starts = {r.period_start for r in step_rows} | {o.period_start for o in outcome_rows}
+    starts |= {r.period_start for rows in (expanded or {}).values() for r in rows}
     labels = {start: period_of(start, period) for start in starts}
     incorrect_in: Counter[float] = Counter()
     blamed_in: Counter[tuple[float, str | None]] = Counter()
@@ -332,6 +362,19 @@ def build_stats(workflow: str, step_rows: Sequence[StepPeriodCounts], outcome_ro
         calls_of.setdefault(call.step_id, []).append(call)
     steps = [_step_stats(sid, agent, by_step.get(sid, []), labels, incorrect_in, blamed_in, calls_of.get(sid, []))
              for sid, agent in _ordered_steps(step_rows, step_order)]
+    if expanded is not None:
+        blamed_at: Counter[tuple[float, str | None]] = Counter()
+        for o in outcome_rows:
+            if o.incorrect and o.blamed_step:
+                blamed_at[(o.period_start, expanded_path(o.blamed_step))] += o.runs
+        for step in steps:
+            if step.step_id in expanded:
+                inner = [replace(r, step_id=join_path(step.step_id, r.step_id)) for r in expanded[step.step_id]]
+                by_path: dict[str, list[StepPeriodCounts]] = {}
+                for row in inner:
+                    by_path.setdefault(row.step_id, []).append(row)
+                step.steps = [_step_stats(path, agent, by_path[path], labels, incorrect_in, blamed_at, [])
+                              for path, agent in _ordered_steps(inner, [])]
     incorrect = sum(incorrect_in.values())
     unattributed = sum(n for (_, who), n in blamed_in.items() if who is None)
     methods: Counter[str] = Counter()

@@ -238,6 +238,9 @@ def stats(workflow: WorkflowOption = None,
           period: Annotated[str, typer.Option("--period", help="day | week")] = "week",
           min_runs: Annotated[int, typer.Option("--min-runs", min=1, help="Gated runs a period needs before it "
                                                                           "can raise an alert.")] = 1,
+          expand: Annotated[bool, typer.Option("--expand", help="Under each workflow: step, its child workflow's "
+                                                                "steps (research > retrieve), over the child runs "
+                                                                "it started.")] = False,
           as_json: JsonOption = False, db: DbOption = None) -> None:
     """Per step: gate pass rate over time, its trend, and the share of failures attributed to it."""
     from rich.table import Table
@@ -247,7 +250,7 @@ def stats(workflow: WorkflowOption = None,
 
     start = parse_since(since) if since else None
     store = open_store(db, create=False)
-    report_ = compute_stats(store, workflow, since=start, period=period, min_runs=min_runs)
+    report_ = compute_stats(store, workflow, since=start, period=period, min_runs=min_runs, expand=expand)
     if as_json:
         print_json(report_.to_json())
         return
@@ -262,7 +265,7 @@ def stats(workflow: WorkflowOption = None,
         columns += [("tokens in/out", {"justify": "right"}), ("cost", {"justify": "right"})]
     for col, kw in columns:
         table.add_column(col, **kw)
-    for s in report_.steps:
+    for s in [row for step in report_.steps for row in (step, *(step.steps or []))]:  # a child's steps beneath
         rates = [f"{p.gate_pass_rate:.0%}" for p in s.trend if p.gate_pass_rate is not None][-6:]
         ran = str(s.runs) if not s.skipped_runs else f"{s.runs - s.skipped_runs} ran, {s.skipped_runs} skipped"
         cells = [escape(s.step_id), escape(s.agent or ""), ran,

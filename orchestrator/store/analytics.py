@@ -8,7 +8,9 @@ them from a summary per step and UTC day that each read brings up to date
 
 Rules every implementation follows (the contract tests in ``tests/store/`` hold them to it):
 
-- Only runs of kind ``run`` of the named workflow count: replays and forks are not production traffic.
+- Only runs of kind ``run`` or ``child`` of the named workflow count (:data:`PRODUCTION_KINDS`): a workflow's
+  runs started alone and those a parent's ``workflow:`` step started; replays and forks are not production
+  traffic.
 - **A run's start** is the earliest start of its step records, or its creation time when it has
   none. A run belongs to the period holding its start; ``since`` keeps runs starting at or after it.
 - **Periods** are UTC days, or ISO weeks starting Monday 00:00 UTC; see :func:`period_start`.
@@ -24,6 +26,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+PRODUCTION_KINDS = ("run", "child")
+"""The kinds of run that are a workflow's traffic: started alone, or as a child run of a parent's step."""
+
+PRODUCTION_SQL = "('run', 'child')"
+""":data:`PRODUCTION_KINDS` as an SQL list, for ``kind IN ...``."""
 
 PERIOD_SECONDS = {"day": 86400, "week": 7 * 86400}
 PERIOD_OFFSET = {"day": 0, "week": 3 * 86400}

@@ -277,6 +277,13 @@ class AnalyticsStore(ABC):
         """
 
     @abstractmethod
+    def child_step_period_counts(self, workflow: str, step_id: str, *, period: str = "week",
+                                 since: float | None = None) -> list[StepPeriodCounts]:
+        """:meth:`step_period_counts` of a ``workflow:`` step's child workflow, over the child runs that the step's
+        units (its instances and iterations too) started in ``workflow``'s production runs; a child run belongs
+        to the period of its own start. Step ids are the child's own (``retrieve``)."""
+
+    @abstractmethod
     def outcome_counts(self, workflow: str, *, period: str = "week", since: float | None = None) -> list[OutcomeCounts]:
         """Per period: production runs by outcome state, incorrect ones by the step their attribution blamed."""
 

@@ -156,6 +156,10 @@ class DelegatingStore(Store):
                            since: float | None = None) -> list[StepPeriodCounts]:
         return self.target().step_period_counts(workflow, period=period, since=since)
 
+    def child_step_period_counts(self, workflow: str, step_id: str, *, period: str = "week",
+                                 since: float | None = None) -> list[StepPeriodCounts]:
+        return self.target().child_step_period_counts(workflow, step_id, period=period, since=since)
+
     def outcome_counts(self, workflow: str, *, period: str = "week", since: float | None = None) -> list[OutcomeCounts]:
         return self.target().outcome_counts(workflow, period=period, since=since)
 

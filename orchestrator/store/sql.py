@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
 
 import orchestrator.store.sql_analytics as sql_analytics
+import orchestrator.store.sql_live_analytics as sql_live_analytics
 from orchestrator import jsonio
 from orchestrator.errors import DatabaseUnreachableError, InputError, NotFoundError, RunBusyError
 from orchestrator.records import (
@@ -33,6 +34,7 @@ from orchestrator.records import (
     StepRecordView,
 )
 from orchestrator.store.analytics import (
+    PRODUCTION_KINDS,
     AttributionCounts,
     NondeterminismCounts,
     OutcomeCounts,
@@ -459,7 +461,8 @@ class SqlStore(RetriedStore, Store):
 
     def workflow_model_calls(self, workflow: str, *, since: float | None = None) -> list[ModelCallView]:
         query = (select(calls_t, runs_t.c.run_id.label("run_id_")).join(runs_t, runs_t.c.id == calls_t.c.run_pk)
-                 .where(and_(runs_t.c.workflow == workflow, runs_t.c.kind == "run")).order_by(calls_t.c.id))
+                 .where(and_(runs_t.c.workflow == workflow, runs_t.c.kind.in_(PRODUCTION_KINDS)))
+                 .order_by(calls_t.c.id))
         if since is not None:
             query = query.where(calls_t.c.started_at >= since)
         return [model_call_view(r, r.run_id_) for r in self.read(query)]
@@ -499,7 +502,7 @@ class SqlStore(RetriedStore, Store):
                         steps_t.c.attempt, runs_t.c.run_id, steps_t.c.inputs, steps_t.c.output, steps_t.c.llm,
                         steps_t.c.origin)
                  .join(runs_t, runs_t.c.id == steps_t.c.run_pk)
-                 .where(and_(runs_t.c.workflow == workflow, runs_t.c.kind == "run"))
+                 .where(and_(runs_t.c.workflow == workflow, runs_t.c.kind.in_(PRODUCTION_KINDS)))
                  .order_by(steps_t.c.id))
         if since is not None:
             query = query.where(steps_t.c.started_at >= since)
@@ -625,6 +628,11 @@ class SqlStore(RetriedStore, Store):
     def step_period_counts(self, workflow: str, *, period: str = "week",
                            since: float | None = None) -> list[StepPeriodCounts]:
         return sql_analytics.step_period_counts(self, workflow, period, since)
+
+    def child_step_period_counts(self, workflow: str, step_id: str, *, period: str = "week",
+                                 since: float | None = None) -> list[StepPeriodCounts]:
+        return sql_live_analytics.child_step_period_counts(self.read, self.engine.dialect.name, workflow, step_id,
+                                                           period, since)
 
     def outcome_counts(self, workflow: str, *, period: str = "week", since: float | None = None) -> list[OutcomeCounts]:
         return sql_analytics.outcome_counts(self, workflow, period, since)

@@ -24,6 +24,7 @@ from orchestrator.store.analytics import (
     METHOD_PREFERENCE,
     PERIOD_OFFSET,
     PERIOD_SECONDS,
+    PRODUCTION_SQL,
 )
 
 if TYPE_CHECKING:
@@ -231,7 +232,7 @@ def contributions(conn: Connection, dialect: str, runs_sql: str, params: dict[st
 
 def production(workflow: str | None) -> str:
     """The WHERE condition on ``runs r`` for production runs of one workflow (``:workflow``) or of all."""
-    return "r.kind = 'run'" + ("" if workflow is None else " AND r.workflow = :workflow")
+    return f"r.kind IN {PRODUCTION_SQL}" + ("" if workflow is None else " AND r.workflow = :workflow")
 
 
 def bind_workflow(sql: str, workflow: str | None, **values: Any) -> Any:

@@ -6,11 +6,12 @@ counted with the same expressions as the summary (:mod:`orchestrator.store.sql_c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 
 from orchestrator.store.analytics import (
+    PRODUCTION_SQL,
     NondeterminismCounts,
     OutcomeCounts,
     StepPeriodCounts,
@@ -41,8 +42,18 @@ EARLIEST = -1e18
 # -- the live aggregation: every record read on every call (a database the summary cannot be written to) -----
 
 
-def _window(period: str, dialect: str) -> str:
-    """The CTE ``win``: production runs in the window with the start of their period.
+_PRODUCTION_RUNS = f"r.workflow = :workflow AND r.kind IN {PRODUCTION_SQL}"
+
+_CHILD_RUNS_OF_STEP = f"""r.kind = 'child' AND r.parent_run_id IN (
+          SELECT p.run_id FROM runs p WHERE p.workflow = :workflow AND p.kind IN {PRODUCTION_SQL})
+        AND (r.parent_step = :step OR SUBSTR(r.parent_step, 1, :step_len) IN (:step_item, :step_iteration))"""
+"""The child runs that the units of one step (``:step``, its instances ``STEP[i]`` and iterations ``STEP#n``)
+of a workflow's production runs started."""
+
+
+def _window(period: str, dialect: str, runs: str = _PRODUCTION_RUNS) -> str:
+    """The CTE ``win``: production runs in the window (or the runs ``runs`` selects from ``runs r``) with the
+    start of their period.
 
     MATERIALIZED: computed once (one index seek per run for its first step's start), not again per record.
     """
@@ -51,16 +62,28 @@ def _window(period: str, dialect: str) -> str:
       SELECT run_pk, {bucket('t0', period, dialect)} AS period_start FROM (
         SELECT r.id AS run_pk,
                COALESCE((SELECT MIN(s.started_at) FROM step_records s WHERE s.run_pk = r.id), r.created_at) AS t0
-        FROM runs r WHERE r.workflow = :workflow AND r.kind = 'run') rs
+        FROM runs r WHERE {runs}) rs
       WHERE t0 >= :since)"""
 
 
-def live_step_period_counts(read: Read, dialect: str, workflow: str, period: str,
-                            since: float | None) -> list[StepPeriodCounts]:
+def child_step_period_counts(read: Read, dialect: str, workflow: str, step_id: str, period: str,
+                             since: float | None) -> list[StepPeriodCounts]:
+    """The child workflow's steps, counted over the child runs that ``step_id`` of ``workflow``'s production
+    runs started (a child run in the period of its own first step). Aggregated live from their records:
+    ``stats --expand`` asks for them, one workflow step at a time."""
+    binds = {"step": step_id, "step_len": len(step_id) + 1, "step_item": f"{step_id}[",
+             "step_iteration": f"{step_id}#"}
+    return live_step_period_counts(read, dialect, workflow, period, since, _CHILD_RUNS_OF_STEP, binds)
+
+
+def live_step_period_counts(read: Read, dialect: str, workflow: str, period: str, since: float | None,
+                            runs: str = _PRODUCTION_RUNS,
+                            binds: dict[str, Any] | None = None) -> list[StepPeriodCounts]:
     """One pass over the window's records grouped by (step, period), counting distinct runs; only the
-    gate verdicts need each (run, step)'s first gated attempt, so only gated records are grouped per run."""
+    gate verdicts need each (run, step)'s first gated attempt, so only gated records are grouped per run.
+    ``runs``: which runs (a condition on ``runs r``; the workflow's production runs by default)."""
     sql = f"""
-    WITH {_window(period, dialect)},
+    WITH {_window(period, dialect, runs)},
     flat AS (
       SELECT s.step_id, w.period_start, {record_aggregates(dialect)}
       FROM win w JOIN step_records s ON s.run_pk = w.run_pk
@@ -78,7 +101,7 @@ def live_step_period_counts(read: Read, dialect: str, workflow: str, period: str
            f.gate_failures, f.retries, f.model_records, f.calls, f.tin, f.tout, f.priced, f.cost, f.skipped
     FROM flat f LEFT JOIN passes p ON p.step_id = f.step_id AND p.period_start = f.period_start
     ORDER BY f.period_start, f.first_id"""
-    rows = read(text(sql).bindparams(workflow=workflow, since=EARLIEST if since is None else since))
+    rows = read(text(sql).bindparams(workflow=workflow, since=EARLIEST if since is None else since, **(binds or {})))
     return [StepPeriodCounts(step_id=r.step_id, period_start=float(r.period_start), gate_passes=int(r.passes or 0),
                              **aggregated(r)) for r in rows]
 
@@ -123,7 +146,7 @@ def _first_outputs(dialect: str) -> str:
     SQLite returns the other columns of the row holding ``MIN(id)`` (a documented guarantee of
     its bare columns); PostgreSQL says the same with ``DISTINCT ON``.
     """
-    where = ("r.workflow = :workflow AND r.kind = 'run' AND s.status IN ('succeeded', 'gate_failed') "
+    where = (f"r.workflow = :workflow AND r.kind IN {PRODUCTION_SQL} AND s.status IN ('succeeded', 'gate_failed') "
              "AND s.output IS NOT NULL")
     if dialect == "postgresql":
         return f"""SELECT DISTINCT ON (s.run_pk, s.step_id) s.id, s.step_id, s.inputs_digest, s.output_digest

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
+from orchestrator.store.analytics import PRODUCTION_SQL
 from orchestrator.store.sql_counting import (
     COUNTERS,
     DAY,
@@ -340,7 +341,7 @@ class Summary:
                    COUNT(DISTINCT CASE WHEN {EXECUTED} THEN {UNIT} END) AS steps,
                    COUNT(CASE WHEN {EXECUTED} THEN 1 END) AS attempts
             FROM runs r {records_of('r.id', ':hi_records', self.dialect, outer=True)}
-            WHERE r.kind = 'run' AND r.id IN ({_AFFECTED}) GROUP BY r.id"""), params).all()
+            WHERE r.kind IN {PRODUCTION_SQL} AND r.id IN ({_AFFECTED}) GROUP BY r.id"""), params).all()
         latest = {int(r.run_pk): r.correct for r in conn.execute(text(f"""
             SELECT o.run_pk AS run_pk, o.correct AS correct FROM outcomes o JOIN (
               SELECT MAX(id) AS id FROM outcomes WHERE id + 0 <= :hi_outcomes AND run_pk IN ({_AFFECTED})

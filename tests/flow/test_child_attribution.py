@@ -172,3 +172,38 @@ def test_instances_of_a_mapped_step_are_candidates_and_players(cli, step_log):
     shapley = _attribute(cli, run_id, "shapley")
     assert shapley["blamed_step"] == "classify[1]"
     assert {c["step_id"]: round(c["credit"], 6) for c in shapley["candidates"]}["classify[1]"] == -1.0
+
+
+def test_stats_of_a_child_workflow_count_its_runs_alone_and_as_child_runs(cli, step_log):
+    _run(cli, "map")  # three child runs of tree-attr-triage
+    alone = cli("run", str(FLOW / "tree_attr_triage.yaml"), "--input", "ticket=ticket 9", "--json")
+    assert alone.exit_code == 0, alone.stderr
+    stats = cli("stats", "--workflow", "tree-attr-triage", "--json").json()
+    assert stats["runs"] == 4
+    assert {s["step_id"]: s["runs"] for s in stats["steps"]} == {"classify": 4, "answer": 4}
+    classify = stats["steps"][0]
+    assert (classify["gated_runs"], classify["gate_pass_rate"]) == (4, 0.75)  # ticket 1's child misfiled it
+
+
+def test_stats_expand_lists_the_child_steps_beneath_the_workflow_step(cli, step_log):
+    for _ in range(2):
+        _run(cli, "map")  # scored incorrect: each run's automatic trace blames per_ticket[1] > classify
+    plain = cli("stats", "--workflow", "tree-attr-map", "--json").json()
+    assert [s["step_id"] for s in plain["steps"]] == ["tickets", "per_ticket", "combine"]
+    assert all("steps" not in s for s in plain["steps"])  # the JSON of before, key for key
+    doc = cli("stats", "--workflow", "tree-attr-map", "--expand", "--json").json()
+    per_ticket = doc["steps"][1]
+    assert (per_ticket["step_id"], per_ticket["runs"], per_ticket["blamed"]) == ("per_ticket", 2, 2)
+    rows = {s["step_id"]: s for s in per_ticket["steps"]}
+    assert list(rows) == ["per_ticket > classify", "per_ticket > answer"]
+    classify = rows["per_ticket > classify"]
+    assert (classify["runs"], classify["gated_runs"], classify["gate_pass_rate"]) == (6, 6, 0.6667)
+    assert (classify["blamed"], classify["blamed_share"], classify["agent"]) == (2, 1.0, "classify")
+    assert rows["per_ticket > answer"]["blamed"] == 0
+    assert doc["blamed_distribution"] == {"per_ticket": 1.0}
+    assert [s.get("steps") for s in doc["steps"] if s["step_id"] != "per_ticket"] == [None, None]
+    shown = cli("stats", "--workflow", "tree-attr-map", "--expand").stdout
+    lines = [line for line in shown.splitlines() if line.startswith("│") and "per_ticket" in line]
+    assert [line.split("│")[1].strip() for line in lines] == ["per_ticket", "per_ticket > classify",
+                                                             "per_ticket > answer"]
+    assert "per_ticket > classify" not in cli("stats", "--workflow", "tree-attr-map").stdout

@@ -343,3 +343,45 @@ def test_a_summary_rebuilt_from_scratch_in_small_steps_gives_the_same_counts(sto
     monkeypatch.setattr(sql_summary, "CHUNK", 2)
     forget_summary(store)
     assert everything() == summarised
+
+
+def seed_children(store: Store) -> None:
+    """Workflow ``parent`` runs ``child`` from its step ``research`` (one run) and from each instance of its
+    mapped step ``per_item`` (another run); ``child`` also runs alone once. A replay of a child run never counts."""
+    parent, child = add_workflow(store, "parent", "hp"), add_workflow(store, "child", "hc")
+    one = add_run(store, parent, "parent")
+    store.insert_step_record(step(one, parent, "research", started_at=MONDAY + 5))
+    inner = add_run(store, child, "child", kind="child", parent_run_id=one, parent_step="research")
+    store.insert_step_record(step(inner, child, "retrieve", started_at=MONDAY + 1, gates=[gate(passed=False)]))
+    store.insert_step_record(step(inner, child, "summarize", started_at=MONDAY + 2))
+    two = add_run(store, parent, "parent")
+    for i in range(2):
+        item = add_run(store, child, "child", kind="child", parent_run_id=two, parent_step=f"per_item[{i}]")
+        store.insert_step_record(step(item, child, "retrieve", started_at=MONDAY + DAY, gates=[gate()]))
+    alone = add_run(store, child, "child")
+    store.insert_step_record(step(alone, child, "retrieve", started_at=MONDAY + 2 * DAY, gates=[gate()]))
+    replay = add_run(store, child, "child", kind="counterfactual", parent_run_id=inner)
+    store.insert_step_record(step(replay, child, "retrieve", started_at=MONDAY, gates=[gate(passed=False)]))
+
+
+def test_a_child_workflow_counts_its_runs_started_alone_and_as_child_runs(store: Store):
+    seed_children(store)
+    rows = {r.step_id: r for r in store.step_period_counts("child", period="week")}
+    assert (rows["retrieve"].runs, rows["retrieve"].gated_runs, rows["retrieve"].gate_passes) == (4, 4, 3)
+    assert rows["summarize"].runs == 1
+    assert sum(o.runs for o in store.outcome_counts("child", period="week")) == 4
+    assert sum(t.runs for t in store.trajectory_counts("child")) == 4
+    forget_summary(store)  # summarised again from scratch: the same
+    assert store.step_period_counts("child", period="week")[0].runs == 4
+
+
+def test_child_step_period_counts_are_the_child_runs_one_workflow_step_started(store: Store):
+    seed_children(store)
+    research = {r.step_id: r for r in store.child_step_period_counts("parent", "research", period="week")}
+    assert sorted(research) == ["retrieve", "summarize"]
+    assert (research["retrieve"].runs, research["retrieve"].gate_passes) == (1, 0)
+    mapped = store.child_step_period_counts("parent", "per_item", period="day")
+    assert [(r.step_id, r.period_start, r.runs, r.gate_passes) for r in mapped] == [
+        ("retrieve", WEEK45 + DAY, 2, 2)]
+    assert store.child_step_period_counts("parent", "per", period="week") == []  # a prefix is no step
+    assert store.child_step_period_counts("parent", "research", period="week", since=MONDAY + DAY) == []
