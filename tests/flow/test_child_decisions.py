@@ -259,3 +259,28 @@ def test_the_async_python_api_decides_a_pause_from_the_child(step_log, db_url):
             assert orch.get_run(run.run_id).output == REPORT
 
     anyio.run(main)
+
+
+def test_a_fix_two_runs_down_supersedes_each_run_above_up_to_the_pause(tree_cli, step_log, durable_url, tmp_path):
+    """The grandchild's retrieve fed the child's report, which the root's publish found too long: editing
+    'outer > research > retrieve' supersedes the grandchild's summarize, the child's research and write, and
+    the root's outer and publish, then continues the same child runs."""
+    doc = _paused(tree_cli, "tree_deep_gated.yaml")
+    assert doc["paused_steps"] == ["publish"]
+    store = open_store(durable_url)
+    middle = doc["children"][0]["run_id"]
+    [inner] = store.child_runs(middle)
+    fixed = tmp_path / "findings.json"
+    fixed.write_text(json.dumps({"findings": ["a", "b"]}))
+    res = tree_cli("edit", doc["run_id"], "--step", "outer > research > retrieve", "--output", str(fixed), "--json")
+    assert res.exit_code == 0, res.stderr
+    assert res.json()["output"] == "REPORT: A; B"
+    assert ("superseded (kept, and run again now): outer > research > summarize, outer > research, outer > write, "
+            "outer, publish") in res.stderr
+    assert _reviews(store, inner.run_id) == [("retrieve", "edit")]
+    assert _reviews(store, middle) == [("research > retrieve", "edit")]
+    assert _reviews(store, doc["run_id"]) == [("outer > research > retrieve", "edit")]
+    assert [c.run_id for c in store.child_runs(middle)] == [inner.run_id]
+    assert Counter(executions(step_log)) == Counter({"tree-review.plan": 1, "tree-research.retrieve": 1,
+                                                     "tree-research.summarize": 2, "tree-review.write": 2,
+                                                     "tree-deep-gated.publish": 2})
