@@ -207,3 +207,15 @@ def test_stats_expand_lists_the_child_steps_beneath_the_workflow_step(cli, step_
     assert [line.split("│")[1].strip() for line in lines] == ["per_ticket", "per_ticket > classify",
                                                              "per_ticket > answer"]
     assert "per_ticket > classify" not in cli("stats", "--workflow", "tree-attr-map").stdout
+
+
+def test_a_grandchild_step_is_blamed_by_its_whole_path(cli, step_log):
+    run_id = _run(cli, "nested")  # tree_attr_parent.yaml as the child ``outer``, research its grandchild
+    assert cli("trace", run_id, "--json").json()["blamed_step"] == "outer > research > retrieve"
+    before = len(_lines(step_log))
+    doc = _attribute(cli, run_id, "counterfactual")
+    assert doc["blamed_step"] == "outer > research > retrieve" and doc["candidates"][0]["credit"] == -1.0
+    assert "tree-attr-parent.publish" not in _lines(step_log)[before:]
+    stats = cli("stats", "--workflow", "tree-attr-nested", "--expand", "--json").json()
+    rows = {s["step_id"]: s["blamed"] for s in stats["steps"][0]["steps"]}
+    assert rows == {"outer > plan": 0, "outer > research": 1, "outer > write": 0, "outer > publish": 0}
