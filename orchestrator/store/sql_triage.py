@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import and_, exists, false, func, literal_column, or_, select, true
 from sqlalchemy.sql.elements import ColumnElement
 
+from orchestrator.approvals import is_approval
 from orchestrator.records import unit_name
 from orchestrator.store.rows import run_view
 from orchestrator.store.sql_counting import attribution_rank_sql
@@ -103,13 +104,13 @@ def _add_waiting(read: Read, paused: dict[int, TriageRow]) -> None:
     first_reason = (select(gates_t.c.reason).where(failing)
                     .order_by(gates_t.c.id).limit(1).correlate(steps_t).scalar_subquery())
     waiting = (select(steps_t.c.run_pk, steps_t.c.step_id, steps_t.c.item_index, steps_t.c.iteration,
-                      first_reason.label("reason"))
+                      first_reason.label("reason"), steps_t.c.error_type, steps_t.c.error_message)
                .where(and_(steps_t.c.run_pk.in_(list(paused)), steps_t.c.status == "gate_failed",
                            steps_t.c.superseded_by.is_(None), ~newer_record, ~answered))
                .order_by(steps_t.c.run_pk, steps_t.c.started_at, steps_t.c.step_id, steps_t.c.item_index,
                          steps_t.c.iteration))
     for r in read(waiting):
         row = paused[r.run_pk]
-        if not row.waiting_steps:
-            row.gate_reason = r.reason
+        if not row.waiting_steps:  # a pause for approval has no failed gate: it says what it waits for
+            row.gate_reason = r.error_message if r.reason is None and is_approval(r.error_type) else r.reason
         row.waiting_steps.append(unit_name(r.step_id, r.item_index, r.iteration))

@@ -47,6 +47,8 @@ def test_an_approval_step_pauses_with_its_inputs_as_the_proposal_and_says_it_wai
     assert confirm["output"] == {"refund": {"order": "42", "amount": 20}}
     shown = cli("show", run_id).stdout
     assert 'waiting for approval: {"refund": {"order": "42", "amount": 20}}' in shown
+    [listed] = cli("runs", "--json").json()
+    assert (listed["waiting_steps"], listed["gate_reason"]) == (["confirm"], "waiting for approval")
     assert pay_log.read_text() == ""
 
 
