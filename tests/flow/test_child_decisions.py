@@ -284,3 +284,20 @@ def test_a_fix_two_runs_down_supersedes_each_run_above_up_to_the_pause(tree_cli,
     assert Counter(executions(step_log)) == Counter({"tree-review.plan": 1, "tree-research.retrieve": 1,
                                                      "tree-research.summarize": 2, "tree-review.write": 2,
                                                      "tree-deep-gated.publish": 2})
+
+
+def test_a_fix_inside_an_iterations_child_supersedes_the_loops_result_and_the_loop_goes_on(cli, step_log, db_url,
+                                                                                         tmp_path):
+    """One iteration and its critique failed: the loop gave up and waits at its repeat gate. Editing the
+    draft inside that iteration's child ('improve#1 > draft') runs the child's critique again, then the loop
+    judges the same iteration anew and goes on."""
+    doc = _paused(cli, "loop_child_once.yaml")
+    assert doc["paused_steps"] == ["improve"]
+    fixed = tmp_path / "draft.json"
+    fixed.write_text(json.dumps({"text": "essay v2", "version": 2}))
+    res = cli("edit", doc["run_id"], "--step", "improve#1 > draft", "--output", str(fixed), "--json")
+    assert res.exit_code == 0, res.stderr
+    assert res.json()["output"] == "ESSAY V2"
+    assert "superseded (kept, and run again now): improve#1 > critique, improve, improve#1" in res.stderr
+    assert [c["step"] for c in res.json()["children"]] == ["improve#1"]  # the same child run, continued
+    assert Counter(executions(step_log)) == Counter({"draft": 1, "critique": 2, "publish": 1})
