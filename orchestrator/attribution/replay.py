@@ -117,7 +117,8 @@ class Plan:
     def looped(self) -> frozenset[str]:
         """The steps with a unit changed (an iteration, an instance, or a path into a unit's child run): they run
         again, never copied from the original, each unit reusing its recorded output where nothing changed it."""
-        return frozenset(parse_unit(path_head(u))[0] for u in (*self.reference, *self.fixed)
+        fresh_paths = (u for u in self.fresh if PATH_SEPARATOR.strip() in u)
+        return frozenset(parse_unit(path_head(u))[0] for u in (*self.reference, *self.fixed, *fresh_paths)
                          if u != parse_unit(path_head(u))[0])
 
     def below(self, unit: str) -> Plan:
@@ -127,7 +128,8 @@ class Plan:
             return join_path(*units[1:]) if len(units) > 1 and units[0] == unit else None
 
         return Plan(reference=frozenset(r for p in self.reference if (r := inner(p)) is not None),
-                    fixed={r: v for p, v in self.fixed.items() if (r := inner(p)) is not None})
+                    fixed={r: v for p, v in self.fixed.items() if (r := inner(p)) is not None},
+                    fresh=frozenset(r for p in self.fresh if (r := inner(p)) is not None))
 
     def changes(self) -> bool:
         """Whether the plan changes anything (an empty plan keeps every step's own behaviour)."""
@@ -703,7 +705,11 @@ class ReplayEngine:
 
     def fork(self, from_step: str, output: Any = MISSING) -> Evaluation:
         """A new run from ``from_step``: earlier steps reuse their records, ``from_step`` takes
-        ``output`` (or re-executes) and everything downstream of it runs again."""
+        ``output`` (or re-executes) and everything downstream of it runs again. ``from_step`` may be a path
+        into a child run (``research > retrieve``): the child is replayed from that step, then the parent
+        from the unit that started it."""
+        if PATH_SEPARATOR.strip() in from_step:
+            return self._fork_path(from_step, output)
         if from_step not in self.steps:
             raise NotFoundError(f"workflow {self.spec.name!r} has no step {from_step!r}; steps: {self.order}")
         downstream = frozenset(graph.descendants(self.spec, [from_step]))
@@ -717,3 +723,31 @@ class ReplayEngine:
             plan = Plan(fixed={from_step: output}, fresh=downstream)
         evaluation = self.run_plan(plan, kind="replay", label=from_step)
         return evaluation
+
+    def _fork_path(self, path: str, output: Any) -> Evaluation:
+        units = split_path(path)
+        engine: ReplayEngine = self
+        prefix: list[str] = []
+        downstream: set[str] = set()
+        for depth, unit in enumerate(units):  # what runs again: downstream of the path's unit at every level
+            step_id = parse_unit(unit)[0]
+            if step_id not in engine.steps:
+                raise NotFoundError(f"workflow {engine.spec.name!r} has no step {step_id!r} (in {path!r}); "
+                                    f"steps: {engine.order}")
+            downstream |= {join_path(*prefix, d) for d in graph.descendants(engine.spec, [step_id])}
+            if depth < len(units) - 1:
+                child = engine.child_engine(unit)
+                if child is None:
+                    raise NotFoundError(f"unit {unit!r} of run {engine.run.run_id} started no child run, so {path!r} "
+                                        "names nothing")
+                engine, prefix = child, [*prefix, unit]
+        path = join_path(*units)
+        if output is MISSING:
+            plan = Plan(fresh=frozenset(downstream | {path}))
+        else:
+            try:
+                output = jsonio.output_to_plain(output)
+            except jsonio.NotSerializableError as exc:
+                raise InputError(f"the replacement output cannot be stored as JSON: {exc}") from None
+            plan = Plan(fixed={path: output}, fresh=frozenset(downstream))
+        return self.run_plan(plan, kind="replay", label=path)

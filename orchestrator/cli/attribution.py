@@ -201,7 +201,8 @@ def attribute(run_id: RunArgument,
 
 @guarded
 def replay(run_id: RunArgument,
-           from_step: Annotated[str, typer.Option("--from", help="The step to fork from.")],
+           from_step: Annotated[str, typer.Option("--from", help="The step to fork from (a path into a child run: "
+                                                             "research > retrieve).")],
            output: Annotated[Path | None, typer.Option("--output", help="JSON file with the output STEP takes "
                                                                         "(default: STEP runs again).")] = None,
            as_json: JsonOption = False, db: DbOption = None) -> None:

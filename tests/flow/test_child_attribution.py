@@ -219,3 +219,27 @@ def test_a_grandchild_step_is_blamed_by_its_whole_path(cli, step_log):
     stats = cli("stats", "--workflow", "tree-attr-nested", "--expand", "--json").json()
     rows = {s["step_id"]: s["blamed"] for s in stats["steps"][0]["steps"]}
     assert rows == {"outer > plan": 0, "outer > research": 1, "outer > write": 0, "outer > publish": 0}
+
+
+def test_a_fork_from_a_child_step_replays_the_child_from_it_then_the_parent(cli, step_log, tmp_path):
+    run_id = _run(cli, "parent")
+    given = tmp_path / "found.json"
+    given.write_text('{"findings": ["a", "b", "c"]}')
+    before = len(_lines(step_log))
+    fork = cli("replay", run_id, "--from", "research > retrieve", "--output", str(given), "--json")
+    assert fork.exit_code == 0, fork.stderr
+    doc = fork.json()
+    assert doc["output"] == {"report": "report: a; b; c", "facts": 3, "published": True}
+    shown = cli("show", doc["run_id"], "--json").json()
+    assert (shown["kind"], shown["parent_run_id"], shown["parent_step"]) == ("replay", run_id, "research > retrieve")
+    assert {s["unit"]: s["origin"] for s in shown["steps"]} == {
+        "plan": "reused", "research": "replayed", "write": "executed", "publish": "simulated"}
+    assert _lines(step_log)[before:] == ["tree-attr-research.summarize", "tree-attr-parent.write",
+                                         "tree-attr-parent.publish(dry run)"]
+    again = cli("replay", run_id, "--from", "research > retrieve", "--json")  # re-executed from the child step
+    assert again.exit_code == 0 and _lines(step_log)[-4] == "tree-attr-research.retrieve"
+    missing = cli("replay", run_id, "--from", "plan > retrieve")
+    assert missing.exit_code == 2
+    assert "unit 'plan' of run" in missing.stderr and "started no child run" in missing.stderr
+    unknown = cli("replay", run_id, "--from", "research > nope")
+    assert unknown.exit_code == 2 and "workflow 'tree-attr-research' has no step 'nope'" in unknown.stderr
