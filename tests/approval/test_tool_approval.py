@@ -201,3 +201,62 @@ def test_the_python_twin_marks_the_same_tool_for_approval(cli, model, refund_log
     res = cli("run", str(twin), "--input", TICKET, "--json")
     assert res.exit_code == 3, res.stderr
     assert res.json()["steps"][0]["output"]["tool"] == "refund" and refund_log.read_text() == ""
+
+
+def test_calls_of_one_turn_are_answered_in_order_each_that_needs_approval_pausing(cli, fake_openai, monkeypatch,
+                                                                                refund_log):
+    monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", fake_openai.base_url)
+    fake_openai.respond(completion(None, finish_reason="tool_calls", tool_calls=[
+        tool_call("a", "refund", {"order_id": "42", "amount": 10}),
+        tool_call("b", "lookup_order", {"order_id": "42"}),
+        tool_call("c", "refund", {"order_id": "43", "amount": 5})]))
+    res = cli("run", str(FLOW), "--input", TICKET, "--json")
+    assert res.exit_code == 3 and res.json()["steps"][0]["output"]["call_id"] == "a"
+    run_id = res.json()["run_id"]
+    res = cli("approve", run_id, "--json")  # a runs, b runs unasked, c waits
+    assert res.exit_code == 3, res.stderr
+    assert res.json()["steps"][0]["output"]["call_id"] == "c"
+    assert refund_log.read_text() == "42 10\n"
+    fake_openai.respond(completion("Done."))
+    assert cli("reject", run_id, "--reason", "one refund is enough").exit_code == 0
+    assert refund_log.read_text() == "42 10\n"
+    assert len(fake_openai.requests) == 2  # one turn with three calls, one answer
+    answers = _tool_answers(fake_openai.requests[-1])
+    assert [m["tool_call_id"] for m in answers] == ["a", "b", "c"]
+    assert json.loads(answers[1]["content"])["status"] == "delivered"
+    assert json.loads(answers[2]["content"]) == {"error": "the reviewer rejected this call: one refund is enough"}
+
+
+def test_each_instance_of_a_mapped_step_waits_for_its_own_approval(cli, fake_openai, monkeypatch, refund_log,
+                                                                   tmp_path):
+    monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", fake_openai.base_url)
+    for n, order in enumerate(["41", "42"]):
+        fake_openai.respond(completion(None, finish_reason="tool_calls", tool_calls=[
+            tool_call(f"c{n}", "refund", {"order_id": order, "amount": 10 + n})]))
+    tickets = tmp_path / "inputs.json"
+    tickets.write_text(json.dumps({"tickets": ["order 41 broken", "order 42 broken"]}))
+    res = cli("run", str(FIXTURES / "tool_map.yaml"), "--input-file", str(tickets), "--json")
+    assert res.exit_code == 3, res.stderr
+    assert res.json()["paused_steps"] == ["resolve[0]", "resolve[1]"]
+    run_id = res.json()["run_id"]
+    fake_openai.respond(completion("Refunded 42."))
+    res = cli("approve", run_id, "--step", "resolve[1]", "--json")
+    assert res.exit_code == 3 and res.json()["paused_steps"] == ["resolve[0]"]
+    assert refund_log.read_text() == "42 11\n"
+    fake_openai.respond(completion("Refunded 41."))
+    res = cli("approve", run_id, "--step", "resolve[0]", "--json")
+    assert res.exit_code == 0, res.stderr
+    assert res.json()["output"] == ["Refunded 41.", "Refunded 42."]
+    assert refund_log.read_text() == "42 11\n41 10\n"
+    assert len(fake_openai.requests) == 4
+
+
+def test_a_tool_call_inside_a_child_run_is_decided_from_the_parent(cli, model, refund_log):
+    res = cli("run", str(FIXTURES / "tool_parent.yaml"), "--input", TICKET, "--json")
+    assert res.exit_code == 3, res.stderr
+    assert res.json()["paused_steps"] == ["support > resolve"]
+    model.respond(completion("Refunded 40 on order 42."))
+    res = cli("approve", res.json()["run_id"], "--step", "support > resolve", "--json")
+    assert res.exit_code == 0, res.stderr
+    assert res.json()["output"] == "Refunded 40 on order 42."
+    assert refund_log.read_text() == "42 40\n" and len(model.requests) == 3
