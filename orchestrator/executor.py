@@ -36,7 +36,7 @@ from orchestrator.lease_keeper import LeaseKeeper, keep_lease
 from orchestrator.looping import LoopRunner, LoopState
 from orchestrator.mapping import MapRunner, MapState
 from orchestrator.outcomes import Scoring, score_run, scoring_event
-from orchestrator.records import StepRecordView, parse_unit, path_head
+from orchestrator.records import PATH_SEPARATOR, StepRecordView, parse_unit, path_head
 from orchestrator.runstate import (
     FAIR_SHARE_SECONDS,
     Done,
@@ -51,6 +51,7 @@ from orchestrator.store import Lease, NewStepRecord, RunEnd, Store
 from orchestrator.store.base import lease_lost
 from orchestrator.store.off_loop import store_call
 from orchestrator.threads import DEFAULT_CONCURRENCY
+from orchestrator.tree import child_pause_deadline
 
 DEFAULT_LEASE_SECONDS = 15.0
 """How long a run's lease lasts without a heartbeat (renewed every third of it): a process that
@@ -213,14 +214,22 @@ class Executor:
             done=run.done, waiting=schedule.waiting, failed=schedule.failed, errors=schedule.errors, lease=lease,
             ended=schedule.writer.ended is not None, outcome=scoring.outcome if scoring else None,
             evaluator_error=scoring.error if scoring else None,
-            review_deadline=lambda: pause_deadline(self.store, run_id, schedule.waiting,
-                                                   self.workflow.spec.review_timeouts()))
+            review_deadline=lambda: self.review_deadline(run_id, schedule.waiting))
         if self.on_event is not None:
             if scoring is not None:  # before the end, so a listener can put the score on the run's span
                 self.on_event(scoring_event(run_id, scoring))
             self.on_event(RunFinished(run_id=run_id, status=result.status, paused_steps=tuple(result.paused_steps),
                                       failed_steps=tuple(result.failed_steps), error=result.error))
         return result
+
+    def review_deadline(self, run_id: str, waiting: set[str]) -> float | None:
+        """When the first of the run's pauses times out: its own steps' ``review_timeout`` and, for pauses
+        inside its child runs (``research > retrieve``), the child steps' (so the root, which a worker polls,
+        carries the deadline of a pause deep in its tree)."""
+        own = pause_deadline(self.store, run_id, {u for u in waiting if PATH_SEPARATOR not in u},
+                             self.workflow.spec.review_timeouts())
+        inside = child_pause_deadline(self.store, run_id) if any(PATH_SEPARATOR in u for u in waiting) else None
+        return min((d for d in (own, inside) if d is not None), default=None)
 
     def child_executor(self, workflow: BoundWorkflow, workflow_id: int) -> Executor:
         """The executor of a child run this execution starts or continues: same store, listeners, drain and

@@ -42,7 +42,7 @@ from orchestrator.store import GateRow, Lease, NewReview, NewStepRecord, Store
 from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.telemetry import get_tracer
 from orchestrator.tool_decisions import check_arguments, is_tool_pause, review_of
-from orchestrator.tree import ancestors, is_child
+from orchestrator.tree import StepTimeouts, ancestors, child_pauses, is_child
 
 
 @dataclass
@@ -731,7 +731,8 @@ def _never_ran(store: Store, run_id: str, where: str) -> list[NewStepRecord]:
 
 def apply_review_timeouts(store: Store, run_id: str, spec: WorkflowSpec, *, now: float | None = None,
                           lease: Lease | None = None) -> list[Decision]:
-    """Decide pauses that waited longer than their step's ``review_timeout`` (reviewer ``review-timeout``).
+    """Decide pauses that waited longer than their step's ``review_timeout`` (reviewer ``review-timeout``):
+    the run's own, and those inside its child runs (``research > retrieve``) by the child step's.
 
     An approval claims ``lease`` with the decision, for the caller to continue the run under it; without
     one, it queues the run for any worker in the decision's transaction. Either way no process killed
@@ -740,20 +741,22 @@ def apply_review_timeouts(store: Store, run_id: str, spec: WorkflowSpec, *, now:
     decisions: list[Decision] = []
     if store.get_run(run_id).status != "paused":
         return decisions
-    for rec in waiting_records(store, run_id):
-        step = spec.step(rec.step_id)
+    inside = StepTimeouts(store)
+    due = [(rec.unit, spec.step(rec.step_id), rec) for rec in waiting_records(store, run_id)]
+    due += [(pause.path, inside.step(pause.record), pause.record) for pause in child_pauses(store, run_id)]
+    for unit, step, rec in due:
         if step.review_timeout is None or rec.ended_at + step.review_timeout > now:
             continue
         comment = f"no decision within {step.review_timeout:g} s"
         try:
             if step.on_review_timeout == "approve":
-                decisions.append(approve(store, run_id, step=rec.unit, reviewer="review-timeout", comment=comment,
+                decisions.append(approve(store, run_id, step=unit, reviewer="review-timeout", comment=comment,
                                          lease=lease, run_status="running" if lease is not None else "queued"))
             elif is_tool_pause(rec):  # a rejected tool call: the model reads why, and the run goes on
                 decisions.append(reject(store, run_id, step=rec.unit, reviewer="review-timeout", comment=comment,
                                         lease=lease, run_status="running" if lease is not None else "queued"))
             else:
-                decisions.append(reject(store, run_id, step=rec.unit, reviewer="review-timeout", comment=comment))
+                decisions.append(reject(store, run_id, step=unit, reviewer="review-timeout", comment=comment))
                 break
         except ReviewError:
             continue  # a human decided meanwhile
@@ -763,8 +766,9 @@ def apply_review_timeouts(store: Store, run_id: str, spec: WorkflowSpec, *, now:
 def next_review_deadline(store: Store, run_id: str, spec: WorkflowSpec) -> float | None:
     """When the earliest pending review times out, or None when some pause waits indefinitely."""
     deadlines = []
-    for rec in waiting_records(store, run_id):
-        step = spec.step(rec.step_id)
+    inside = StepTimeouts(store)
+    for step, rec in [*((spec.step(r.step_id), r) for r in waiting_records(store, run_id)),
+                      *((inside.step(p.record), p.record) for p in child_pauses(store, run_id))]:
         if step.review_timeout is None:
             return None
         deadlines.append(rec.ended_at + step.review_timeout)

@@ -15,6 +15,7 @@ from typing import Any
 
 from orchestrator.children import CHILD_KIND
 from orchestrator.errors import NotFoundError
+from orchestrator.model import StepSpec, WorkflowSpec
 from orchestrator.records import RunView, StepRecordView, join_path, live_records, split_path
 from orchestrator.store import Store
 
@@ -153,3 +154,37 @@ def child_summaries(store: Store, run_id: str) -> list[dict[str, Any]]:
     "workflow"}``, in the order they started."""
     return [{"run_id": child.run_id, "step": unit, "status": child.status, "workflow": child.workflow}
             for unit, child in children(store, run_id).items()]
+
+
+class StepTimeouts:
+    """The steps of each stored workflow version, read once, for their ``review_timeout``: a pause deep in a
+    tree times out by the step of the child workflow it waits in, not by the root's."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.specs: dict[int, WorkflowSpec] = {}
+        self.workflow_of: dict[str, int] = {}
+        """Run id -> its stored workflow version."""
+
+    def step(self, record: StepRecordView) -> StepSpec:
+        """The spec of the step a record belongs to, in the workflow version its run was started from."""
+        if record.run_id not in self.workflow_of:
+            self.workflow_of[record.run_id] = self.store.get_run(record.run_id).workflow_id
+        workflow_id = self.workflow_of[record.run_id]
+        if workflow_id not in self.specs:
+            self.specs[workflow_id] = WorkflowSpec.model_validate(self.store.workflow_definition(workflow_id)[0])
+        return self.specs[workflow_id].step(record.step_id)
+
+    def deadline(self, record: StepRecordView) -> float | None:
+        """When a waiting record times out (its end plus its step's ``review_timeout``); None without one."""
+        timeout = self.step(record).review_timeout
+        return None if timeout is None else record.ended_at + timeout
+
+
+def child_pause_deadline(store: Store, run_id: str, live: dict[str, StepRecordView] | None = None) -> float | None:
+    """The earliest review deadline among the pauses inside the run's child runs (and theirs), by each
+    child step's ``review_timeout``; None when none of them has one. Stored on the root with its own, so the
+    worker that polls due reviews sees a pause deep in a tree time out."""
+    timeouts = StepTimeouts(store)
+    deadlines = [d for pause in child_pauses(store, run_id, live) if (d := timeouts.deadline(pause.record)) is not None]
+    return min(deadlines, default=None)

@@ -43,7 +43,7 @@ from orchestrator.runner import continue_run_async
 from orchestrator.runstate import RunHandedBack, RunResult, review_deadline
 from orchestrator.store import Lease, Store
 from orchestrator.threads import DEFAULT_CONCURRENCY
-from orchestrator.tree import root_of
+from orchestrator.tree import child_pause_deadline, root_of
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -331,13 +331,29 @@ class ReviewTimeouts:
             log.warning("run %s: its stored workflow no longer validates; its review timeouts are not applied", run_id)
             self.store.set_review_deadline(run_id, None, was=deadline)
             return
-        apply_review_timeouts(self.store, run_id, spec)  # an approval queues the run, a rejection ends it
-        next_deadline = review_deadline(waiting_records(self.store, run_id), spec.review_timeouts())
+        self.apply(run_id, spec)
+        next_deadline = earliest(review_deadline(waiting_records(self.store, run_id), spec.review_timeouts()),
+                                 child_pause_deadline(self.store, run_id))
         if next_deadline is not None and next_deadline <= now:  # due, yet not decided: the workflow does not bind
             log.warning("run %s: a timed-out review could not be decided; trying again in %g s", run_id,
                         self.RETRY_SECONDS)
             next_deadline = now + self.RETRY_SECONDS
         self.store.set_review_deadline(run_id, next_deadline, was=deadline)  # False: decided, no longer paused
+
+    def apply(self, run_id: str, spec: WorkflowSpec) -> None:
+        """Decide the run's timed-out pauses, its own and those inside its child runs. An approval takes the
+        run's lease with the decision (a pause inside a child must: the tree is continued from its root, under
+        one token); the run is then handed to the queue for any worker, and the child runs the decisions
+        landed in are let go at once, so the worker that claims the root takes them over without waiting for
+        their leases to lapse. A rejection ends the run."""
+        lease = new_lease(run_id)
+        decisions = apply_review_timeouts(self.store, run_id, spec, lease=lease)
+        if not any(d.continue_run for d in decisions):
+            return
+        for decision in decisions:
+            if decision.run_id != run_id:
+                release_lease(self.store, replace(lease, run_id=decision.run_id))
+        self.store.end_lease(lease, "queued")
 
     def spec(self, workflow_id: int) -> WorkflowSpec | None:
         if workflow_id not in self.specs:
@@ -361,3 +377,8 @@ def _stop_at_once(_signum: int, _frame: FrameType | None) -> None:
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:
     first = group.exceptions[0]
     return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+def earliest(*deadlines: float | None) -> float | None:
+    """The first of the deadlines that are set; None when none is."""
+    return min((d for d in deadlines if d is not None), default=None)
