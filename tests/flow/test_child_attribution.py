@@ -116,6 +116,10 @@ def test_shapley_players_reach_into_the_child(cli, step_log):
     credits = {c["step_id"]: round(c["credit"], 6) for c in doc["candidates"]}
     assert credits["research > retrieve"] == -1.0 and doc["evidence"]["sum_of_credits"] == -1.0
     assert set(credits) == {"plan", "research > retrieve", "research > summarize", "write", "publish"}
+    difference = _attribute(cli, run_id, "difference")
+    assert difference["blamed_step"] == "research > retrieve" and difference["candidates"][0]["credit"] == -1.0
+    by_agent = cli("attribute", run_id, "--method", "shapley", "--by", "agent", "--json").json()
+    assert by_agent["evidence"]["blamed_agent"] == "retrieve" and by_agent["blamed_step"] == "research > retrieve"
 
 
 def test_counterfactual_blames_one_child_of_a_map_and_replays_only_that_child(cli, step_log):
