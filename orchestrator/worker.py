@@ -37,6 +37,7 @@ from orchestrator.errors import (
 )
 from orchestrator.events import EventHook
 from orchestrator.executor import Drain, new_lease, release_lease
+from orchestrator.lease_holder import holder_is_gone, holder_name
 from orchestrator.model import WorkflowSpec
 from orchestrator.review import apply_review_timeouts, waiting_records
 from orchestrator.runner import continue_run_async
@@ -198,10 +199,12 @@ class Worker:
             or self.store.claim_queued_run(lease)
 
     def idle_checks(self) -> bool:
-        """Nothing to claim: decide the reviews that timed out (an approval queues its run), then say whether
-        anything is queued now. In a thread: none of it runs on the loop that starts steps."""
+        """Nothing to claim: decide the reviews that timed out (an approval queues its run), end the leases of
+        holders on this machine that are known dead (their runs are then recovered at once), then say whether
+        anything is claimable now. In a thread: none of it runs on the loop that starts steps."""
         self.review_timeouts.decide()
-        return bool(self.store.list_runs(status="queued", limit=1))
+        released = release_dead_holders(self.store) if self.options.recover else 0
+        return released > 0 or bool(self.store.list_runs(status="queued", limit=1))
 
     async def execute(self, lease: Lease, slots: anyio.Semaphore) -> None:
         """Execute one claimed run; whatever stops it, its lease is ended or handed back."""
@@ -292,6 +295,19 @@ def recover_one(store: Store, lease: Lease) -> str | None:
         if store.acquire_lease(replace(lease, run_id=run_id), statuses=("running",)):
             return run_id
     return None
+
+
+def release_dead_holders(store: Store) -> int:
+    """End the leases that processes of this machine held when they died (SIGKILL, out of memory), as
+    ``resume`` does for the run it is asked about: their runs show as interrupted at once, for a worker to
+    take over now rather than when the leases run out. A holder on another host, or in another pid namespace,
+    is never judged from here. Returns how many leases were ended."""
+    released = 0
+    for run in store.list_runs(status="running", kind=None):
+        if run.owner and holder_is_gone(run.owner) and store.expire_lease(run.run_id, run.owner):
+            log.warning("run %s: its holder %s is gone; taking it over", run.run_id, holder_name(run.owner))
+            released += 1
+    return released
 
 
 class ReviewTimeouts:

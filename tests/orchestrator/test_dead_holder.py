@@ -132,3 +132,29 @@ def _holder_of(pid: int, machine: str) -> str:
     """How a lease held by process ``pid`` of this machine names it."""
     start = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     return f"{this_holder().rsplit(':', 1)[0]}:{pid}#{start}@{machine}"
+
+
+def test_a_worker_takes_over_the_run_of_a_sigkilled_process_at_once(tmp_path, durable_url):
+    """A worker that finds nothing queued ends the leases of holders of this machine that are gone, so the
+    run of a killed `run` is recovered now: with 30 s still on the lease, `worker --once` finishes it, and the
+    step that completed before the kill is not executed again."""
+    workflow, env = _setup(tmp_path)
+    killed = subprocess.Popen([*ORCHESTRATOR, "run", str(workflow), "--db", durable_url], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: Path(env["SIDE"]).read_text().splitlines() == ["first", "nap"], "the nap never started")
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=60)
+        store = open_store(durable_url)
+        [run] = store.list_runs()
+        assert store.get_run(run.run_id).status == "running"  # its lease has about 30 s to run
+
+        worked = subprocess.run([*ORCHESTRATOR, "worker", "--once", "--db", durable_url], env={**env, "NAP": "0"},
+                                capture_output=True, text=True, timeout=60)
+    finally:
+        killed.kill()
+        killed.wait(timeout=60)
+    assert worked.returncode == 0, worked.stderr
+    assert f"run {run.run_id}: its holder" in worked.stderr and "is gone; taking it over" in worked.stderr
+    assert store.get_run(run.run_id).status == "succeeded"
+    assert Path(env["SIDE"]).read_text().splitlines() == ["first", "nap", "nap"]  # first ran once
