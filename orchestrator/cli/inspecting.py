@@ -46,7 +46,8 @@ def runs(status: Annotated[str | None, typer.Option("--status", help="Only runs 
          outcome: Annotated[str | None, typer.Option("--outcome", help="correct | incorrect: by the run's latest "
                                                                        "outcome.")] = None,
          blamed: Annotated[str | None, typer.Option("--blamed", help="Only runs whose latest attribution blamed "
-                                                                     "this step.")] = None,
+                                                                     "this step, or a part of it: an instance, an iteration, a step inside its child "
+                                                                     "run.")] = None,
          since: Annotated[str | None, typer.Option("--since", help="Created since: 2026-11-01, an ISO datetime, "
                                                                    "or 2h / 7d / 2w.")] = None,
          kind: Annotated[str, typer.Option("--kind", help="original | replay | counterfactual | child (the child "

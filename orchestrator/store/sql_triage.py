@@ -75,7 +75,7 @@ def triage_page(read: Read, query: RunQuery) -> RunPage:
     if query.outcome is not None:
         conditions.append(latest_outcome(outcomes_t.c.correct) == (true() if query.outcome == "correct" else false()))
     if query.blamed:
-        conditions.append(blamed == query.blamed)
+        conditions.append(blamed_within(blamed, query.blamed))
     where = and_(true(), *conditions)
     page = (select(runs_t, latest_outcome(outcomes_t.c.value).label("triage_value"),
                    latest_outcome(outcomes_t.c.correct).label("triage_correct"), blamed.label("triage_blamed"))
@@ -114,3 +114,12 @@ def _add_waiting(read: Read, paused: dict[int, TriageRow]) -> None:
         if not row.waiting_steps:  # a pause for approval has no failed gate: it says what it waits for
             row.gate_reason = r.error_message if r.reason is None and is_approval(r.error_type) else r.reason
         row.waiting_steps.append(unit_name(r.step_id, r.item_index, r.iteration))
+
+
+def blamed_within(blamed: ColumnElement[Any], unit: str) -> ColumnElement[bool]:
+    """The blamed step is ``unit`` or a part of it: one of its instances (``summarize[3]``) or iterations
+    (``draft#2``), or a step inside the child run it started (``research > retrieve``). Compared by prefix
+    with ``substr`` rather than LIKE, so an ``_`` in a step id is no wildcard."""
+    n = len(unit)
+    return or_(blamed == unit, func.substr(blamed, 1, n + 1).in_([f"{unit}[", f"{unit}#"]),
+               func.substr(blamed, 1, n + 3) == f"{unit} > ")

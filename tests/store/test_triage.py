@@ -67,6 +67,19 @@ def test_blamed_filters_on_the_step_the_explaining_attribution_blamed(store: Sto
         {first: "a", second: "b", third: None, fourth: "c"}
 
 
+def test_blamed_names_a_step_and_matches_its_instances_iterations_and_child_steps(store: Store):
+    wf = add_workflow(store)
+    runs = {blamed: add_run(store, wf) for blamed in ("research", "research > retrieve", "research[2] > retrieve",
+                                                      "research#3", "research_v2", "researcher > research")}
+    for blamed, run_id in runs.items():
+        blame(store, run_id, blamed)
+    assert set(ids(store, blamed="research")) == {runs["research"], runs["research > retrieve"],
+                                                  runs["research[2] > retrieve"], runs["research#3"]}
+    assert ids(store, blamed="research > retrieve") == [runs["research > retrieve"]]
+    assert ids(store, blamed="research[2]") == [runs["research[2] > retrieve"]]
+    assert ids(store, blamed="research_v2") == [runs["research_v2"]]  # an _ is no wildcard
+
+
 def test_a_paused_run_shows_its_waiting_step_and_the_failed_gate_reason(store: Store):
     wf = add_workflow(store)
     run_id = add_run(store, wf)
