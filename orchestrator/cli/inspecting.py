@@ -40,14 +40,16 @@ def _age(ts: float) -> str:
 
 
 
+BLAMED_HELP = ("Only runs whose latest attribution blamed this step, or a part of it: an instance, an iteration, "
+               "a step inside its child run.")
+
+
 @guarded
 def runs(status: Annotated[str | None, typer.Option("--status", help="Only runs in this state.")] = None,
          workflow: Annotated[str | None, typer.Option("--workflow", help="Only runs of this workflow.")] = None,
          outcome: Annotated[str | None, typer.Option("--outcome", help="correct | incorrect: by the run's latest "
                                                                        "outcome.")] = None,
-         blamed: Annotated[str | None, typer.Option("--blamed", help="Only runs whose latest attribution blamed "
-                                                                     "this step, or a part of it: an instance, an iteration, a step inside its child "
-                                                                     "run.")] = None,
+         blamed: Annotated[str | None, typer.Option("--blamed", help=BLAMED_HELP)] = None,
          since: Annotated[str | None, typer.Option("--since", help="Created since: 2026-11-01, an ISO datetime, "
                                                                    "or 2h / 7d / 2w.")] = None,
          kind: Annotated[str, typer.Option("--kind", help="original | replay | counterfactual | child (the child "
