@@ -164,3 +164,26 @@ async def test_retrying_a_completed_step_on_a_finished_childs_screen_fixes_it_th
     assert [(r.step_id, r.decision) for r in store.reviews(parent)] == [("research > retrieve", "retry")]
     assert Counter(executions(step_log)) == Counter({"tree-parent.plan": 1, "tree-research.retrieve": 2,
                                                      "tree-research.summarize": 2})
+
+
+async def test_e_on_the_path_row_edits_the_childs_paused_output_and_the_tree_finishes(
+        store: Store, tree_paused, step_log: Path) -> None:
+    """`e` on `research > retrieve` opens the child's paused output; a save that passes its gate is stored on
+    the child and the child, then the parent, continue."""
+    from tui.screens.edit import EditScreen
+
+    parent, child = tree_paused
+    async with app_over(store).run_test(size=SIZE) as pilot:
+        await open_run(pilot, parent)
+        await pilot.press("e")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, EditScreen) and pilot.app.screen.record is not None)
+        editor = pilot.app.screen
+        assert isinstance(editor, EditScreen)
+        assert '"solar panels fact 0"' in editor.query_one("#editor").text
+        editor.query_one("#editor").load_text('{"findings": ["a", "b"]}')
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: store.get_run(parent).status == "succeeded")
+        await settle(pilot)
+    assert [(r.step_id, r.decision) for r in store.reviews(child)] == [("retrieve", "edit")]
+    assert store.get_run(parent).output == "report: a; b"
+    assert Counter(executions(step_log))["tree-research.retrieve"] == 1

@@ -75,7 +75,7 @@ class EditScreen(Screen[None]):
 
     def on_edit_target_loaded(self, message: EditTargetLoaded) -> None:
         rec = self.record = message.record
-        self.step = rec.unit
+        self.run_id, self.step = rec.run_id, rec.unit  # a path into a child run: the child holds the record
         title = Text()
         title.append(f"Edit the output of step {rec.unit}", style="bold")
         title.append(f" (run {self.run_id}, attempt {rec.attempt})")
