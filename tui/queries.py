@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.records import PATH_SEPARATOR, parse_unit, path_head, unit_name
+from orchestrator.workflow_filter import workflows_with_runs
 
 if TYPE_CHECKING:
     from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView
@@ -77,11 +78,12 @@ def evaluator_verdict(store: Store, run_id: str) -> bool | None:
 
 
 def dashboard_workflows(store: Store) -> list[str]:
-    """Workflows with production runs, the one of the newest run first, then by name.
+    """Workflows with production runs (started alone or as child runs), the one of the newest run first, then
+    by name.
 
     One GROUP BY over the runs and one single-row read: the dashboard's cost does not grow with the runs.
     """
-    names = sorted({c.workflow for c in store.run_counts() if c.kind == "run"})
+    names = workflows_with_runs(store)
     newest = store.list_runs(kind="run", limit=1)
     if newest and newest[0].workflow in names:
         names.remove(newest[0].workflow)

@@ -7,7 +7,10 @@ import pytest
 from textual.widgets import Select, Sparkline
 
 from orchestrator.labels import label_run
+from orchestrator.runner import start_run
+from orchestrator.spec import load_workflow
 from orchestrator.store import Store
+from tests.flow.conftest import FLOW
 from tests.tui.seed import NOW, seed_demo
 from tests.tui.seed_history import WORKFLOW, History, seed_history
 from tests.tui.waiting import settle, wait_for
@@ -32,6 +35,12 @@ def demo_and_history(store: Store) -> History:
     """The review-demo and triage-demo runs of seed.py (r0001..r0004), then the history (r0005..)."""
     seed_demo(store)
     return seed_history(store, first_id=5)
+
+
+@pytest.fixture
+def with_a_child_run(store: Store, demo_and_history: History) -> str:
+    """The demo and history, then a tree-parent run whose research step ran tree-research as a child run."""
+    return start_run(store, load_workflow(FLOW / "tree_parent.yaml"), {}).run_id
 
 
 @pytest.fixture
@@ -169,6 +178,15 @@ class TestNavigation:
             await settle(pilot)
             assert list(rows(screen)) == ["fetch"]
             assert screen.query_one("#dash-body").has_focus
+            await settle(pilot)
+
+    async def test_a_workflow_run_only_as_a_child_is_offered_too(self, store: Store, with_a_child_run: str) -> None:
+        """tree-research has only ever run as the child run of tree-parent's research step: its steps have
+        records and pass rates all the same, so the selector offers it beside the workflows started alone."""
+        app = make_app(store, reviewer="tester", refresh_interval=0.2, cursor_blink=False, clock=lambda: NOW)
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_dashboard(pilot)
+            assert "tree-research" in screen.workflows and "tree-parent" in screen.workflows
             await settle(pilot)
 
     async def test_a_new_label_shows_up(self, store: Store, history_app: ReviewApp, history: History) -> None:
