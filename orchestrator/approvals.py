@@ -14,7 +14,10 @@ its tool loop goes on where it stopped. Pure data and functions: no store, no mo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.model import StepSpec
 
 AWAITING_APPROVAL = "AwaitingApproval"
 """``error_type`` of a record that waits for a person's approval (an approval step, a tool call)."""
@@ -30,6 +33,17 @@ state before the call runs (``phase: executing``) and after it ran, with its res
 def is_approval(error_type: str | None) -> bool:
     """Whether a waiting record waits for an approval rather than for a review of failed gates."""
     return error_type == AWAITING_APPROVAL
+
+
+def is_tool_pause(error_type: str | None, step_type: str) -> bool:
+    """Whether a waiting record is an LLM step's pause at a tool call (its output is the proposed call, not
+    anything the step produced), rather than an approval step's (whose proposal is its output)."""
+    return is_approval(error_type) and step_type != "approval"
+
+
+def gated_tools(step: StepSpec) -> list[str]:
+    """The names of a step's tools marked ``approve: true`` (its function's name: what the model calls)."""
+    return [t.ref.rsplit(":", 1)[-1].rsplit(".", 1)[-1] for t in step.tool_refs() if t.approve]
 
 
 def waiting_words(step_type: str, error_type: str | None) -> str:

@@ -12,6 +12,10 @@ error says ``blocked by STEP: ...`` and the evaluation's status is ``blocked`` (
 as a failure, since nothing failed: the replay cannot know the outcome). An edit or a baseline
 may still replace a side-effecting step's output, since neither acts.
 
+An ``llm`` step with a tool marked ``approve: true`` is treated as side-effecting: nobody is there to
+approve a call in a replay, and asking its model again could call the tool. Its pause at a tool call
+holds a proposal, not an output, so a run paused there has nothing to reuse.
+
 A replay is a new run (``kind`` ``counterfactual`` or ``replay``) whose ``parent_run_id`` is
 the original and whose ``parent_step`` names what changed. Steps that are not downstream of a
 change are copied in as records with ``origin="reused"`` (gate verdicts included); the rest
@@ -44,6 +48,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from orchestrator import graph, jsonio
+from orchestrator.approvals import gated_tools, is_tool_pause
 from orchestrator.attempt import critic_verdict
 from orchestrator.attribution.cache import InputKeys, StepCache, Value
 from orchestrator.binding import BoundStep, BoundWorkflow
@@ -93,6 +98,9 @@ class ReplayBlocked(RuntimeError):
 
 CHANGED_INPUTS = "side-effecting step with changed inputs and no simulate"
 NEVER_RAN = "side-effecting step that never ran in the original run (no recorded output) and no simulate"
+GATED_CHANGED = "step with a tool that needs approval ({tools}), reached with changed inputs: a replay never calls it"
+GATED_NEVER_RAN = ("step with a tool that needs approval ({tools}) that never finished in the original run (no "
+                   "recorded output): a replay never calls it")
 NO_CHILD_RUN = "workflow step whose unit started no child run in the original run, so there is none to replay"
 
 
@@ -336,7 +344,21 @@ class ReplayEngine:
 
     def side_effects_of(self, unit: str) -> bool:
         engine, last = self.owner(unit)
-        return engine.steps[parse_unit(last)[0]].side_effects
+        return engine.acts(parse_unit(last)[0])
+
+    def acts(self, step_id: str) -> bool:
+        """Whether a step may act on the world, so a replay never executes it: it declares ``side_effects``,
+        or it is an ``llm`` step with a tool that needs approval."""
+        step = self.steps[step_id]
+        return step.side_effects or bool(gated_tools(step))
+
+    def blocked_reason(self, step_id: str, unit: str) -> str:
+        """Why a replay cannot go through a step that acts: the record does not fit (or there is none)."""
+        step = self.steps[step_id]
+        tools = ", ".join(gated_tools(step))
+        if step.side_effects or not tools:
+            return CHANGED_INPUTS if unit in self.original else NEVER_RAN
+        return (GATED_CHANGED if unit in self.original else GATED_NEVER_RAN).format(tools=tools)
 
     # -- routes -------------------------------------------------------------------------------------
 
@@ -362,7 +384,8 @@ class ReplayEngine:
         outputs: dict[str, Value] = {}
         for sid in self.order:
             rec = self.latest.get(sid)
-            if rec is None or rec.status not in ("succeeded", "gate_failed"):
+            if rec is None or rec.status not in ("succeeded", "gate_failed") or \
+                    is_tool_pause(rec.error_type, rec.step_type):  # its output is a proposed tool call
                 continue
             key = self.keys.from_values(sid, outputs)
             value = Value.of(rec.output)
@@ -424,9 +447,9 @@ class ReplayEngine:
             return "fixed"
         if step_id in plan.reference:
             kind = self.reference_kind(step_id)
-            if kind in ("edit", "baseline") or not self.steps[step_id].side_effects:
+            if kind in ("edit", "baseline") or not self.acts(step_id):
                 return kind
-        if self.steps[step_id].side_effects:
+        if self.acts(step_id):
             return "simulate" if self.workflow.step(step_id).simulate is not None else "recorded"
         return "fresh" if step_id in plan.fresh else "own"
 
@@ -437,7 +460,7 @@ class ReplayEngine:
                 return "fixed"
             if unit in plan.reference:
                 kind = self.reference_kind(unit)
-                if kind in ("edit", "baseline") or not self.steps[step_id].side_effects:
+                if kind in ("edit", "baseline") or not self.acts(step_id):
                     return kind
         return self._policy(plan, step_id)
 
@@ -641,7 +664,7 @@ class ReplayEngine:
                     self.cache.put(sid, policy, key, Value.of(output), "replay")
                 return output
             if policy == "recorded":  # replays never act, and the record does not fit these inputs
-                blocked = ReplayBlocked(sid, CHANGED_INPUTS if unit in self.original else NEVER_RAN)
+                blocked = ReplayBlocked(sid, self.blocked_reason(sid, unit))
                 self.blocked.setdefault(ctx.run_id, blocked)
                 self._marks[(ctx.run_id, unit)] = "blocked"  # it never ran: its record must not say executed
                 raise blocked
