@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 
 from orchestrator.runner import start_run  # noqa: E402
 from orchestrator.spec import load_workflow  # noqa: E402
-from orchestrator.store import GateRow, NewAttribution, NewOutcome, NewStepRecord, Store, open_store  # noqa: E402
+from orchestrator.store import GateRow, NewAttribution, NewOutcome, NewRun, NewStepRecord, Store, open_store  # noqa: E402
 
 STEPS = [f"s{i:02d}" for i in range(1, 21)]
 WEEKS = 8
@@ -82,7 +82,7 @@ def gate(ok: bool) -> list[GateRow]:
 
 def write_run(store: Store, workflow_id: int, name: str, i: int, t0: float, rng: random.Random) -> None:
     """One synthetic run: 20 records (21 when s04 is retried), maybe an outcome and an attribution."""
-    run_id = store.create_run(workflow_id, name, {"q": i % 7}, status="succeeded")
+    run_id = store.create_run(NewRun(workflow_id, name, {"q": i % 7}, status="succeeded"))
     previous: int | None = None
     value = i % 7
     t = t0

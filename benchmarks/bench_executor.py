@@ -47,7 +47,7 @@ from orchestrator.binding import BoundWorkflow  # noqa: E402
 from orchestrator.executor import Executor  # noqa: E402
 from orchestrator.pyapi import Workflow  # noqa: E402
 from orchestrator.runner import start_run  # noqa: E402
-from orchestrator.store import Store, open_store  # noqa: E402
+from orchestrator.store import NewRun, Store, open_store  # noqa: E402
 from orchestrator.store.sqlite import apply_pragmas  # noqa: E402
 from orchestrator.threads import DEFAULT_CONCURRENCY  # noqa: E402
 
@@ -237,7 +237,7 @@ def floor_sqlite(n: int, *, same_schema: bool, level: str = "normal") -> float:
         if same_schema:
             with open_store(f"{db.url}?synchronous={level}") as store:  # the real schema, one workflow + run
                 wid = store.register_workflow("floor", "1", {"name": "floor"}, None, "floor")
-                store.create_run(wid, "floor", {})
+                store.create_run(NewRun(wid, "floor", {}))
         con = sqlite3.connect(db.path)
         apply_pragmas(con, level)
         if not same_schema:

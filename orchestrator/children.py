@@ -159,7 +159,7 @@ class ChildRuns:
         reason = (f"left behind: step {child.parent_step!r} of run {self.parent_run_id} ran again and started a new "
                   "child run")
         self.store.set_run_status(child.run_id, "failed", expect=("paused", "running", "queued"), error=reason,
-                                  owner=None)
+                                  holder=None)
 
     def workflow_id(self, workflow: BoundWorkflow) -> int:
         key = id(workflow)

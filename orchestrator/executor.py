@@ -47,7 +47,7 @@ from orchestrator.runstate import (
     finish_run,
     pause_deadline,
 )
-from orchestrator.store import Lease, NewStepRecord, RunEnd, Store
+from orchestrator.store import Lease, NewRun, NewStepRecord, RunEnd, Store
 from orchestrator.store.base import lease_lost
 from orchestrator.store.off_loop import store_call
 from orchestrator.threads import DEFAULT_CONCURRENCY
@@ -140,9 +140,9 @@ class Executor:
         """Create a run, held under this executor's lease, for already-converted inputs and execute it.
         ``reference`` (JSON data) is stored with the run, for the outcome evaluator. ``parent_run_id`` and
         ``parent_step``: the run and unit that start this one as a child run."""
-        run_id = await store_call(self.store.create_run, self.workflow_id, self.workflow.name, inputs, kind=kind,
-                                  owner=owner_token(), lease=self.lease, reference=reference,
-                                  parent_run_id=parent_run_id, parent_step=parent_step)
+        run = NewRun(self.workflow_id, self.workflow.name, inputs, kind=kind, owner=owner_token(),
+                     reference=reference, parent_run_id=parent_run_id, parent_step=parent_step)
+        run_id = await store_call(self.store.create_run, run, lease=self.lease)
         if self.lease is not None:
             self.lease = replace(self.lease, run_id=run_id)
         if self.on_event is not None:

@@ -26,7 +26,7 @@ from orchestrator.inputs import resolve_inputs
 from orchestrator.lease_holder import holder_is_gone, holder_name
 from orchestrator.outcomes import trace_incorrect_outcome
 from orchestrator.runstate import RunResult
-from orchestrator.store import Lease, Store
+from orchestrator.store import Lease, NewRun, Store
 from orchestrator.store.off_loop import store_call, store_calls
 from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.telemetry import get_tracer
@@ -263,4 +263,4 @@ def enqueue_run(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, A
     inputs = resolve_inputs(workflow.spec, given_inputs)
     workflow_id = store.register_workflow(workflow.name, str(workflow.spec.version), dict(workflow.definition),
                                           workflow.source, workflow.content_hash)
-    return store.create_run(workflow_id, workflow.name, inputs, status="queued", owner=None, reference=reference)
+    return store.create_run(NewRun(workflow_id, workflow.name, inputs, status="queued", reference=reference))

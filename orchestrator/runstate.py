@@ -228,10 +228,10 @@ def finish_run(store: RunStore, run_id: str, *, output_step: str, order: Sequenc
         return result
     error = result.error or evaluator_error  # only a succeeded run was scored
     if lease is None:
-        store.set_run_status(run_id, result.status, output=result.output, error=error, owner=None)
+        store.set_run_status(run_id, result.status, output=result.output, error=error, holder=None)
     else:
         deadline = review_deadline() if result.status == "paused" and review_deadline is not None else None
         if not store.end_lease(lease, result.status, output=result.output, error=error, outcome=outcome,
-                               review_deadline=deadline):
+                               review_due=deadline):
             raise lease_lost(run_id)
     return result

@@ -73,11 +73,12 @@ from orchestrator.records import (
 )
 from orchestrator.store import (
     GateRow,
+    NewRun,
     NewStepRecord,
     RunEnd,
     Store,
 )
-from orchestrator.store.delegating import DelegatingStore
+from orchestrator.store.delegating import DelegatingStore, concrete
 from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.threads import DEFAULT_CONCURRENCY
 from orchestrator.tree import children
@@ -562,8 +563,8 @@ class ReplayEngine:
         on what its parent's replay gave it), and score it."""
         same = inputs is None or Value.of(inputs).digest == Value.of(self.run.inputs).digest
         inputs = self.run.inputs if inputs is None else inputs
-        run_id = self.store.create_run(self.run.workflow_id, self.run.workflow, inputs, kind=kind,
-                                       parent_run_id=self.run.run_id, parent_step=label)
+        run_id = self.store.create_run(NewRun(self.run.workflow_id, self.run.workflow, inputs, kind=kind,
+                                              parent_run_id=self.run.run_id, parent_step=label))
         self._plans[run_id] = plan
         self.replay_runs.append(run_id)
         before = self.executions
@@ -634,7 +635,7 @@ class ReplayEngine:
             replaced = {sid: replace(step, function=StepFunction(self._wrap(step), takes_ctx=True, is_async=True),
                                      child=None)
                         for sid, step in warned.steps.items()}
-            self._executor = Executor(MarkingStore(self.store, self._marks), warned.with_steps(replaced),
+            self._executor = Executor(concrete(MarkingStore)(self.store, self._marks), warned.with_steps(replaced),
                                       max_concurrency=self.max_concurrency, workflow_id=self.run.workflow_id,
                                       leased=False)  # a replay run is private to this process
         return self._executor

@@ -25,13 +25,15 @@ from orchestrator.store.rows import (
     NewAttribution,
     NewOutcome,
     NewReview,
+    NewRun,
     NewStepRecord,
     RunEnd,
     StepHistoryRow,
 )
 
 __all__ = ["Store", "open_store", "Lease", "default_url", "normalize_url", "GateRow", "ModelCall", "NewStepRecord",
-           "NewReview", "NewOutcome", "NewAttribution", "RunEnd", "StepHistoryRow", "UNCHANGED", "DEFAULT_DB_DIR"]
+           "NewRun", "NewReview", "NewOutcome", "NewAttribution", "RunEnd", "StepHistoryRow", "UNCHANGED",
+           "DEFAULT_DB_DIR"]
 
 DEFAULT_DB_DIR = ".orchestrator"
 
@@ -69,9 +71,10 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
         raise InputError("the database URL is empty; give one such as sqlite:///path/to/orchestrator.db")
     url = normalize_url(url or default_url())
     if url.startswith(("sqlite", "memory://")):
+        from orchestrator.store.delegating import concrete
         from orchestrator.store.sqlite import SqliteStore
 
-        return SqliteStore(url, create=create)
+        return concrete(SqliteStore)(url, create=create)
     from orchestrator.store.sql import SqlStore
 
     return SqlStore(url, create=create)

@@ -39,6 +39,7 @@ from orchestrator.store.rows import (
     NewAttribution,
     NewOutcome,
     NewReview,
+    NewRun,
     NewStepRecord,
     RunEnd,
     StepHistoryRow,
@@ -82,12 +83,8 @@ class RunStore(ABC):
         """The stored definition and the source file it was loaded from."""
 
     @abstractmethod
-    def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
-                   kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
-                   owner: str | None = None, lease: Lease | None = None, reference: Any = None) -> str:
-        """Create a run and return its id; with ``lease``, the run is created held (its run_id is ignored).
-        ``reference`` (JSON data, the answer the outcome evaluator compares with) is stored in the same
-        row: a queued run is never claimable without it."""
+    def create_run(self, run: NewRun, *, lease: Lease | None = None) -> str:
+        """Create a run and return its id; with ``lease``, the run is created held (its run_id is ignored)."""
 
     @abstractmethod
     def get_run(self, run_id: str) -> RunView:
@@ -109,16 +106,17 @@ class RunStore(ABC):
 
     @abstractmethod
     def set_run_status(self, run_id: str, status: str, *, output: Any = None, error: str | None = None,
-                       expect: Iterable[str] | None = None, owner: str | None = UNCHANGED) -> bool:
-        """Move a run to ``status``; with ``expect``, only from one of those states (False if not)."""
+                       expect: Iterable[str] | None = None, holder: str | None = UNCHANGED) -> bool:
+        """Move a run to ``status``; with ``expect``, only from one of those states (False if not).
+        ``holder``: who holds the run from now on (None: nobody)."""
 
     @abstractmethod
-    def set_trace_id(self, run_id: str, trace_id: str) -> None:
+    def set_trace_id(self, run_id: str, trace: str) -> None:
         """Remember the run's OpenTelemetry trace id."""
 
     @abstractmethod
-    def set_reference(self, run_id: str, reference: Any) -> None:
-        """Store the run's reference answer (JSON data) for its outcome evaluator, replacing any earlier one."""
+    def set_reference(self, run_id: str, answer: Any) -> None:
+        """Store the answer (JSON data) the run's outcome evaluator compares with, replacing any earlier one."""
 
     @abstractmethod
     def claim_queued_run(self, lease: Lease) -> str | None:
@@ -153,10 +151,10 @@ class RunStore(ABC):
 
     @abstractmethod
     def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
-                  outcome: NewOutcome | None = None, review_deadline: float | None = None) -> bool:
+                  outcome: NewOutcome | None = None, review_due: float | None = None) -> bool:
         """Write the run's end and release the lease, only if still held; False when it was taken over.
 
-        ``review_deadline``: of a ``paused`` end, when its earliest ``review_timeout`` is due (None: no
+        ``review_due``: of a ``paused`` end, when its earliest ``review_timeout`` is due (None: no
         pause times out); any end replaces the run's previous deadline (see :meth:`due_reviews`).
 
         ``outcome`` (the evaluator's score of the run) is stored in the same transaction: a run never
@@ -171,7 +169,7 @@ class RecordStore(ABC):
     @abstractmethod
     def insert_step_records(self, records: Sequence[NewStepRecord], *, end: RunEnd | None = None) -> list[int]:
         """Commit attempts and their gate verdicts in one transaction, all or none; returns the record
-        ids in order. Under a lease (a record naming a ``lease_token``) nothing is written once the
+        ids in order. Under a lease (a record naming its lease's token) nothing is written once the
         run's lease has another token: LeaseLostError. Steps finishing together share a commit
         (:mod:`orchestrator.group_commit`). With ``end``, the run's end is written in the same
         transaction, as :meth:`end_lease` would (LeaseLostError, and nothing written, when the lease

@@ -39,10 +39,6 @@ SCHEMA_LOCK_KEY = 0x6F72636865737472
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
-RELEASE_LATE_COLUMNS = (("step_records", "llm", "TEXT"), ("runs", "trace_id", "VARCHAR"),
-                        ("runs", "lease_token", "VARCHAR"), ("runs", "lease_expires_at", "FLOAT"))
-"""Columns the release itself added with ``ALTER TABLE`` to databases of earlier builds; an
-unversioned database lacking them gets them before it is stamped as the release schema."""
 
 
 RELEASE_TABLES = frozenset({"workflows", "runs", "step_records"})
@@ -188,9 +184,11 @@ def _migrate(conn: Connection, create: bool) -> SchemaChange:
         metadata.create_all(conn)
         command.stamp(config, "head")
         return SchemaChange(None, "created")
-    for table, column, kind in RELEASE_LATE_COLUMNS:
-        if column not in {c["name"] for c in inspector.get_columns(table)}:
-            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+    for table in metadata.sorted_tables:  # the columns the release added by hand (tables.ADDED_BY_RELEASE)
+        for column in (c for c in table.columns if c.info.get("added_by_release")):
+            if column.name not in {c["name"] for c in inspector.get_columns(table.name)}:
+                kind = column.type.compile(dialect=conn.dialect)
+                conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}")
     command.stamp(config, RELEASE_REVISION)
     command.upgrade(config, "head")
     return SchemaChange(None, "adopted")

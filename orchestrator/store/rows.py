@@ -39,6 +39,26 @@ class GateRow:
 
 
 @dataclass(slots=True)
+class NewRun:
+    """A run to create, as :meth:`Store.create_run` stores it."""
+
+    workflow_id: int
+    workflow: str
+    inputs: dict[str, Any]
+    status: str = "running"
+    kind: str = "run"
+    parent_run_id: str | None = None
+    """The run that started this one: a replay's or fork's original, a child run's parent."""
+    parent_step: str | None = None
+    """The unit of the parent that started it (a child run's), or what a replay replaced."""
+    owner: str | None = None
+    """Who holds the run (a lease given with the run replaces it with the lease's holder)."""
+    reference: Any = None
+    """JSON data: the answer the outcome evaluator compares with. Stored in the same row, so a queued
+    run is never claimable without it."""
+
+
+@dataclass(slots=True)
 class NewStepRecord:
     """One attempt of one step, as the executor, a review or a replay writes it."""
 
@@ -202,14 +222,13 @@ def new_run_id() -> str:
     return "r" + secrets.token_hex(12)
 
 
-def run_values(run_id: str, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str, kind: str,
-               parent_run_id: str | None, parent_step: str | None, owner: str | None, lease: Lease | None,
-               reference: Any) -> tuple[Any, ...]:
+def run_values(run_id: str, run: NewRun, lease: Lease | None) -> tuple[Any, ...]:
     """A new run's column values in ``RUN_COLUMNS`` order; with ``lease``, the run is created held."""
     now = time.time()
-    return (run_id, workflow_id, workflow, status, kind, jsonio.dumps(inputs), parent_run_id, parent_step,
-            lease.holder if lease else owner, now, lease.token if lease else None,
-            now + lease.seconds if lease else None, now, now, None if reference is None else jsonio.dumps(reference))
+    return (run_id, run.workflow_id, run.workflow, run.status, run.kind, jsonio.dumps(run.inputs), run.parent_run_id,
+            run.parent_step, lease.holder if lease else run.owner, now, lease.token if lease else None,
+            now + lease.seconds if lease else None, now, now,
+            None if run.reference is None else jsonio.dumps(run.reference))
 
 
 def step_values(record: NewStepRecord, run_pk: int) -> tuple[Any, ...]:

@@ -57,6 +57,7 @@ from orchestrator.store.rows import (
     NewAttribution,
     NewOutcome,
     NewReview,
+    NewRun,
     NewStepRecord,
     RunEnd,
     StepHistoryRow,
@@ -212,13 +213,9 @@ class SqlStore(RetriedStore, Store):
             raise NotFoundError(f"workflow definition {workflow_id} is not stored")
         return jsonio.loads(rows[0].definition), rows[0].source
 
-    def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
-                   kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
-                   owner: str | None = None, lease: Lease | None = None, reference: Any = None) -> str:
+    def create_run(self, run: NewRun, *, lease: Lease | None = None) -> str:
         run_id = new_run_id()
-        values = run_values(run_id, workflow_id, workflow, inputs, status=status, kind=kind,
-                            parent_run_id=parent_run_id, parent_step=parent_step, owner=owner, lease=lease,
-                            reference=reference)
+        values = run_values(run_id, run, lease)
         self.run_pks[run_id] = insert_once(self, lambda: self.insert_run(values, lease),
                                            lambda: self.find_run_pk(run_id))
         return run_id
@@ -254,8 +251,8 @@ class SqlStore(RetriedStore, Store):
         return pk
 
     def set_run_status(self, run_id: str, status: str, *, output: Any = None, error: str | None = None,
-                       expect: Iterable[str] | None = None, owner: str | None = UNCHANGED) -> bool:
-        values = run_update_values(status, output, error, owner)
+                       expect: Iterable[str] | None = None, holder: str | None = UNCHANGED) -> bool:
+        values = run_update_values(status, output, error, holder)
         pk = self.run_pk(run_id)
         if expect is None:
             return self.update_run(pk, values)
@@ -268,11 +265,11 @@ class SqlStore(RetriedStore, Store):
         with self.lock, self.conn.begin():
             return self.conn.execute(update_run_by_pk, {"pk_": pk, **values}).rowcount == 1
 
-    def set_trace_id(self, run_id: str, trace_id: str) -> None:
-        self.update_run(self.run_pk(run_id), {"trace_id": trace_id})
+    def set_trace_id(self, run_id: str, trace: str) -> None:
+        self.update_run(self.run_pk(run_id), {"trace_id": trace})
 
-    def set_reference(self, run_id: str, reference: Any) -> None:
-        self.update_run(self.run_pk(run_id), {"reference": jsonio.dumps(reference)})
+    def set_reference(self, run_id: str, answer: Any) -> None:
+        self.update_run(self.run_pk(run_id), {"reference": jsonio.dumps(answer)})
 
     def clock(self) -> ColumnElement[float]:
         """Now, in epoch seconds, by the clock that judges leases: the server's on PostgreSQL, so that a
@@ -323,20 +320,20 @@ class SqlStore(RetriedStore, Store):
                      runs_t.c.lease_expires_at >= now)).values(lease_expires_at=now)).rowcount == 1)
 
     def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
-                  outcome: NewOutcome | None = None, review_deadline: float | None = None) -> bool:
+                  outcome: NewOutcome | None = None, review_due: float | None = None) -> bool:
         run_pk = self.run_pk(lease.run_id) if outcome is not None else 0
         with self.lock, self.conn.begin():
-            if not self.write_end(lease, status, output, error, review_deadline):
+            if not self.write_end(lease, status, output, error, review_due):
                 return False
             if outcome is not None:
                 self.insert_outcome(outcome, run_pk)
             return True
 
     def write_end(self, lease: Lease, status: str, output: Any, error: str | None,
-                  review_deadline: float | None = None) -> bool:
+                  review_due: float | None = None) -> bool:
         """The run's end and a released lease, inside the caller's transaction, only while the lease is held."""
         values = {**run_update_values(status, output, error, None), "lease_token": None, "lease_expires_at": None,
-                  "review_deadline": review_deadline}
+                  "review_deadline": review_due}
         return bool(self.conn.execute(update(runs_t).where(
             and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token)).values(**values))
             .rowcount == 1)

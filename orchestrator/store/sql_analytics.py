@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from sqlalchemy import text
+from sqlalchemy import case, func, select, text
 
 from orchestrator.store.analytics import (
     AttributionCounts,
@@ -42,6 +42,7 @@ from orchestrator.store.sql_live_analytics import (
     live_trajectory_counts,
 )
 from orchestrator.store.sql_summary import Summary
+from orchestrator.store.tables import TABLES, interrupted
 
 if TYPE_CHECKING:
 
@@ -173,15 +174,12 @@ def outcome_summary(read: Read, workflow: str | None, window: int) -> OutcomeSum
 
 
 def run_counts(read: Read, workflow: str | None) -> list[RunCounts]:
-    where = "" if workflow is None else "WHERE workflow = :workflow"
-    sql = f"""
-    SELECT workflow, workflow_id, kind,
-           CASE WHEN status = 'running' AND lease_expires_at < :now THEN 'interrupted' ELSE status END AS shown,
-           COUNT(*) AS runs
-    FROM runs {where} GROUP BY workflow, workflow_id, kind, 4 ORDER BY workflow, workflow_id, kind, 4"""
-    statement = text(sql).bindparams(now=time.time())
+    runs = TABLES["runs"].c
+    shown = case((interrupted(time.time()), "interrupted"), else_=runs.status)
+    key = (runs.workflow, runs.workflow_id, runs.kind, shown)
+    statement = select(*key[:3], shown.label("shown"), func.count().label("runs")).group_by(*key).order_by(*key)
     if workflow is not None:
-        statement = statement.bindparams(workflow=workflow)
+        statement = statement.where(runs.workflow == workflow)
     return [RunCounts(workflow=r.workflow, workflow_id=int(r.workflow_id), kind=r.kind, status=r.shown,
                       runs=int(r.runs)) for r in read(statement)]
 

@@ -28,8 +28,8 @@ explaining attribution record) is a function of the run's records, outcomes and 
 records up to the summarised ids. A summarising step finds the runs with anything new above the
 ids, takes each one out of the counts as it was summarised (its previous row in
 ``analytics_runs``, and its step counts recomputed from its records up to the previous id) and
-puts it back as it is now. Step records only grow (a review's fix marks records ``superseded_by``,
-which no count reads), so recomputing a run from its records up to an id always gives what was
+puts it back as it is now. Step records only grow (a review's fix marks records superseded, which
+no count reads), so recomputing a run from its records up to an id always gives what was
 summarised then. A run whose start moves to another day (a record written later that started
 earlier) leaves its old day's rows, whose smallest agent and record id are then recomputed.
 

@@ -11,14 +11,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import and_, exists, false, func, literal_column, or_, select, true
+from sqlalchemy import and_, exists, false, func, literal_column, select, true
 from sqlalchemy.sql.elements import ColumnElement
 
 from orchestrator.approvals import is_approval
 from orchestrator.records import unit_name
 from orchestrator.store.rows import run_view
 from orchestrator.store.sql_counting import attribution_rank_sql
-from orchestrator.store.tables import TABLES
+from orchestrator.store.tables import TABLES, interrupted, live_record, running
 from orchestrator.store.triage import RunPage, RunQuery, TriageRow
 
 Read = Callable[..., Any]
@@ -35,10 +35,9 @@ def status_condition(status: str | None) -> ColumnElement[bool] | None:
     """The WHERE condition of a shown status: ``interrupted`` is a running run whose lease lapsed."""
     now = time.time()
     if status == "interrupted":
-        return and_(runs_t.c.status == "running", runs_t.c.lease_expires_at < now)
-    if status == "running":  # (NULL < now is NULL in SQL: a run without a lease is simply running)
-        return and_(runs_t.c.status == "running",
-                    or_(runs_t.c.lease_expires_at.is_(None), runs_t.c.lease_expires_at >= now))
+        return interrupted(now)
+    if status == "running":
+        return running(now)
     if status:
         return runs_t.c.status == status
     return None
@@ -106,7 +105,7 @@ def _add_waiting(read: Read, paused: dict[int, TriageRow]) -> None:
     waiting = (select(steps_t.c.run_pk, steps_t.c.step_id, steps_t.c.item_index, steps_t.c.iteration,
                       first_reason.label("reason"), steps_t.c.error_type, steps_t.c.error_message)
                .where(and_(steps_t.c.run_pk.in_(list(paused)), steps_t.c.status == "gate_failed",
-                           steps_t.c.superseded_by.is_(None), ~newer_record, ~answered))
+                           live_record(), ~newer_record, ~answered))
                .order_by(steps_t.c.run_pk, steps_t.c.started_at, steps_t.c.step_id, steps_t.c.item_index,
                          steps_t.c.iteration))
     for r in read(waiting):

@@ -40,6 +40,7 @@ from orchestrator.store.rows import (
     UNCHANGED,
     Lease,
     NewOutcome,
+    NewRun,
     NewStepRecord,
     RunEnd,
     gate_values,
@@ -373,13 +374,9 @@ class SqliteStore(RetriedStore, DelegatingStore):
             raise NotFoundError(f"workflow definition {workflow_id} is not stored")
         return jsonio.loads(rows[0].definition), rows[0].source
 
-    def create_run(self, workflow_id: int, workflow: str, inputs: dict[str, Any], *, status: str = "running",
-                   kind: str = "run", parent_run_id: str | None = None, parent_step: str | None = None,
-                   owner: str | None = None, lease: Lease | None = None, reference: Any = None) -> str:
+    def create_run(self, run: NewRun, *, lease: Lease | None = None) -> str:
         run_id = new_run_id()
-        values = run_values(run_id, workflow_id, workflow, inputs, status=status, kind=kind,
-                            parent_run_id=parent_run_id, parent_step=parent_step, owner=owner, lease=lease,
-                            reference=reference)
+        values = run_values(run_id, run, lease)
         self.run_pks[run_id] = insert_once(self, lambda: self.insert_run(values), lambda: self.find_run_pk(run_id))
         return run_id
 
@@ -416,8 +413,8 @@ class SqliteStore(RetriedStore, DelegatingStore):
         return pk
 
     def set_run_status(self, run_id: str, status: str, *, output: Any = None, error: str | None = None,
-                       expect: Iterable[str] | None = None, owner: str | None = UNCHANGED) -> bool:
-        values = run_update_values(status, output, error, owner)
+                       expect: Iterable[str] | None = None, holder: str | None = UNCHANGED) -> bool:
+        values = run_update_values(status, output, error, holder)
         where = "id = ?"
         params: list[Any] = [self.run_pk(run_id)]
         if expect is not None:
@@ -431,11 +428,11 @@ class SqliteStore(RetriedStore, DelegatingStore):
         sets = ", ".join(f"{key} = ?" for key in values)
         return self.execute(f"UPDATE runs SET {sets} WHERE {where}", (*values.values(), *params))
 
-    def set_trace_id(self, run_id: str, trace_id: str) -> None:
-        self.update_runs({"trace_id": trace_id}, "id = ?", (self.run_pk(run_id),))
+    def set_trace_id(self, run_id: str, trace: str) -> None:
+        self.update_runs({"trace_id": trace}, "id = ?", (self.run_pk(run_id),))
 
-    def set_reference(self, run_id: str, reference: Any) -> None:
-        self.update_runs({"reference": jsonio.dumps(reference)}, "id = ?", (self.run_pk(run_id),))
+    def set_reference(self, run_id: str, answer: Any) -> None:
+        self.update_runs({"reference": jsonio.dumps(answer)}, "id = ?", (self.run_pk(run_id),))
 
     def acquire_lease(self, lease: Lease, *, statuses: Iterable[str]) -> bool:
         now = time.time()
@@ -451,9 +448,9 @@ class SqliteStore(RetriedStore, DelegatingStore):
                                 "run_id = ? AND lease_token = ?", (lease.run_id, lease.token)) == 1
 
     def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
-                  outcome: NewOutcome | None = None, review_deadline: float | None = None) -> bool:
+                  outcome: NewOutcome | None = None, review_due: float | None = None) -> bool:
         if outcome is None:
-            return self.execute(*self.end_statement(lease, status, output, error, review_deadline)) == 1
+            return self.execute(*self.end_statement(lease, status, output, error, review_due)) == 1
         run_pk = self.run_pk(lease.run_id)
         with self.write() as conn:
             if conn.execute(*self.end_statement(lease, status, output, error)).rowcount != 1:
@@ -462,10 +459,10 @@ class SqliteStore(RetriedStore, DelegatingStore):
             return True
 
     def end_statement(self, lease: Lease, status: str, output: Any, error: str | None,
-                      review_deadline: float | None = None) -> tuple[str, tuple[Any, ...]]:
+                      review_due: float | None = None) -> tuple[str, tuple[Any, ...]]:
         """The UPDATE that writes a run's end and releases its lease, only while the lease is held."""
         values = {**run_update_values(status, output, error, None), "lease_token": None, "lease_expires_at": None,
-                  "review_deadline": review_deadline}
+                  "review_deadline": review_due}
         sets = ", ".join(f"{key} = ?" for key in values)
         return (f"UPDATE runs SET {sets} WHERE run_id = ? AND lease_token = ?",
                 (*values.values(), lease.run_id, lease.token))

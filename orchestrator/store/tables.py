@@ -11,6 +11,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    ColumnElement,
     Float,
     Index,
     Integer,
@@ -19,6 +20,8 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    and_,
+    or_,
 )
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
@@ -27,6 +30,12 @@ metadata = MetaData()
 """The schema every SQL store creates: private to the store, never SQLModel's process-wide
 ``SQLModel.metadata``, so an application with its own SQLModel ``runs`` table can import the store,
 and its ``create_all`` never creates our tables in its database."""
+
+
+ADDED_BY_RELEASE = {"added_by_release": True}
+"""The ``info`` of the columns the first release itself added with ``ALTER TABLE`` to databases of
+earlier builds: an unversioned database lacking them gets them before it is stamped as the release
+schema (:mod:`orchestrator.store.migrate`)."""
 
 
 class StoreModel(SQLModel, registry=registry(metadata=metadata)):
@@ -66,10 +75,10 @@ class RunRow(StoreModel, table=True):
     owner: str | None = None
     """Which process is executing the run; lets ``resume`` and workers avoid double execution."""
     heartbeat_at: float | None = None
-    trace_id: str | None = None
-    lease_token: str | None = None
+    trace_id: str | None = Field(default=None, sa_column_kwargs={"info": ADDED_BY_RELEASE})
+    lease_token: str | None = Field(default=None, sa_column_kwargs={"info": ADDED_BY_RELEASE})
     """The executor's secret: step records and the run's end are written only while it matches."""
-    lease_expires_at: float | None = None
+    lease_expires_at: float | None = Field(default=None, sa_column_kwargs={"info": ADDED_BY_RELEASE})
     """When the lease lapses unless renewed by the executor's heartbeat."""
     """The OpenTelemetry trace of the run, so a resumed run and later decisions continue it."""
     created_at: float
@@ -108,7 +117,7 @@ class StepRecordRow(StoreModel, table=True):
     consumed: str | None = Field(default=None, sa_column=Column(Text))
     """Causal links: ``[[record_id, step_id, delay_seconds], ...]``."""
     injected: str | None = Field(default=None, sa_column=Column(Text))
-    llm: str | None = Field(default=None, sa_column=Column(Text))
+    llm: str | None = Field(default=None, sa_column=Column(Text, info=ADDED_BY_RELEASE))
     """What an LLM attempt sent and got back (``LLMRecord`` as JSON): messages, response, usage, cost, turns."""
     """The next-step context this attempt was told (``ctx.next_needs``)."""
     inputs_digest: str | None = None
@@ -247,6 +256,26 @@ TABLES: dict[str, Table] = {
                  "model_calls")
 }
 """The tables by name, in dependency order (what ``count_rows`` reports)."""
+
+
+# -- what some columns' values mean, for the queries that read them ------------------------------------
+
+
+def interrupted(now: float) -> ColumnElement[bool]:
+    """A run shown as ``interrupted``: stored ``running``, its lease lapsed (its executor died)."""
+    runs = TABLES["runs"].c
+    return and_(runs.status == "running", runs.lease_expires_at < now)
+
+
+def running(now: float) -> ColumnElement[bool]:
+    """A run shown as ``running``: stored so, under a live lease or none (NULL < now is NULL in SQL)."""
+    runs = TABLES["runs"].c
+    return and_(runs.status == "running", or_(runs.lease_expires_at.is_(None), runs.lease_expires_at >= now))
+
+
+def live_record() -> ColumnElement[bool]:
+    """A step record no review's fix has superseded: still its step's result."""
+    return TABLES["step_records"].c.superseded_by.is_(None)
 
 
 # -- the analytics summary (orchestrator.store.sql_summary) ---------------------------------------------

@@ -10,7 +10,7 @@ from orchestrator.attribution.methods import attribute
 from orchestrator.attribution.report import build_report
 from orchestrator.attribution.stats import compute_stats, parse_since
 from orchestrator.errors import InputError
-from orchestrator.store import GateRow, NewAttribution, NewOutcome, NewStepRecord
+from orchestrator.store import GateRow, NewAttribution, NewOutcome, NewRun, NewStepRecord
 from tests.attribution.conftest import FIX
 
 DAY = 86400.0
@@ -25,7 +25,7 @@ def _gate(ok: bool) -> GateRow:
 def add_run(store, wid: int, t: float, *, retrieve_ok: bool, incorrect: bool = False,
             blamed: str | None = None, attributed: bool = True) -> str:
     """A synthetic production run whose steps started at ``t``; retrieve and summarize are gated."""
-    run_id = store.create_run(wid, "procure", {}, status="succeeded")
+    run_id = store.create_run(NewRun(wid, "procure", {}, status="succeeded"))
     for i, sid in enumerate(STEPS):
         gates = {"retrieve": [_gate(retrieve_ok)], "summarize": [_gate(True)]}.get(sid, [])
         store.insert_step_record(NewStepRecord(run_id=run_id, workflow_id=wid, step_id=sid, step_type="reasoning",

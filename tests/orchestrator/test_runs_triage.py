@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from orchestrator.store import open_store
+from orchestrator.store import NewRun, open_store
 from tests.conftest import FIXTURES
 
 GATED = str(FIXTURES / "gated.yaml")
@@ -80,7 +80,7 @@ def test_the_default_page_holds_fifty_runs(cli, db_url):
     store = open_store(db_url)
     wf = store.register_workflow("many", "1", {"name": "many", "steps": []}, None, "h")
     for _ in range(55):
-        store.create_run(wf, "many", {}, status="succeeded")
+        store.create_run(NewRun(wf, "many", {}, status="succeeded"))
     store.close()
     result = cli("runs", "--json")
     assert len(result.json()) == 50 and "showing 1-50 of 55; --offset 50 for more" in result.stderr
@@ -99,7 +99,7 @@ def test_blamed_filters_by_the_stored_attribution(cli, mixed):
 def test_since_takes_a_duration_or_an_iso_time(cli, db_url, mixed):
     store = open_store(db_url)
     wf = store.register_workflow("old", "1", {"name": "old", "steps": []}, None, "h")
-    old = store.create_run(wf, "old", {}, status="succeeded")
+    old = store.create_run(NewRun(wf, "old", {}, status="succeeded"))
     store.close()
     assert old in listed(cli)
     assert set(listed(cli, "--since", "2h")) == set(mixed.values()) | {old}

@@ -7,7 +7,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.store import GateRow, Lease, NewReview, NewStepRecord, Store
+from orchestrator.store import GateRow, Lease, NewReview, NewRun, NewStepRecord, Store
 
 DEFINITION: dict[str, Any] = {"name": "wf", "steps": {"a": {"run": "m:f"}, "b": {"run": "m:g", "needs": ["a"]}}}
 
@@ -16,8 +16,8 @@ def add_workflow(store: Store, name: str = "wf", content_hash: str = "h1", sourc
     return store.register_workflow(name, "1", DEFINITION, source, content_hash)
 
 
-def add_run(store: Store, workflow_id: int, workflow: str = "wf", **kwargs: Any) -> str:
-    return store.create_run(workflow_id, workflow, {"x": 1}, **kwargs)
+def add_run(store: Store, workflow_id: int, workflow: str = "wf", *, lease: Lease | None = None, **kwargs: Any) -> str:
+    return store.create_run(NewRun(workflow_id, workflow, {"x": 1}, **kwargs), lease=lease)
 
 
 def gate(name: str = "not_empty", passed: bool = True, details: dict[str, Any] | None = None,

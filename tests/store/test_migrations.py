@@ -111,6 +111,26 @@ def test_an_unversioned_database_with_newer_columns_is_adopted(durable_url: str)
     engine.dispose()
 
 
+def test_an_unversioned_database_of_an_earlier_build_gets_the_columns_the_release_added_by_hand(
+        durable_url: str) -> None:
+    """Builds before the release lacked four columns the release added with ALTER TABLE (they are marked so
+    on their declaration): adopting such a database adds them, then upgrades it to the head."""
+    url = normalize_url(durable_url)
+    engine = sa.create_engine(url)
+    metadata.create_all(engine)
+    late = {("step_records", "llm"), ("runs", "trace_id"), ("runs", "lease_token"), ("runs", "lease_expires_at")}
+    with engine.begin() as conn:
+        for table, column in sorted(late):
+            conn.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+    change = ensure_schema(engine)
+    inspector = sa.inspect(engine)
+    columns = {(table, c["name"]) for table in ("runs", "step_records") for c in inspector.get_columns(table)}
+    assert (change.before, change.action) == (None, "adopted")
+    assert late <= columns
+    assert stored_revision(engine) == HEAD_REVISION
+    engine.dispose()
+
+
 def test_a_newer_schema_than_the_code_knows_is_refused_and_left_as_it_is(durable_url: str, tmp_path: Path) -> None:
     url = normalize_url(durable_url)
     ensure_schema(url)

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from orchestrator.errors import NotFoundError
-from orchestrator.store import NewAttribution, NewOutcome, Store
+from orchestrator.store import NewAttribution, NewOutcome, NewRun, Store
 from tests.store.rows import add_run, add_workflow
 
 
@@ -101,7 +101,7 @@ def test_a_store_refuses_references_to_rows_it_does_not_hold(store: Store):
     refuse them, said as what is missing, and nothing is stored."""
     run_id = add_run(store, add_workflow(store))
     with pytest.raises(NotFoundError, match="workflow definition 99 is not stored"):
-        store.create_run(99, "wf", {})
+        store.create_run(NewRun(99, "wf", {}))
     with pytest.raises(NotFoundError, match="outcome 7 is not stored"):
         store.add_attribution(NewAttribution(run_id, "m", {}, [], {}, None, None, {}, outcome_id=7))
     assert (store.count_rows()["runs"], store.count_rows()["attributions"]) == (1, 0)

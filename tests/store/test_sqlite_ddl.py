@@ -9,7 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
-from orchestrator.store import open_store
+from orchestrator.store import NewRun, open_store
 from orchestrator.store.migrate import HEAD_REVISION, stored_revision
 from orchestrator.store.sqlite_ddl import SCHEMA_FILE, dump_head_schema
 from orchestrator.store.sqlite_sql import ensure_schema
@@ -54,10 +54,10 @@ def test_creating_a_database_and_running_on_it_imports_neither_sqlalchemy_nor_al
 def test_processes_creating_one_new_database_at_once_all_use_it(tmp_path: Path) -> None:
     path = tmp_path / "shared.db"
     url = f"sqlite:///{path}"
-    script = ("import sys\nfrom orchestrator.store import open_store\n"
+    script = ("import sys\nfrom orchestrator.store import NewRun, open_store\n"
               f"store = open_store({url!r})\n"
               "workflow = store.register_workflow('w', '1', {}, None, 'hash')\n"
-              "print(store.create_run(workflow, 'w', {}, status='queued', owner=None))\n")
+              "print(store.create_run(NewRun(workflow, 'w', {}, status='queued')))\n")
     procs = [subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(4)]
     results = [p.communicate(timeout=120) for p in procs]
@@ -80,7 +80,7 @@ def test_opening_a_new_file_waits_for_a_writer_that_holds_it_before_it_is_in_wal
     try:
         store = open_store(f"sqlite:///{path}")
         workflow = store.register_workflow("w", "1", {}, None, "hash")
-        run_id = store.create_run(workflow, "w", {}, status="queued", owner=None)
+        run_id = store.create_run(NewRun(workflow, "w", {}, status="queued"))
         assert [r.run_id for r in store.list_runs(status="queued")] == [run_id]
         store.close()
     finally:

@@ -81,10 +81,10 @@ def test_each_memory_store_is_a_separate_database():
 
 def test_a_memory_store_runs_without_importing_sqlalchemy():
     code = ("import sys\n"
-            "from orchestrator.store import open_store, NewStepRecord\n"
+            "from orchestrator.store import open_store, NewRun, NewStepRecord\n"
             "s = open_store('memory://')\n"
             "wf = s.register_workflow('wf', '1', {}, None, 'h')\n"
-            "r = s.create_run(wf, 'wf', {})\n"
+            "r = s.create_run(NewRun(wf, 'wf', {}))\n"
             "s.insert_step_record(NewStepRecord(r, wf, 'a', 'python', 'a', 1, 'succeeded', 1.0, 2.0, output='1'))\n"
             "assert s.step_records(r)[0].output == 1 and s.count_rows()['step_records'] == 1\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'sqlmodel')))\n")

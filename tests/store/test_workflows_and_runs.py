@@ -8,7 +8,7 @@ import time
 import pytest
 
 from orchestrator.errors import LeaseLostError, NotFoundError
-from orchestrator.store import Lease, ModelCall, NewAttribution, NewOutcome, RunEnd, Store
+from orchestrator.store import Lease, ModelCall, NewAttribution, NewOutcome, NewRun, RunEnd, Store
 from tests.store.rows import DEFINITION, add_run, add_workflow, lease, paused_run, review, step
 
 # -- workflows -------------------------------------------------------------------------------
@@ -57,8 +57,8 @@ def test_an_unknown_workflow_definition_is_not_found(store: Store):
 def test_a_created_run_reads_back_with_every_field(store: Store):
     wf = add_workflow(store)
     before = time.time()
-    run_id = store.create_run(wf, "wf", {"text": "hi", "pair": (1, 2)}, status="queued", kind="replay",
-                              parent_run_id="rparent", parent_step="b", owner="host:1")
+    run_id = store.create_run(NewRun(wf, "wf", {"text": "hi", "pair": (1, 2)}, status="queued", kind="replay",
+                                     parent_run_id="rparent", parent_step="b", owner="host:1"))
     after = time.time()
     run = store.get_run(run_id)
     assert run.run_id == run_id and isinstance(run.id, int)
@@ -190,9 +190,9 @@ def test_set_run_status_leaves_the_owner_unless_one_is_given(store: Store):
     run_id = add_run(store, add_workflow(store), owner="host:1")
     store.set_run_status(run_id, "paused")
     assert store.get_run(run_id).owner == "host:1"
-    store.set_run_status(run_id, "running", owner="host:2")
+    store.set_run_status(run_id, "running", holder="host:2")
     assert store.get_run(run_id).owner == "host:2"
-    store.set_run_status(run_id, "paused", owner=None)
+    store.set_run_status(run_id, "paused", holder=None)
     assert store.get_run(run_id).owner is None
 
 
@@ -200,7 +200,7 @@ def test_set_run_status_with_expect_moves_only_from_an_expected_state(store: Sto
     run_id = add_run(store, add_workflow(store), owner="host:1")
     assert store.set_run_status(run_id, "paused", expect=("running", "queued")) is True
     assert store.get_run(run_id).status == "paused"
-    assert store.set_run_status(run_id, "failed", output=1, error="late", expect=["running"], owner="x") is False
+    assert store.set_run_status(run_id, "failed", output=1, error="late", expect=["running"], holder="x") is False
     run = store.get_run(run_id)
     assert (run.status, run.output, run.error) == ("paused", None, None)
     assert run.owner == "host:1"
@@ -239,7 +239,7 @@ def test_a_claimed_run_is_never_claimed_again(store: Store):
 def test_a_requeued_run_can_be_claimed_again(store: Store):
     run_id = add_run(store, add_workflow(store), status="queued")
     assert store.claim_queued_run(lease("host:1")) == run_id
-    assert store.set_run_status(run_id, "queued", expect=["running"], owner=None)
+    assert store.set_run_status(run_id, "queued", expect=["running"], holder=None)
     assert store.claim_queued_run(lease("host:2")) == run_id
 
 
@@ -257,7 +257,7 @@ def test_a_returned_run_view_is_a_copy(store: Store):
 def test_inputs_given_to_create_run_are_copied(store: Store):
     wf = add_workflow(store)
     inputs = {"items": [1]}
-    run_id = store.create_run(wf, "wf", inputs)
+    run_id = store.create_run(NewRun(wf, "wf", inputs))
     inputs["items"].append(2)
     assert store.get_run(run_id).inputs == {"items": [1]}
 
@@ -334,10 +334,10 @@ def test_paused_runs_are_due_for_review_by_their_stored_deadline_earliest_first(
     for run_id, deadline in ((later, 200.0), (sooner, 100.0), (untimed, None)):
         held = lease("host:1", run_id)
         assert store.acquire_lease(held, statuses=["queued"])
-        assert store.end_lease(held, "paused", review_deadline=deadline)
+        assert store.end_lease(held, "paused", review_due=deadline)
     held = lease("host:1", ended)
     assert store.acquire_lease(held, statuses=["queued"])
-    assert store.end_lease(held, "failed", review_deadline=50.0)  # only a paused run is ever due
+    assert store.end_lease(held, "failed", review_due=50.0)  # only a paused run is ever due
 
     assert store.due_reviews(99.0) == []
     assert store.due_reviews(1000.0) == [(sooner, 100.0), (later, 200.0)]
@@ -442,7 +442,7 @@ def test_a_batch_under_a_lost_lease_writes_nothing_and_leaves_the_run_alone(stor
 def test_a_run_created_under_a_lease_is_held_from_its_first_moment(store: Store):
     wf = add_workflow(store)
     held = lease("host:1")
-    run_id = store.create_run(wf, "wf", {}, lease=held)
+    run_id = store.create_run(NewRun(wf, "wf", {}), lease=held)
     assert store.acquire_lease(lease("host:2", run_id), statuses=["running"]) is False
     assert store.renew_lease(Lease(run_id, held.holder, held.token, held.seconds)) is True
 

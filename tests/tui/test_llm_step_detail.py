@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from orchestrator.spec import load_workflow
-from orchestrator.store import NewStepRecord, Store
+from orchestrator.store import NewRun, NewStepRecord, Store
 from tests.tui.seed import EPOCH
 from tests.tui.waiting import settle, wait_for
 from tui.app import make_app
@@ -64,8 +64,8 @@ def seed_llm_run(store: Store) -> str:
     bound = load_workflow(TRIAGE)
     workflow_id = store.register_workflow(bound.name, str(bound.spec.version), dict(bound.definition),
                                           bound.source, bound.content_hash)
-    run_id = store.create_run(workflow_id, bound.name, {"ticket": "I was charged twice for order 42"},
-                              status="succeeded")
+    run_id = store.create_run(NewRun(workflow_id, bound.name, {"ticket": "I was charged twice for order 42"},
+                                     status="succeeded"))
     for step_id, agent, output, llm in (
             ("classify", "classifier", {"category": "billing", "confidence": 0.9}, CLASSIFY_LLM),
             ("reply", "writer", "We refunded the duplicate charge. -- support (billing)", REPLY_LLM)):
