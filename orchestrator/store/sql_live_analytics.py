@@ -30,6 +30,7 @@ from orchestrator.store.sql_counting import (
     production,
     record_aggregates,
 )
+from orchestrator.store.tables import child_runs_of_unit_sql
 
 if TYPE_CHECKING:
 
@@ -44,9 +45,7 @@ EARLIEST = -1e18
 
 _PRODUCTION_RUNS = f"r.workflow = :workflow AND r.kind IN {PRODUCTION_SQL}"
 
-_CHILD_RUNS_OF_STEP = f"""r.kind = 'child' AND r.parent_run_id IN (
-          SELECT p.run_id FROM runs p WHERE p.workflow = :workflow AND p.kind IN {PRODUCTION_SQL})
-        AND (r.parent_step = :step OR SUBSTR(r.parent_step, 1, :step_len) IN (:step_item, :step_iteration))"""
+_CHILD_RUNS_OF_STEP = child_runs_of_unit_sql(f"p.workflow = :workflow AND p.kind IN {PRODUCTION_SQL}")
 """The child runs that the units of one step (``:step``, its instances ``STEP[i]`` and iterations ``STEP#n``)
 of a workflow's production runs started."""
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import and_, exists, false, func, literal_column, select, true
+from sqlalchemy import and_, exists, false, func, literal_column, or_, select, true
 from sqlalchemy.sql.elements import ColumnElement
 
 from orchestrator.approvals import is_approval

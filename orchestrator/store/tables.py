@@ -273,6 +273,14 @@ def running(now: float) -> ColumnElement[bool]:
     return and_(runs.status == "running", or_(runs.lease_expires_at.is_(None), runs.lease_expires_at >= now))
 
 
+def child_runs_of_unit_sql(parents: str) -> str:
+    """SQL condition on ``runs r``: a child run that a run selected by ``parents`` (a condition on ``runs p``)
+    started at the unit ``:step``, one of its instances (``:step_item``, ``STEP[``) or one of its iterations
+    (``:step_iteration``, ``STEP#``); ``:step_len`` is the length of those prefixes."""
+    return f"""r.kind = 'child' AND r.parent_run_id IN (SELECT p.run_id FROM runs p WHERE {parents})
+        AND (r.parent_step = :step OR SUBSTR(r.parent_step, 1, :step_len) IN (:step_item, :step_iteration))"""
+
+
 def live_record() -> ColumnElement[bool]:
     """A step record no review's fix has superseded: still its step's result."""
     return TABLES["step_records"].c.superseded_by.is_(None)
