@@ -8,7 +8,9 @@ and an exit code, never a traceback::
     ├── InputError           workflow inputs or CLI arguments are wrong (exit 2)
     │   └── DatabaseUnreachableError  the database did not answer when opened (a worker waits for it)
     ├── ReviewError          a review decision does not apply (not paused, already decided,
-    │                        an edit that fails the step's gates) (exit 2)
+    │   │                    an edit that fails the step's gates) (exit 2)
+    │   └── EditRefusedError  an edit failed the step's gates (an approval step's output_schema);
+    │                         it may be stored anyway, recorded as forced
     ├── NotFoundError        an unknown run or step id (exit 2)
     ├── StoreMismatchError   stored records disagree with the workflow spec on resume (exit 2)
     ├── LeaseHeldError       another live process holds the run's lease (exit 2)
@@ -75,6 +77,16 @@ class DatabaseUnreachableError(InputError):
 
 class ReviewError(OrchestratorError):
     """A review decision cannot be applied."""
+
+
+class EditRefusedError(ReviewError):
+    """An edited output fails the step's blocking gates (an approval step's: its ``output_schema``), so nothing was
+    stored; the same edit may be stored anyway, recorded as forced (``edit --force``, or the review app's
+    confirmation). ``failing`` holds one ``check: reason`` line per refusal, for a face to show before asking."""
+
+    def __init__(self, message: str, failing: list[str]) -> None:
+        super().__init__(message)
+        self.failing = failing
 
 
 class RunBusyError(ReviewError):

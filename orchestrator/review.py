@@ -32,7 +32,14 @@ from orchestrator.approvals import ApprovalStep
 from orchestrator.attempt import gate_row, idempotency_key, logged_calls
 from orchestrator.binding import BoundWorkflow
 from orchestrator.context import CallLog, StepContext
-from orchestrator.errors import LeaseHeldError, ReviewError, RunBusyError, SpecError, StoreMismatchError
+from orchestrator.errors import (
+    EditRefusedError,
+    LeaseHeldError,
+    ReviewError,
+    RunBusyError,
+    SpecError,
+    StoreMismatchError,
+)
 from orchestrator.lease_holder import holder_name
 from orchestrator.llm.client import LLMClient
 from orchestrator.model import WorkflowSpec
@@ -304,8 +311,9 @@ def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, rev
     failing = [r for r in rows if not r.passed and r.severity == "block"]
     if failing and not force:
         reasons = "; ".join(f"{r.gate}: {r.reason}" for r in failing)
-        raise ReviewError(f"the edited output of step {rec.unit!r} fails its gates ({reasons}); "
-                          "nothing was changed (use --force to accept it anyway)")
+        raise EditRefusedError(f"the edited output of step {rec.unit!r} fails its gates ({reasons}); "
+                               "nothing was changed (use --force to accept it anyway)",
+                               [f"{r.gate}: {r.reason}" for r in failing])
     plain = jsonio.output_to_plain(output)
     new = _accepted_record(rec, workflow_id, "edited", jsonio.dumps(plain), rows)
     review = NewReview(run_id, rec.id, rec.unit, decision="edit", reviewer=reviewer or default_reviewer(),
@@ -346,8 +354,9 @@ def _edit_proposal(store: Store, workflow: BoundWorkflow, workflow_id: int, rec:
     proposal = workflow.step(rec.step_id).function.fn
     errors = proposal.schema_errors(plain) if isinstance(proposal, ApprovalStep) else []
     if errors and not force:
-        raise ReviewError(f"the edited output of approval step {rec.unit!r} does not fit its output_schema "
-                          f"({'; '.join(errors)}); nothing was changed (use --force to accept it anyway)")
+        raise EditRefusedError(f"the edited output of approval step {rec.unit!r} does not fit its output_schema "
+                               f"({'; '.join(errors)}); nothing was changed (use --force to accept it anyway)",
+                               [f"output_schema: {error}" for error in errors])
     new = _accepted_record(rec, workflow_id, "edited", jsonio.dumps(plain))
     review = NewReview(rec.run_id, rec.id, rec.unit, decision="edit", reviewer=reviewer or default_reviewer(),
                        comment=comment, output_before=rec.output, output_after=plain, forced=bool(errors))

@@ -148,6 +148,11 @@ class TestEdit:
         """A stray character and ctrl+s: the error names line and column and says nothing was saved."""
         assert snap_compare(SNAPSHOT_APP, terminal_size=(100, 30), run_before=pressing("e", "x", "ctrl+s"))
 
+    def test_an_output_the_gates_refuse_asks_before_storing_it_as_forced(self, snap_compare) -> None:
+        """ctrl+s on r0004's unchanged output (0.3 < 0.5): the failing range verdict and "Store anyway, recorded
+        as forced? [y/N]", Cancel focused."""
+        assert snap_compare(SNAPSHOT_APP, terminal_size=(100, 30), run_before=pressing("e", "ctrl+s"))
+
 
 class TestDialogs:
     def test_reject_asks_for_confirmation_and_a_comment(self, snap_compare) -> None:

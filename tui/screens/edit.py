@@ -1,8 +1,11 @@
 """Replace a paused step's output, or a completed step's (a fix at the pause's cause: its
 descendants are superseded and run again). Saving goes through ``orchestrator.review.edit``, the
 function behind ``orchestrator edit``, so the new output must be valid JSON and pass all of the
-step's gates; when it does not, the reason is shown here and nothing is stored or lost. A fix that
-would run again steps with side effects asks first.
+step's gates; when it does not, the reason is shown here and nothing is stored or lost. An output the
+gates refuse (an approval step's: its ``output_schema``) may be stored anyway once the reviewer
+confirms, recorded as forced like ``orchestrator edit --force``; invalid JSON and a tool call's
+arguments that do not fit the tool never are. A fix that would run again steps with side effects
+asks first.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from tui import actions
 from tui.messages import DecisionMade, EditRejected, EditTargetLoaded
 
 if TYPE_CHECKING:
+    from orchestrator.errors import EditRefusedError
     from orchestrator.records import StepRecordView
     from tui.app import ReviewApp
 
@@ -121,7 +125,10 @@ class EditScreen(Screen[None]):
         self.save(value, self.query_one("#edit-comment", Input).value.strip() or None)
 
     @work(thread=True, exit_on_error=False)
-    def save(self, value: object, comment: str | None, rerun_side_effects: bool = False) -> None:
+    def save(self, value: object, comment: str | None, rerun_side_effects: bool = False,
+             force: bool = False) -> None:
+        from orchestrator.errors import EditRefusedError
+
         try:
             if not rerun_side_effects and self.step is not None and actions.is_fix(self.app.store, self.run_id,
                                                                                    self.step):
@@ -131,7 +138,10 @@ class EditScreen(Screen[None]):
                     return
             decision = actions.decide(self.app.store, self.run_id, "edit", step=self.step, output=value,
                                       comment=comment, reviewer=self.app.reviewer,
-                                      rerun_side_effects=rerun_side_effects)
+                                      rerun_side_effects=rerun_side_effects, force=force)
+        except EditRefusedError as exc:
+            self.app.call_from_thread(self._confirm_force, value, comment, rerun_side_effects, exc)
+            return
         except Exception as exc:
             self.post_message(EditRejected(_error_text(exc)))
             return
@@ -154,6 +164,24 @@ class EditScreen(Screen[None]):
                           "The choice is recorded in the review.", confirm_label="Re-run them",
                           ask_comment=False, cursor_blink=self.app.cursor_blink),
             answered)
+
+    def _confirm_force(self, value: object, comment: str | None, rerun_side_effects: bool,
+                       refused: EditRefusedError) -> None:
+        """The gates refused the output: show why, and store it only if the reviewer overrides them."""
+        from tui.screens.force_edit import ForceEditScreen
+
+        why = f"the edited output fails its checks: {'; '.join(refused.failing)}"
+        self._error(f"{why}; store it anyway?")
+
+        def answered(force: bool | None) -> None:
+            if force:
+                self.query_one("#edit-error", Static).update("storing the edit, recorded as forced…")
+                self.save(value, comment, rerun_side_effects, True)
+            else:
+                self.saving = False
+                self._error(f"not saved: {why} (ctrl+s asks again)")
+
+        self.app.push_screen(ForceEditScreen(str(self.step), refused.failing), answered)
 
     def on_decision_made(self, _message: DecisionMade) -> None:
         # The message bubbles on to the app, which continues the run.

@@ -230,7 +230,7 @@ class StepDetail(VerticalScroll):
                 text.append(f" of attempt {attempt_of[review.record_id]}")
             text.append(f" by {review.reviewer}, {format_age(now - review.created_at)} ago")
             if review.forced:
-                text.append(" (forced past failing gates)")
+                text.append(" (forced past its failing checks)")
             if review.comment:
                 text.append(f"\n   “{review.comment}”", style="italic")
         return text
