@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from orchestrator.errors import OrchestratorError, SpecError
     from orchestrator.events import Event, RunFinished, RunStarted, StepFinished, StepStarted
     from orchestrator.executor import Executor
+    from orchestrator.llm.tools import ToolContext
     from orchestrator.model import GateResult, GateSpec, Repeat, StepSpec, ToolRef, WorkflowSpec
     from orchestrator.pyapi import Workflow
     from orchestrator.review import approve, edit, reject, retry
@@ -44,6 +45,7 @@ __all__ = [
     "BoundStep",
     # what steps and gates receive and return
     "StepContext",
+    "ToolContext",
     "NextNeed",
     "GateResult",
     # running
@@ -85,6 +87,7 @@ EXPORTED_FROM: dict[str, str] = {
     "BoundStep": "orchestrator.binding",
     "StepContext": "orchestrator.context",
     "NextNeed": "orchestrator.context",
+    "ToolContext": "orchestrator.llm.tools",
     "Store": "orchestrator.store",
     "open_store": "orchestrator.store",
     "Executor": "orchestrator.executor",

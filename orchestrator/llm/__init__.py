@@ -28,7 +28,8 @@ validation_retries=2, needs=(), inject_needs=True, gate_feedback=(), cache=None,
     answer failed these checks" section ("- gate: reason"), appended unless the template placed
     ``{{ next_needs }}`` / ``{{ gate_feedback }}`` itself (or ``inject_needs=False``).
 ``schema_of(x) -> dict``, ``validate(schema_source, text) -> (value, errors)``
-``describe_tool(fn) -> ToolSpec``; tools are plain callables (sync run in a thread, or async).
+``describe_tool(fn) -> ToolSpec``; tools are plain callables (sync run in a thread, or async); one that
+    declares ``ctx`` gets a ``ToolContext``, one that declares ``idempotency_key`` the call's key.
 ``cost(model, input_tokens, output_tokens, prices=None) -> float | None``; USD per 1M tokens,
     extended by the JSON file named in ``$ORCHESTRATOR_LLM_PRICES``.
 ``ResponseCache`` (``preload(records)`` before a replay), ``get_provider(config) -> ChatProvider``,
@@ -79,7 +80,7 @@ if TYPE_CHECKING:
     from orchestrator.llm.registry import get_provider, reset_providers
     from orchestrator.llm.structured import schema_of, validate
     from orchestrator.llm.template import BUILTIN_NAMES, TemplateError, render, template_problems
-    from orchestrator.llm.tools import ToolSpec, describe_tool
+    from orchestrator.llm.tools import ToolContext, ToolSpec, describe_tool
 
 _EXPORTS: dict[str, str] = {
     "ResponseCache": "cache", "cache_key": "cache",
@@ -98,15 +99,15 @@ _EXPORTS: dict[str, str] = {
     "schema_of": "structured", "validate": "structured",
     "BUILTIN_NAMES": "template", "TemplateError": "template", "render": "template",
     "template_problems": "template",
-    "ToolSpec": "tools", "describe_tool": "tools",
+    "ToolContext": "tools", "ToolSpec": "tools", "describe_tool": "tools",
 }
 
 __all__ = [
     "BUILTIN_NAMES", "CRITIC_VERDICT_SCHEMA", "ChatProvider", "ChatRequest", "ChatResponse", "FEEDBACK_HEADING",
     "GateFeedback", "JUDGE_VERDICT_SCHEMA", "JudgeVerdict", "LLMConfig", "LLMError", "LLMOutcome", "LLMRecord",
     "LLMStepError", "ModelTurn", "NEEDS_HEADING", "NeedItem", "PRICES", "RenderedPrompt", "ResponseCache",
-    "TemplateError", "ToolCallInfo", "ToolSpec", "ToolTurn", "Usage", "build_messages", "cache_key", "cost",
-    "describe_tool", "feedback_section", "get_provider", "merge", "needs_section", "price_table",
+    "TemplateError", "ToolCallInfo", "ToolContext", "ToolSpec", "ToolTurn", "Usage", "build_messages", "cache_key",
+    "cost", "describe_tool", "feedback_section", "get_provider", "merge", "needs_section", "price_table",
     "reask_message", "render", "render_prompt", "reset_providers", "run_llm", "schema_of", "template_problems",
     "validate",
 ]

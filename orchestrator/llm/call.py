@@ -27,7 +27,7 @@ from orchestrator.llm.prompt import FeedbackLike, NeedLike, render_prompt
 from orchestrator.llm.providers.base import ChatProvider, ChatRequest, ChatResponse
 from orchestrator.llm.records import LLMRecord, ModelTurn, ToolCallInfo, ToolTurn, Turn, Usage
 from orchestrator.llm.structured import schema_of, validate
-from orchestrator.llm.tools import ToolSpec, describe_tools, run_tool_call, tool_message_content
+from orchestrator.llm.tools import ToolScope, ToolSpec, describe_tools, run_tool_call, tool_message_content
 
 Checkpoint = Callable[[dict[str, Any]], Awaitable[None]]
 """Commits the tool loop's state durably (the step's ``ctx.checkpoint``)."""
@@ -65,8 +65,9 @@ class _Attempt:
     """Mutable bookkeeping of one attempt, turned into the record at the end."""
 
     def __init__(self, messages: list[dict[str, Any]], config: LLMConfig, log: CallLog | None,
-                 prices: Mapping[str, Mapping[str, float]] | None):
+                 prices: Mapping[str, Mapping[str, float]] | None, scope: ToolScope | None = None):
         self.config, self.log, self.prices = config, log, prices
+        self.scope = scope or ToolScope()
         self.conversation = list(messages)
         self.sent: list[dict[str, Any]] = list(messages)
         self.turns: list[Turn] = []
@@ -124,7 +125,11 @@ class _Attempt:
         for i, call in enumerate(calls):
             if call.name in approvals:
                 raise _Pause(call, self.state(calls[i:], at))
-            self.answered(call, await run_tool_call(specs, call.name, call.arguments))
+            self.answered(call, await self.run_call(specs, call, at))
+
+    async def run_call(self, specs: dict[str, ToolSpec], call: ToolCallInfo, at: tuple[int, int]) -> ToolTurn:
+        """Run one call, with its context (its idempotency key) should the tool ask for it."""
+        return await run_tool_call(specs, call.name, call.arguments, self.scope.context(call.name, call.id, at))
 
     def answered(self, call: ToolCallInfo, turn: ToolTurn) -> None:
         self.turns.append(turn)
@@ -196,7 +201,7 @@ async def _continue_decided(attempt: _Attempt, resume: ToolResume, specs: dict[s
             if checkpoint is not None:
                 await checkpoint({**attempt.state([first, *pending], at), "phase": "executing",
                                   "call": first.model_dump()})
-            attempt.answered(first, await run_tool_call(specs, first.name, first.arguments))
+            attempt.answered(first, await attempt.run_call(specs, first, at))
             if checkpoint is not None:
                 await checkpoint({**attempt.state(pending, at), "phase": "executed", "call": first.model_dump(),
                                   "result": attempt.conversation[-1]["content"]})
@@ -224,7 +229,7 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
                   cache: ResponseCache | None = None, resample: bool = False, provider: ChatProvider | None = None,
                   prices: Mapping[str, Mapping[str, float]] | None = None, log: CallLog | None = None,
                   approval_tools: Collection[str] = (), resume: ToolResume | None = None,
-                  checkpoint: Checkpoint | None = None) -> LLMOutcome:
+                  checkpoint: Checkpoint | None = None, tool_scope: ToolScope | None = None) -> LLMOutcome:
     """Run one attempt of an LLM step.
 
     ``prompt`` and ``system`` are Jinja templates rendered with ``variables`` (plus
@@ -241,7 +246,8 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
     A call of a tool named in ``approval_tools`` pauses the loop: :class:`ToolCallPaused` carries the call
     as the proposal and the record, whose ``loop`` a later attempt continues from as ``resume`` (with the
     person's decision; no turn already taken is asked again). ``checkpoint(state)`` commits the loop's
-    state before and after an approved call runs.
+    state before and after an approved call runs. ``tool_scope`` (the run, step and step key) is what each
+    call's :class:`~orchestrator.llm.tools.ToolContext` and idempotency key derive from.
 
     Raises :class:`~orchestrator.llm.errors.LLMError` when the model cannot be called,
     :class:`~orchestrator.llm.errors.LLMStepError` (with the record) when no answer validated.
@@ -270,7 +276,7 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
             return LLMOutcome(output=cached_output, record=record)
 
     model = provider or get_provider(config)
-    attempt = _Attempt(rendered.messages, config, log, prices)
+    attempt = _Attempt(rendered.messages, config, log, prices, tool_scope)
     output: Any = None
     errors: list[str] = []
     approvals = frozenset(approval_tools)

@@ -46,6 +46,8 @@ class LLMStep:
         from orchestrator.llm.call import ToolCallPaused, run_llm
         from orchestrator.llm.errors import LLMStepError
         from orchestrator.llm.template import tojson
+        from orchestrator.llm.tools import ToolScope
+        from orchestrator.records import unit_name
 
         needs = [n.to_json() for n in ctx.next_needs]
         feedback = [{"gate": str(g.details.get("gate", "check")), "reason": g.reason} for g in ctx.gate_feedback]
@@ -71,7 +73,10 @@ class LLMStep:
                                     inject_needs=self.inject_needs, gate_feedback=feedback, previous=previous,
                                     cache=ctx.llm_cache, resample=ctx.resample, log=ctx.calls,
                                     approval_tools=self.approval_tools, resume=ctx.tool_resume,
-                                    checkpoint=checkpoint if ctx.checkpoint is not None else None)
+                                    checkpoint=checkpoint if ctx.checkpoint is not None else None,
+                                    tool_scope=ToolScope(ctx.run_id, ctx.step_id,
+                                                         unit_name(ctx.step_id, ctx.index, ctx.iteration),
+                                                         ctx.idempotency_key))
         except ToolCallPaused as paused:
             ctx.llm_records.append(paused.record.model_dump(mode="json"))
             raise
