@@ -34,11 +34,12 @@ def ensure_explainable(store: Store, run: RunView) -> None:
 
 def attribute(store: Store, run_id: str, method: str = "trace", *, by: str = "step", samples: int | None = None,
               seed: int | None = 0, workflow: BoundWorkflow | None = None, store_result: bool = True,
-              outcome_id: int | None = None) -> AttributionResult:
+              outcome_id: int | None = None, otel: str | None = None) -> AttributionResult:
     """Compute one attribution record for a run's outcome and (by default) store it.
 
     ``method`` is ``trace``, ``counterfactual``, ``shapley`` or ``difference``; ``by`` (``step`` or
-    ``agent``) applies to shapley and difference; ``samples`` forces permutation sampling.
+    ``agent``) applies to shapley and difference; ``samples`` forces permutation sampling. ``otel`` (else the
+    OTEL_EXPORTER_OTLP_* settings) exports each replay run as a trace of its own.
     Raises InputError (exit 2) for an unknown method, a method that needs an evaluator on a
     workflow without one, or a run that is still running; NotFoundError for an unknown run.
     """
@@ -62,7 +63,7 @@ def attribute(store: Store, run_id: str, method: str = "trace", *, by: str = "st
     if workflow is None:
         workflow = load_run_workflow(store, run_id)[0]
     require_evaluator(workflow)
-    engine = ReplayEngine(store, run_id, workflow=workflow)
+    engine = ReplayEngine(store, run_id, workflow=workflow, otel=otel)
     if method == "counterfactual":
         result = counterfactual(store, run_id, engine=engine)
     elif method == "shapley":
@@ -106,8 +107,9 @@ def stored_view(store: Store, result: AttributionResult) -> AttributionView:
 
 
 def fork_run(store: Store, run_id: str, from_step: str, output: Any = MISSING, *,
-             workflow: BoundWorkflow | None = None) -> Evaluation:
-    """Fork a new run (kind ``replay``) from ``from_step``; the original run is not modified."""
-    engine = ReplayEngine(store, run_id, workflow=workflow)
+             workflow: BoundWorkflow | None = None, otel: str | None = None) -> Evaluation:
+    """Fork a new run (kind ``replay``) from ``from_step``; the original run is not modified. ``otel`` (else
+    the OTEL_EXPORTER_OTLP_* settings) exports the fork as a trace of its own."""
+    engine = ReplayEngine(store, run_id, workflow=workflow, otel=otel)
     return engine.fork(from_step, output)
 

@@ -51,6 +51,7 @@ from orchestrator import graph, jsonio
 from orchestrator.approvals import gated_tools, is_tool_pause
 from orchestrator.attempt import critic_verdict
 from orchestrator.attribution.cache import InputKeys, StepCache, Value
+from orchestrator.attribution.replay_tracing import ReplayTracing
 from orchestrator.binding import BoundStep, BoundWorkflow
 from orchestrator.blocking import run_blocking
 from orchestrator.context import StepContext
@@ -80,6 +81,7 @@ from orchestrator.store import (
 )
 from orchestrator.store.delegating import DelegatingStore, concrete
 from orchestrator.stored_workflow import load_run_workflow
+from orchestrator.telemetry import ReplayOf
 from orchestrator.threads import DEFAULT_CONCURRENCY
 from orchestrator.tree import children
 
@@ -221,12 +223,16 @@ class ReplayEngine:
     """Evaluates plans against one stored run; one engine per attribution so the cache is shared."""
 
     def __init__(self, store: Store, run_id: str, *, workflow: BoundWorkflow | None = None,
-                 failure_value: float = 0.0, max_concurrency: int = DEFAULT_CONCURRENCY) -> None:
+                 failure_value: float = 0.0, max_concurrency: int = DEFAULT_CONCURRENCY, otel: str | None = None,
+                 tracing: ReplayTracing | None = None) -> None:
+        """``otel`` (else the OTEL_EXPORTER_OTLP_* settings) exports each replay run as a trace of its own;
+        ``tracing``: the one a parent run's engine already has (a child run's engine shares it)."""
         self.store = store
         self.run = store.get_run(run_id)
         if self.run.status in ("running", "queued"):
             raise InputError(f"run {run_id} is {self.run.status}; replay a finished or paused run")
         self.workflow = workflow if workflow is not None else load_run_workflow(store, run_id)[0]
+        self.tracing = tracing if tracing is not None else ReplayTracing(store, otel)
         self.spec = self.workflow.spec
         self.failure_value = failure_value
         self.max_concurrency = max_concurrency
@@ -317,7 +323,7 @@ class ReplayEngine:
         if unit not in self._child_engines:
             self._child_engines[unit] = ReplayEngine(self.store, self.child_runs[unit].run_id, workflow=step.child,
                                                      failure_value=self.failure_value,
-                                                     max_concurrency=self.max_concurrency)
+                                                     max_concurrency=self.max_concurrency, tracing=self.tracing)
         return self._child_engines[unit]
 
     def owner(self, path: str) -> tuple[ReplayEngine, str]:
@@ -568,9 +574,11 @@ class ReplayEngine:
         self._plans[run_id] = plan
         self.replay_runs.append(run_id)
         before = self.executions
-        if same:  # on other inputs every step goes through the executor, reusing outputs by their inputs
-            self._copy_unchanged(run_id, plan)
-        result = await self._get_executor().execute(run_id, inputs)
+        replay_of = ReplayOf(self.run.run_id, self.run.trace_id, kind, label)
+        with self.tracing.replay(run_id, self.workflow.name, self.workflow.order, replay_of):
+            if same:  # on other inputs every step goes through the executor, reusing outputs by their inputs
+                self._copy_unchanged(run_id, plan)
+            result = await self._get_executor().execute(run_id, inputs)
         self._plans.pop(run_id, None)
         blocked = self.blocked.pop(run_id, None)
         if blocked is not None:  # not a failure: the replay cannot know what acting would have returned
@@ -637,6 +645,7 @@ class ReplayEngine:
                         for sid, step in warned.steps.items()}
             self._executor = Executor(concrete(MarkingStore)(self.store, self._marks), warned.with_steps(replaced),
                                       max_concurrency=self.max_concurrency, workflow_id=self.run.workflow_id,
+                                      on_event=self.tracing.hook,
                                       leased=False)  # a replay run is private to this process
         return self._executor
 

@@ -13,6 +13,7 @@ from rich.markup import escape
 from orchestrator.cli.common import (
     DbOption,
     JsonOption,
+    OtelOption,
     ReviewerOption,
     RunArgument,
     guarded,
@@ -184,14 +185,18 @@ def attribute(run_id: RunArgument,
                                                                              "(default: exact up to 12 players, "
                                                                              "32 above)")] = None,
               seed: Annotated[int, typer.Option("--seed", help="Seed of the permutation sampler.")] = 0,
-              as_json: JsonOption = False, db: DbOption = None) -> None:
-    """Compute and store an attribution record of a run's outcome with one method."""
+              otel: OtelOption = None, as_json: JsonOption = False, db: DbOption = None) -> None:
+    """Compute and store an attribution record of a run's outcome with one method.
+
+    With telemetry on (``--otel URL`` or OTEL_EXPORTER_OTLP_ENDPOINT), each replay run is exported as a
+    trace of its own whose run span names the original run and its trace.
+    """
     from orchestrator.attribution.methods import attribute as compute
     from orchestrator.attribution.methods import stored_view
 
     store = open_store(db, create=False)
     run_id = resolve_run_id(store, run_id)
-    result = compute(store, run_id, method, by=by, samples=samples, seed=seed)
+    result = compute(store, run_id, method, by=by, samples=samples, seed=seed, otel=otel)
     view = stored_view(store, result)
     if as_json:
         print_json(view.to_json())
@@ -205,13 +210,14 @@ def replay(run_id: RunArgument,
                                                              "research > retrieve).")],
            output: Annotated[Path | None, typer.Option("--output", help="JSON file with the output STEP takes "
                                                                         "(default: STEP runs again).")] = None,
-           as_json: JsonOption = False, db: DbOption = None) -> None:
+           otel: OtelOption = None, as_json: JsonOption = False, db: DbOption = None) -> None:
     """Fork a new run: earlier steps reuse their records, STEP takes the output or re-runs, later steps re-run.
 
     The original run is not modified; the fork records its parent run and step. Gates run in
     warn mode in a fork (verdicts stored, never a pause). Side-effecting steps never act: they call
     their `simulate:` dry run, else reuse their recorded output while their inputs are unchanged, else
-    the fork stops there and says which step blocked it.
+    the fork stops there and says which step blocked it. With telemetry on (``--otel URL`` or
+    OTEL_EXPORTER_OTLP_ENDPOINT) the fork is exported as a trace of its own naming the original run.
     """
     from orchestrator.attribution.methods import fork_run
     from orchestrator.attribution.replay import MISSING
@@ -224,7 +230,7 @@ def replay(run_id: RunArgument,
         value = read_json_file(output, "--output")
     store = open_store(db, create=False)
     run_id = resolve_run_id(store, run_id)
-    evaluation = fork_run(store, run_id, from_step, value)
+    evaluation = fork_run(store, run_id, from_step, value, otel=otel)
     if not as_json:
         how = "the given output" if output is not None else "a re-execution"
         out.print(f"forked run {run_id} at step {escape(from_step)} with {how}", highlight=False)

@@ -42,6 +42,7 @@ from orchestrator.telemetry.spans import (
     INSTALL_HINT,
     LLMSpan,
     NoopRunTracer,
+    ReplayOf,
     RunSpan,
     RunTracer,
     StepSpan,
@@ -55,6 +56,7 @@ from orchestrator.telemetry.spans import (
 __all__ = [
     "LLMSpan",
     "NoopRunTracer",
+    "ReplayOf",
     "RunSpan",
     "RunTracer",
     "StepSpan",

@@ -24,7 +24,7 @@ from orchestrator.events import (
     StepStarted,
     Verdict,
 )
-from orchestrator.telemetry.spans import RunSpan, RunTracer, StepSpan
+from orchestrator.telemetry.spans import ReplayOf, RunSpan, RunTracer, StepSpan
 
 CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The GenAI conventions' switch for message content on spans: off unless ``true`` (prompts may be sensitive)."""
@@ -41,10 +41,13 @@ class TracingListener:
     A child run's events come in the same stream, its ``RunStarted`` naming its parent run and unit: its run
     span starts under the parent's open span of that unit's attempt, in the parent's trace."""
 
-    def __init__(self, tracer: RunTracer, *, trace_id: str | None = None, inner: EventHook | None = None) -> None:
+    def __init__(self, tracer: RunTracer, *, trace_id: str | None = None, inner: EventHook | None = None,
+                 replay_of: ReplayOf | None = None) -> None:
         self.tracer = tracer
         self.trace_id = trace_id
         """The run's trace id: given for a resumed run, set at ``RunStarted`` otherwise."""
+        self.replay_of = replay_of
+        """For a replay run: what it replays, named on its run span."""
         self.inner = inner
         self.runs: dict[str, RunSpan] = {}
         """The open run spans: the run's own, and its child runs' while they execute."""
@@ -82,7 +85,8 @@ class TracingListener:
     def start_run(self, event: RunStarted) -> None:
         if event.parent_run_id is None:
             self.run_id = event.run_id
-            span = self.tracer.run(event.run_id, event.workflow, trace_id=self.trace_id, resumed=event.resumed)
+            span = self.tracer.run(event.run_id, event.workflow, trace_id=self.trace_id, resumed=event.resumed,
+                                   replay_of=self.replay_of)
             self.runs[event.run_id] = span
             self.trace_id = span.trace_id
             return

@@ -32,6 +32,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from orchestrator.telemetry.spans import (
     LLMSpan,
+    ReplayOf,
     RunSpan,
     RunTracer,
     StepSpan,
@@ -295,8 +296,11 @@ class OtelRunTracer(RunTracer):
         self._tracer = self.provider.get_tracer("orchestrator", _version())
         self._on_shutdown = on_shutdown
 
-    def run(self, run_id: str, workflow: str, *, trace_id: str | None = None, resumed: bool = False) -> OtelRunSpan:
+    def run(self, run_id: str, workflow: str, *, trace_id: str | None = None, resumed: bool = False,
+            replay_of: ReplayOf | None = None) -> OtelRunSpan:
         values: dict[str, object] = {"run_id": run_id, "workflow": workflow, "resumed": resumed, SPAN_KIND: "CHAIN"}
+        if replay_of is not None:
+            values.update(replay_of.attributes())
         with self.trace_ids.pinned(trace_id) as continued:
             if trace_id is not None and not continued:
                 values["invalid_trace_id"] = trace_id  # a new trace; keep the bad value for whoever looks

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
@@ -123,6 +124,29 @@ def valid_trace_id(trace_id: str | None) -> str | None:
         return None
     tid = trace_id.strip().lower()
     return tid if _TRACE_ID.match(tid) and tid != "0" * 32 else None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOf:
+    """What a replay run replays: its run span carries these as ``orchestrator.replay_of.*`` and
+    ``orchestrator.replay.*`` attributes, so a backend finds the original from the replay's own trace.
+
+    Only the original's trace id is stored (no span id), so the replay points at it by attribute, not by
+    an OpenTelemetry span link: a link needs a span id, and a made-up one would point at nothing."""
+
+    run_id: str
+    """The run replayed (for a child run's replay, the original child run)."""
+    trace_id: str | None
+    """The trace stored on that run, when it was traced."""
+    kind: str
+    """``replay`` (a fork) or ``counterfactual`` (attribution's replays)."""
+    changed: str | None = None
+    """The step (or unit, or path into a child run) the replay changed; None when it changes nothing."""
+
+    def attributes(self) -> dict[str, object]:
+        return {"orchestrator.replay_of.run_id": self.run_id,
+                "orchestrator.replay_of.trace_id": valid_trace_id(self.trace_id),
+                "orchestrator.replay.kind": self.kind, "orchestrator.replay.changed": self.changed}
 
 
 # --- the API; these base classes are the no-op implementation -------------------------------------
@@ -263,12 +287,14 @@ class RunTracer:
     endpoint: str | None = None
     """The OTLP/HTTP traces URL spans go to, when enabled."""
 
-    def run(self, run_id: str, workflow: str, *, trace_id: str | None = None, resumed: bool = False) -> RunSpan:
+    def run(self, run_id: str, workflow: str, *, trace_id: str | None = None, resumed: bool = False,
+            replay_of: ReplayOf | None = None) -> RunSpan:
         """Start the span of one execution of a run.
 
         Pass the trace id stored on the run (``RunSpan.trace_id`` of an earlier execution) to put
         this execution in the same trace: a run paused for review and resumed later shows up as
-        one trace with one ``run`` span per execution.
+        one trace with one ``run`` span per execution. ``replay_of``: the run is a replay, in a trace
+        of its own, naming the run it replays.
         """
         return _NoopRunSpan(trace_id)
 
