@@ -704,7 +704,8 @@ class ReplayEngine:
         assert step.child is not None
         inputs = jsonio.loads(jsonio.dumps(resolve_inputs(step.child.spec, kwargs)))
         before, counted = engine.executions, dict(engine.executions_by_step)
-        evaluation = await engine.evaluate_inside(plan, inputs, label=next(iter(plan.reference), None))
+        with self.tracing.within(run_id, unit):  # the child's replay trace links to this unit's step
+            evaluation = await engine.evaluate_inside(plan, inputs, label=next(iter(plan.reference), None))
         with self._lock:  # what the child's replay executed, by path, is this replay's cost too
             self.executions += engine.executions - before
             for inner, n in engine.executions_by_step.items():

@@ -15,11 +15,16 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import replace
 
 from orchestrator.events import Event, EventHook, RunStarted
 from orchestrator.store import Store
-from orchestrator.telemetry import ReplayOf, get_tracer
+from orchestrator.telemetry import ReplayOf, StepSpan, get_tracer
 from orchestrator.telemetry.listener import TracingListener
+
+_within: ContextVar[StepSpan | None] = ContextVar("orchestrator_replay_within", default=None)
+"""The step span of a parent's replay whose unit is replaying its child run, in the task doing it."""
 
 
 class ReplayTracing:
@@ -53,7 +58,7 @@ class ReplayTracing:
         if not self.tracer.enabled:
             yield
             return
-        listener = TracingListener(self.tracer, replay_of=replay_of)
+        listener = TracingListener(self.tracer, replay_of=replace(replay_of, within=_within.get()))
         with self._lock:
             self._listeners[run_id] = listener
         listener(RunStarted(run_id=run_id, workflow=workflow, steps=tuple(steps)))
@@ -69,3 +74,17 @@ class ReplayTracing:
                 with contextlib.suppress(Exception):  # telemetry never fails a replay
                     self.store.set_trace_id(run_id, listener.trace_id)
             self.tracer.force_flush()
+
+    @contextlib.contextmanager
+    def within(self, run_id: str, unit: str) -> Iterator[None]:
+        """A child run's replay started in the block runs for ``unit`` of the replay run ``run_id``: its run
+        span links to that unit's step span, so a backend leads from one trace to the other."""
+        with self._lock:
+            listener = self._listeners.get(run_id)
+        span = None if listener is None else next(
+            (s for (r, u, _), s in reversed(listener.steps.items()) if r == run_id and u == unit), None)
+        token = _within.set(span)
+        try:
+            yield
+        finally:
+            _within.reset(token)

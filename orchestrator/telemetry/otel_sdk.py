@@ -113,6 +113,11 @@ class _OtelSpan:
     def recording(self) -> bool:
         return self._span.is_recording()
 
+    @property
+    def span_context(self) -> trace.SpanContext:
+        """The span's ids, for a span elsewhere to link to it."""
+        return self._span.get_span_context()
+
     def _fail(self, error: BaseException | str, error_type: str | None) -> None:
         """Mark the span as an error; an exception is also recorded as an ``exception`` event."""
         if isinstance(error, BaseException):
@@ -299,13 +304,16 @@ class OtelRunTracer(RunTracer):
     def run(self, run_id: str, workflow: str, *, trace_id: str | None = None, resumed: bool = False,
             replay_of: ReplayOf | None = None) -> OtelRunSpan:
         values: dict[str, object] = {"run_id": run_id, "workflow": workflow, "resumed": resumed, SPAN_KIND: "CHAIN"}
+        links: list[trace.Link] = []
         if replay_of is not None:
             values.update(replay_of.attributes())
+            if isinstance(replay_of.within, _OtelSpan):  # the parent's replay step that runs this child's replay
+                links.append(trace.Link(replay_of.within.span_context, {PREFIX + "link": "replayed within"}))
         with self.trace_ids.pinned(trace_id) as continued:
             if trace_id is not None and not continued:
                 values["invalid_trace_id"] = trace_id  # a new trace; keep the bad value for whoever looks
             span = self._tracer.start_span(f"run {workflow}", context=otel_context.Context(),
-                                           kind=SpanKind.INTERNAL, attributes=attributes(PREFIX, values))
+                                           kind=SpanKind.INTERNAL, attributes=attributes(PREFIX, values), links=links)
         return OtelRunSpan(span, self._tracer)
 
     def decision_event(self, run_id: str, trace_id: str | None, decision: str, step_id: str | None,

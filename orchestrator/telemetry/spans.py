@@ -132,7 +132,8 @@ class ReplayOf:
     ``orchestrator.replay.*`` attributes, so a backend finds the original from the replay's own trace.
 
     Only the original's trace id is stored (no span id), so the replay points at it by attribute, not by
-    an OpenTelemetry span link: a link needs a span id, and a made-up one would point at nothing."""
+    an OpenTelemetry span link: a link needs a span id, and a made-up one would point at nothing. A child
+    run's replay does link to a span it knows: the step span of the parent's replay that ran it."""
 
     run_id: str
     """The run replayed (for a child run's replay, the original child run)."""
@@ -141,7 +142,10 @@ class ReplayOf:
     kind: str
     """``replay`` (a fork) or ``counterfactual`` (attribution's replays)."""
     changed: str | None = None
-    """The step (or unit, or path into a child run) the replay changed; None when it changes nothing."""
+    """What the replay changed, as its run stores it (``parent_step``): a step, a unit or a path into a child
+    run; None when it changes nothing or (a child run's replay inside a fork) names nothing."""
+    within: StepSpan | None = None
+    """For a child run's replay: the open span of the step of the parent's replay that runs it (linked)."""
 
     def attributes(self) -> dict[str, object]:
         return {"orchestrator.replay_of.run_id": self.run_id,

@@ -45,6 +45,8 @@ class ReceivedSpan:
     start: int = 0
     """Start, in nanoseconds since the epoch."""
     end: int = 0
+    links: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    """(trace id, span id, attributes) of each span this one links to."""
 
 
 @dataclass
@@ -118,7 +120,9 @@ def otlp_receiver() -> Iterator[Receiver]:
                             attributes=key_values(s.attributes),
                             events=[(e.name, key_values(e.attributes)) for e in s.events],
                             status_code=s.status.code, status_message=s.status.message, resource=resource,
-                            scope=ss.scope.name, start=s.start_time_unix_nano, end=s.end_time_unix_nano))
+                            scope=ss.scope.name, start=s.start_time_unix_nano, end=s.end_time_unix_nano,
+                            links=[(link.trace_id.hex(), link.span_id.hex(), key_values(link.attributes))
+                                   for link in s.links]))
             with lock:
                 rec.spans.extend(spans)
                 rec.encodings.append(encoding)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from tests.telemetry.conftest import ReceivedSpan, Receiver
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "workflows"
+FLOW = Path(__file__).parents[1] / "fixtures" / "flow"
 
 
 def traced_run(cli, receiver: Receiver, workflow: str, *inputs: str) -> tuple[str, str]:
@@ -110,3 +111,30 @@ def test_a_bad_otel_url_stops_a_replay_before_it_runs(cli, store, step_log, monk
 
     assert forked.exit_code != 0 and "--otel" in forked.stderr and "Traceback" not in forked.stderr
     assert [r.run_id for r in store.list_runs()] == [run_id]  # no replay run was made
+
+
+def test_a_child_runs_replay_is_a_trace_of_its_own_linked_from_the_parents_replay_step(cli, receiver: Receiver,
+                                                                                      store, step_log):
+    run = cli("run", str(FLOW / "tree_attr_parent.yaml"), "--otel", receiver.url, "--json")
+    assert run.exit_code == 0, run.stderr
+    run_id, original_trace = run.json()["run_id"], receiver.spans[0].trace_id
+    child_run = run.json()["children"][0]["run_id"]
+    original_spans = {s.span_id for s in receiver.spans}
+
+    forked = cli("replay", run_id, "--from", "research > retrieve", "--otel", receiver.url, "--json")
+    assert forked.exit_code == 0, forked.stderr
+
+    parent_replay, = replay_roots(receiver, run_id)
+    child_replay, = replay_roots(receiver, child_run)
+    assert parent_replay.attributes["orchestrator.replay.changed"] == "research > retrieve"
+    assert child_replay.name == "run tree-attr-research" and child_replay.parent_span_id == ""
+    # the original child run was traced in its parent's trace, and its replay names that trace
+    assert child_replay.attributes["orchestrator.replay_of.trace_id"] == original_trace
+    assert len({original_trace, parent_replay.trace_id, child_replay.trace_id}) == 3
+    assert store.get_run(child_replay.attributes["orchestrator.run_id"]).parent_run_id == child_run
+    # the child's replay links to the step of the parent's replay that ran it
+    research = next(s for s in receiver.spans if s.trace_id == parent_replay.trace_id and s.name == "step research")
+    assert [(t, s) for t, s, _ in child_replay.links] == [(research.trace_id, research.span_id)]
+    replayed = {s.name for s in receiver.spans if s.trace_id == child_replay.trace_id}
+    assert replayed == {"run tree-attr-research", "step retrieve", "step summarize"}
+    assert {s.span_id for s in receiver.spans if s.trace_id == original_trace} == original_spans
