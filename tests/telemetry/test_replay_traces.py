@@ -138,3 +138,19 @@ def test_a_child_runs_replay_is_a_trace_of_its_own_linked_from_the_parents_repla
     replayed = {s.name for s in receiver.spans if s.trace_id == child_replay.trace_id}
     assert replayed == {"run tree-attr-research", "step retrieve", "step summarize"}
     assert {s.span_id for s in receiver.spans if s.trace_id == original_trace} == original_spans
+
+
+def test_every_shapley_replay_is_exported_as_its_own_trace(cli, receiver: Receiver, store, step_log,
+                                                           monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("CHAIN_SLEEP", "0")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)  # the setting, not the flag, turns it on
+    run_id, original_trace = traced_run(cli, receiver, "scored_chain.yaml", "--input", "x=1")
+
+    attributed = cli("attribute", run_id, "--method", "shapley", "--json")
+    assert attributed.exit_code == 0, attributed.stderr
+
+    replays = [r for r in store.list_runs(kind=None) if r.parent_run_id == run_id]
+    roots = replay_roots(receiver, run_id)
+    assert replays and sorted(s.attributes["orchestrator.run_id"] for s in roots) == sorted(r.run_id for r in replays)
+    assert len({s.trace_id for s in roots} | {original_trace}) == len(roots) + 1
+    assert {store.get_run(r.run_id).trace_id for r in replays} == {s.trace_id for s in roots}
