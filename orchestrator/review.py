@@ -70,6 +70,8 @@ class Decision:
     """The run the reviewer named, when the decision landed in a child run below it (else ``run_id``)."""
     path: str = ""
     """The decided step as named from ``asked_run_id`` (``research > retrieve``; else ``step_id``)."""
+    forced: bool = False
+    """An edit stored past the checks that refused it (``--force``, or the review app's confirmation)."""
 
     @property
     def shown_run_id(self) -> str:
@@ -327,7 +329,7 @@ def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, rev
             decision = Decision(run_id, rec.unit, "edit", review_id, True, held)
         else:
             decision = _store_fix(store, plan, review, [new], rerun_side_effects, held)
-    return announce(store, _named(decision, target), reviewer)
+    return announce(store, _named(replace(decision, forced=review.forced), target), reviewer)
 
 
 def _decide_tool_call(store: Store, rec: StepRecordView, target: Target, decision: str, reviewer: str | None,
@@ -362,7 +364,8 @@ def _edit_proposal(store: Store, workflow: BoundWorkflow, workflow_id: int, rec:
                        comment=comment, output_before=rec.output, output_after=plain, forced=bool(errors))
     with holding_root(store, rec.run_id, lease, _decided_meanwhile(store, rec.run_id, rec)) as held:
         review_id = decide_paused(store, review, new_records=[new], lease=held)
-    return announce(store, _named(Decision(rec.run_id, rec.unit, "edit", review_id, True, held), target), reviewer)
+    return announce(store, _named(Decision(rec.run_id, rec.unit, "edit", review_id, True, held,
+                                           forced=review.forced), target), reviewer)
 
 
 def retry(store: Store, run_id: str, *, step: str | None = None, reviewer: str | None = None,

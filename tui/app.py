@@ -136,7 +136,8 @@ class ReviewApp(App[None]):
     def on_decision_made(self, message: DecisionMade) -> None:
         d = message.decision
         self._deciding.discard(d.shown_run_id)
-        news = f"{d.shown_run_id}: step {d.shown_step} {actions.DECISION_VERBS.get(d.decision, d.decision)}"
+        news = f"{d.shown_run_id}: step {d.shown_step} {actions.DECISION_VERBS.get(d.decision, d.decision)}" + (
+            " (forced past its failing checks)" if d.forced else "")
         self.notify(news, title="decision stored", markup=False)
         if d.continue_run:
             self.continue_in_background(d.run_id, d.lease)

@@ -48,8 +48,9 @@ def _continue_after(store: "Store", decision: Any, as_json: bool, max_concurrenc
     from orchestrator.runstate import RunResult
 
     said = err if as_json else out  # with --json, stdout holds the JSON document alone
-    said.print(escape(f"{decision.decision} recorded for step {decision.shown_step!r} of run {decision.shown_run_id}"),
-               highlight=False)
+    forced = " (forced past its failing checks)" if decision.forced else ""
+    said.print(escape(f"{decision.decision} recorded for step {decision.shown_step!r} of run "
+                      f"{decision.shown_run_id}{forced}"), highlight=False)
     if decision.superseded:
         said.print(escape(f"superseded (kept, and run again now): {', '.join(decision.superseded)}"),
                    highlight=False)

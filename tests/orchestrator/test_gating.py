@@ -143,6 +143,16 @@ class TestDecisions:
         result = cli("edit", run_id, "--output", str(tmp_path / "still_bad.json"), "--force")
         assert result.exit_code == 0
         assert store.reviews(run_id)[0].forced is True
+        assert "edit recorded for step 'scored' of run" in result.stdout
+        assert "(forced past its failing checks)" in result.stdout
+
+    def test_an_edit_its_gates_pass_is_not_said_to_be_forced(self, cli, tmp_path, store):
+        run_id = _paused_run(cli)
+        (tmp_path / "good.json").write_text('{"score": 0.9}')
+        result = cli("edit", run_id, "--output", str(tmp_path / "good.json"), "--force")
+        assert result.exit_code == 0
+        assert store.reviews(run_id)[0].forced is False
+        assert "forced" not in result.stdout
 
     def test_edit_with_invalid_json_is_exit_2(self, cli, tmp_path, store):
         run_id = _paused_run(cli)
