@@ -104,10 +104,11 @@ def import_module(module: str, base_dir: str | Path | None = None) -> ModuleType
         local = _local_module_file(base, module)
         if local is not None:
             local = local.resolve()
-            existing = sys.modules.get(module)
-            if existing is not None and _file_under(existing, base) == str(local):
-                return existing
-            return _load_local(module, local, base)
+            with _lock:  # a module another thread is executing is in sys.modules half made: wait for it
+                existing = sys.modules.get(module)
+                if existing is not None and _file_under(existing, base) == str(local):
+                    return existing
+                return _load_local(module, local, base)
     return importlib.import_module(module)
 
 

@@ -211,8 +211,7 @@ class Worker:
         run_id = lease.run_id
         try:
             result = await continue_run_async(self.store, run_id, lease=lease, on_event=self.on_event,
-                                              max_concurrency=self.options.max_concurrency, drain=self.drain,
-                                              off_loop=False)  # its own loop: the store's retries pace its runs
+                                              max_concurrency=self.options.max_concurrency, drain=self.drain)
         except (SpecError, StoreMismatchError) as exc:
             self.store.end_lease(lease, "failed", error=str(exc))
             result = RunResult(run_id, "failed", error=str(exc))
