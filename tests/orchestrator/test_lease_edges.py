@@ -135,8 +135,9 @@ def test_a_worker_stopped_after_its_claim_starts_no_step_once_another_holds_the_
     run_id = _queue(workflow, durable_url, env)
     Path(env["STALL_ONCE"]).touch()
     stalled = _worker(durable_url, env, "--once")
+    store = open_store(durable_url)  # one store polled throughout: a store opened per poll holds a connection each
     _wait_for(lambda: _stopped(stalled.pid), "the first worker never stopped itself")
-    _wait_for(lambda: open_store(durable_url).get_run(run_id).status == "interrupted", "the lease never lapsed")
+    _wait_for(lambda: store.get_run(run_id).status == "interrupted", "the lease never lapsed")
 
     other = _worker(durable_url, env)
     _wait_for(lambda: ("first", other.pid) in _side(env), "the second worker never started the run")
@@ -145,7 +146,7 @@ def test_a_worker_stopped_after_its_claim_starts_no_step_once_another_holds_the_
     _wait_for(lambda: stalled.poll() is not None or ("first", stalled.pid) in _side(env),
               "the first worker neither gave the run up nor started a step")
     Path(env["RELEASE"]).touch()
-    _wait_for(lambda: open_store(durable_url).get_run(run_id).status == "succeeded", "the run never finished")
+    _wait_for(lambda: store.get_run(run_id).status == "succeeded", "the run never finished")
     other.send_signal(signal.SIGTERM)
     for proc in (stalled, other):
         _, stderr = proc.communicate(timeout=60)
@@ -153,7 +154,7 @@ def test_a_worker_stopped_after_its_claim_starts_no_step_once_another_holds_the_
 
     assert [what for what, pid in _side(env) if pid == stalled.pid] == ["stalled"]  # it started no step
     assert [what for what, _ in _side(env)].count("first") == 1
-    assert open_store(durable_url).get_run(run_id).output == 2
+    assert store.get_run(run_id).output == 2
 
 
 def test_a_worker_stopped_between_two_attempts_of_a_step_starts_no_retry_once_another_holds_the_run(
@@ -192,14 +193,15 @@ def test_two_workers_execute_a_3s_inline_step_under_a_1s_lease_once(tmp_path, du
     Path(env["RELEASE"]).touch()
     run_id = _queue(workflow, durable_url, env)
     workers = [_worker(durable_url, env) for _ in range(2)]
-    _wait_for(lambda: open_store(durable_url).get_run(run_id).status == "succeeded", "the run never finished")
+    store = open_store(durable_url)
+    _wait_for(lambda: store.get_run(run_id).status == "succeeded", "the run never finished")
     for proc in workers:
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)
         assert proc.returncode == 0, stderr
 
     assert [what for what, _ in _side(env)] == ["first", "hold"]  # each step executed once
-    assert open_store(durable_url).get_run(run_id).output == 2
+    assert store.get_run(run_id).output == 2
 
 
 def test_a_worker_takes_an_interrupted_run_over_before_a_backlog_of_400_queued_runs(tmp_path, durable_url):
