@@ -15,31 +15,21 @@ from pathlib import Path
 
 import pytest
 
+from tests.approval.conftest import TICKET
 from tests.llm.fake_openai_server import FakeOpenAI, completion, tool_call
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "approval"
 FLOW = FIXTURES / "tool_approval.yaml"
-TICKET = "ticket=Order 42 arrived broken, please refund it"
 
 
 @pytest.fixture
-def refund_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "refunds.log"
-    path.touch()
-    monkeypatch.setenv("REFUND_LOG", str(path))
-    return path
-
-
-@pytest.fixture
-def model(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> FakeOpenAI:
-    monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", fake_openai.base_url)
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+def model(scripted_model: FakeOpenAI) -> FakeOpenAI:
     # turn 1 looks the order up (no approval needed), turn 2 proposes the refund
-    fake_openai.respond(completion(None, tool_calls=[tool_call("c1", "lookup_order", {"order_id": "42"})],
-                                   finish_reason="tool_calls"))
-    fake_openai.respond(completion(None, tool_calls=[tool_call("c2", "refund", {"order_id": "42", "amount": 40})],
-                                   finish_reason="tool_calls"))
-    return fake_openai
+    scripted_model.respond(completion(None, tool_calls=[tool_call("c1", "lookup_order", {"order_id": "42"})],
+                                      finish_reason="tool_calls"))
+    scripted_model.respond(completion(None, tool_calls=[tool_call("c2", "refund", {"order_id": "42", "amount": 40})],
+                                      finish_reason="tool_calls"))
+    return scripted_model
 
 
 def _paused(cli, model: FakeOpenAI) -> str:
@@ -144,7 +134,7 @@ def test_tool_choice_required_asks_for_a_call_on_every_turn_that_offers_tools(cl
                                                                              refund_log):
     monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", fake_openai.base_url)
     fake_openai.respond(completion(None, tool_calls=[tool_call("c1", "refund", {"order_id": "42", "amount": 40})],
-                                   finish_reason="tool_calls"))
+                                      finish_reason="tool_calls"))
     res = cli("run", str(FIXTURES / "tool_required.yaml"), "--input", TICKET, "--json")
     assert res.exit_code == 3, res.stderr
     fake_openai.respond(completion("Refunded."))

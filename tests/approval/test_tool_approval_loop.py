@@ -12,25 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.approval.conftest import TICKET
 from tests.llm.fake_openai_server import FakeOpenAI, completion, tool_call
 
 FLOW = Path(__file__).parent.parent / "fixtures" / "approval" / "tool_loop.yaml"
-TICKET = "ticket=Order 42 arrived broken, please refund it"
 
 
 @pytest.fixture
-def refund_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "refunds.log"
-    path.touch()
-    monkeypatch.setenv("REFUND_LOG", str(path))
-    return path
-
-
-@pytest.fixture
-def model(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> FakeOpenAI:
-    monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", fake_openai.base_url)
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    return fake_openai
+def model(scripted_model: FakeOpenAI) -> FakeOpenAI:
+    return scripted_model
 
 
 def _refund(model: FakeOpenAI, call_id: str, amount: int) -> None:

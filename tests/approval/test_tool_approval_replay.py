@@ -16,27 +16,17 @@ import pytest
 
 from orchestrator.attribution.counterfactual import counterfactual
 from orchestrator.attribution.methods import fork_run
+from tests.approval.conftest import TICKET
 from tests.llm.fake_openai_server import FakeOpenAI, completion, tool_call
 
 FLOW = Path(__file__).parent.parent / "fixtures" / "approval" / "tool_attribution.yaml"
-TICKET = "ticket=Order 42 arrived broken, please refund it"
 BLOCKED = ("blocked by resolve: step with a tool that needs approval (refund), reached with changed inputs: "
            "a replay never calls it")
 
 
 @pytest.fixture
-def refund_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "refunds.log"
-    path.touch()
-    monkeypatch.setenv("REFUND_LOG", str(path))
-    return path
-
-
-@pytest.fixture
-def model(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> FakeOpenAI:
-    monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", fake_openai.base_url)
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    return fake_openai
+def model(scripted_model: FakeOpenAI) -> FakeOpenAI:
+    return scripted_model
 
 
 def _propose_refund(model: FakeOpenAI) -> None:
