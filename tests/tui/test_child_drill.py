@@ -13,11 +13,10 @@ from textual.widgets import Static
 
 from orchestrator.store import Store
 from tests.flow.conftest import FLOW, executions
+from tests.tui.run_screen import app_over, rows, title
 from tests.tui.seed import start
 from tests.tui.waiting import settle, wait_for
-from tui.app import ReviewApp, make_app
 from tui.screens.run_detail import RunDetailScreen
-from tui.widgets.step_detail import StepDetail
 from tui.widgets.step_list import StepList
 
 pytestmark = pytest.mark.anyio
@@ -42,18 +41,6 @@ async def shown(pilot) -> RunDetailScreen:
     screen = pilot.app.screen
     assert isinstance(screen, RunDetailScreen)
     return screen
-
-
-def rows(screen: RunDetailScreen) -> list[str]:
-    return [str(key.value) for key in screen.query_one(StepList).rows]
-
-
-def title(screen: RunDetailScreen) -> str:
-    return str(screen.query_one(StepDetail).query_one("#step-title").render())
-
-
-def app_over(store: Store) -> ReviewApp:
-    return make_app(store, reviewer="tester", refresh_interval=0.2, cursor_blink=False)
 
 
 @pytest.fixture
