@@ -44,6 +44,7 @@ from orchestrator.runstate import (
     RunHandedBack,
     RunResult,
     StepOutcome,
+    earliest,
     finish_run,
     pause_deadline,
 )
@@ -229,7 +230,7 @@ class Executor:
         own = pause_deadline(self.store, run_id, {u for u in waiting if PATH_SEPARATOR not in u},
                              self.workflow.spec.review_timeouts())
         inside = child_pause_deadline(self.store, run_id) if any(PATH_SEPARATOR in u for u in waiting) else None
-        return min((d for d in (own, inside) if d is not None), default=None)
+        return earliest(own, inside)
 
     def child_executor(self, workflow: BoundWorkflow, workflow_id: int) -> Executor:
         """The executor of a child run this execution starts or continues: same store, listeners, drain and

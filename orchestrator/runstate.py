@@ -188,6 +188,11 @@ def in_order(units: Iterable[str], order: Sequence[str]) -> list[str]:
     return sorted(units, key=key)
 
 
+def earliest(*deadlines: float | None) -> float | None:
+    """The first of the deadlines that are set; None when none is."""
+    return min((d for d in deadlines if d is not None), default=None)
+
+
 def review_deadline(waiting: Iterable[StepRecordView], timeouts: Mapping[str, float]) -> float | None:
     """When the earliest of these waiting records times out (its end plus its step's ``review_timeout``,
     ``timeouts`` giving them by step); None when none of their steps has one."""

@@ -41,7 +41,7 @@ from orchestrator.lease_holder import holder_is_gone, holder_name
 from orchestrator.model import WorkflowSpec
 from orchestrator.review import apply_review_timeouts, waiting_records
 from orchestrator.runner import continue_run_async
-from orchestrator.runstate import RunHandedBack, RunResult, review_deadline
+from orchestrator.runstate import RunHandedBack, RunResult, earliest, review_deadline
 from orchestrator.store import Lease, Store
 from orchestrator.threads import DEFAULT_CONCURRENCY
 from orchestrator.tree import child_pause_deadline, root_of
@@ -392,8 +392,3 @@ def _stop_at_once(_signum: int, _frame: FrameType | None) -> None:
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:
     first = group.exceptions[0]
     return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
-
-
-def earliest(*deadlines: float | None) -> float | None:
-    """The first of the deadlines that are set; None when none is."""
-    return min((d for d in deadlines if d is not None), default=None)
