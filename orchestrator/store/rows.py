@@ -18,7 +18,15 @@ from typing import Any
 
 from orchestrator import jsonio
 from orchestrator.context import ModelCall as ModelCall
-from orchestrator.records import GateView, ModelCallView, RunView, StepRecordView
+from orchestrator.records import (
+    AttributionView,
+    GateView,
+    ModelCallView,
+    OutcomeView,
+    ReviewView,
+    RunView,
+    StepRecordView,
+)
 
 UNCHANGED: Any = object()
 """Sentinel for :meth:`Store.set_run_status`: leave the owner column as it is."""
@@ -299,3 +307,52 @@ def record_view(r: Any, run_id: str, gates: list[GateView]) -> StepRecordView:
                           injected=jsonio.loads(r.injected) or [], gates=gates, llm=jsonio.loads(r.llm),
                           superseded_by=r.superseded_by, traceback=r.traceback, index=r.item_index,
                           skip_reason=r.skip_reason, iteration=r.iteration)
+
+
+def review_view(row: Any, run_id: str) -> ReviewView:
+    return ReviewView(id=row.id, run_id=run_id, record_id=row.record_id, step_id=row.step_id,
+                      decision=row.decision, reviewer=row.reviewer, comment=row.comment,
+                      output_before=jsonio.loads(row.output_before), output_after=jsonio.loads(row.output_after),
+                      forced=bool(row.forced), created_at=row.created_at,
+                      rerun_side_effects=None if row.rerun_side_effects is None else bool(row.rerun_side_effects))
+
+
+def review_values(review: NewReview, run_pk: int, now: float) -> dict[str, Any]:
+    """A decision's column values by column name."""
+    return {"run_pk": run_pk, "record_id": review.record_id, "step_id": review.step_id, "decision": review.decision,
+            "reviewer": review.reviewer, "comment": review.comment, "output_before": jsonio.dumps(review.output_before),
+            "output_after": None if review.output_after is None else jsonio.dumps(review.output_after),
+            "forced": review.forced, "rerun_side_effects": review.rerun_side_effects, "created_at": now}
+
+
+def outcome_values(outcome: NewOutcome, run_pk: int, now: float) -> dict[str, Any]:
+    """An outcome's column values by column name."""
+    return {"run_pk": run_pk, "value": outcome.value, "correct": outcome.correct, "source": outcome.source,
+            "termination": outcome.termination, "reason": outcome.reason, "reviewer": outcome.reviewer,
+            "created_at": now, "evaluator_reason": outcome.evaluator_reason}
+
+
+def outcome_view(row: Any, run_id: str) -> OutcomeView:
+    """SQLite stores a boolean as 0 or 1: ``correct`` is made a bool again (None stays None)."""
+    return OutcomeView(id=row.id, run_id=run_id, value=row.value,
+                       correct=None if row.correct is None else bool(row.correct), source=row.source,
+                       termination=row.termination, reason=row.reason, reviewer=row.reviewer,
+                       created_at=row.created_at, evaluator_reason=row.evaluator_reason)
+
+
+def attribution_values(attribution: NewAttribution, run_pk: int, now: float) -> dict[str, Any]:
+    """An attribution record's column values by column name, its JSON fields encoded."""
+    a = attribution
+    return {"run_pk": run_pk, "outcome_id": a.outcome_id, "method": a.method, "params": jsonio.dumps(a.params),
+            "step_credits": jsonio.dumps(a.step_credits), "agent_credits": jsonio.dumps(a.agent_credits),
+            "blamed_step": a.blamed_step, "confidence": a.confidence, "evidence": jsonio.dumps(a.evidence),
+            "cost": a.cost, "created_at": now}
+
+
+def attribution_view(row: Any) -> AttributionView:
+    """A row of ``attributions`` joined with its run's ``run_id``."""
+    return AttributionView(id=row.id, run_id=row.run_id, outcome_id=row.outcome_id, method=row.method,
+                           params=jsonio.loads(row.params), step_credits=jsonio.loads(row.step_credits),
+                           agent_credits=jsonio.loads(row.agent_credits), blamed_step=row.blamed_step,
+                           confidence=row.confidence, evidence=jsonio.loads(row.evidence), cost=row.cost,
+                           created_at=row.created_at)

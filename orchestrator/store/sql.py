@@ -61,12 +61,18 @@ from orchestrator.store.rows import (
     NewStepRecord,
     RunEnd,
     StepHistoryRow,
+    attribution_values,
+    attribution_view,
     gate_values,
     gate_view,
     model_call_values,
     model_call_view,
     new_run_id,
+    outcome_values,
+    outcome_view,
     record_view,
+    review_values,
+    review_view,
     run_update_values,
     run_values,
     run_view,
@@ -526,11 +532,7 @@ class SqlStore(RetriedStore, Store):
         now = time.time()
         try:
             with self.lock, self.conn.begin():
-                review_id = new_key(self.conn.execute(insert(reviews_t).values(
-                    run_pk=run_pk, record_id=review.record_id, step_id=review.step_id, decision=review.decision,
-                    reviewer=review.reviewer, comment=review.comment, output_before=jsonio.dumps(review.output_before),
-                    output_after=None if review.output_after is None else jsonio.dumps(review.output_after),
-                    forced=review.forced, rerun_side_effects=review.rerun_side_effects, created_at=now)))
+                review_id = new_key(self.conn.execute(insert(reviews_t).values(review_values(review, run_pk, now))))
                 for record in new_records:
                     self.write_record(record, run_pk)
                 if supersede:
@@ -561,12 +563,7 @@ class SqlStore(RetriedStore, Store):
     def reviews(self, run_id: str) -> list[ReviewView]:
         run_pk = self.run_pk(run_id)
         rows = self.read(select(reviews_t).where(reviews_t.c.run_pk == run_pk).order_by(reviews_t.c.id))
-        return [ReviewView(id=r.id, run_id=run_id, record_id=r.record_id, step_id=r.step_id,
-                           decision=r.decision, reviewer=r.reviewer, comment=r.comment,
-                           output_before=jsonio.loads(r.output_before), output_after=jsonio.loads(r.output_after),
-                           forced=bool(r.forced), created_at=r.created_at,
-                           rerun_side_effects=None if r.rerun_side_effects is None else bool(r.rerun_side_effects))
-                for r in rows]
+        return [review_view(r, run_id) for r in rows]
 
     # -- outcomes and attribution -------------------------------------------------------------
 
@@ -577,17 +574,12 @@ class SqlStore(RetriedStore, Store):
 
     def insert_outcome(self, outcome: NewOutcome, run_pk: int) -> int:
         """Insert an outcome inside the caller's transaction."""
-        return int(new_key(self.conn.execute(insert(outcomes_t).values(
-            run_pk=run_pk, value=outcome.value, correct=outcome.correct, source=outcome.source,
-            termination=outcome.termination, reason=outcome.reason, reviewer=outcome.reviewer,
-            created_at=time.time(), evaluator_reason=outcome.evaluator_reason))))
+        return new_key(self.conn.execute(insert(outcomes_t).values(outcome_values(outcome, run_pk, time.time()))))
 
     def outcomes(self, run_id: str) -> list[OutcomeView]:
         run_pk = self.run_pk(run_id)
         rows = self.read(select(outcomes_t).where(outcomes_t.c.run_pk == run_pk).order_by(outcomes_t.c.id))
-        return [OutcomeView(id=r.id, run_id=run_id, value=r.value, correct=r.correct, source=r.source,
-                            termination=r.termination, reason=r.reason, reviewer=r.reviewer,
-                            created_at=r.created_at, evaluator_reason=r.evaluator_reason) for r in rows]
+        return [outcome_view(r, run_id) for r in rows]
 
     def add_attribution(self, attribution: NewAttribution) -> int:
         a = attribution
@@ -601,11 +593,7 @@ class SqlStore(RetriedStore, Store):
             raise
 
     def insert_attribution(self, a: NewAttribution, run_pk: int) -> int:
-        return int(new_key(self.conn.execute(insert(attributions_t).values(
-            run_pk=run_pk, outcome_id=a.outcome_id, method=a.method, params=jsonio.dumps(a.params),
-            step_credits=jsonio.dumps(a.step_credits), agent_credits=jsonio.dumps(a.agent_credits),
-            blamed_step=a.blamed_step, confidence=a.confidence, evidence=jsonio.dumps(a.evidence), cost=a.cost,
-            created_at=time.time()))))
+        return new_key(self.conn.execute(insert(attributions_t).values(attribution_values(a, run_pk, time.time()))))
 
     def attributions(self, run_id: str | None = None, *, workflow: str | None = None) -> list[AttributionView]:
         query = select(attributions_t, runs_t.c.run_id).join(runs_t, runs_t.c.id == attributions_t.c.run_pk) \
@@ -614,11 +602,7 @@ class SqlStore(RetriedStore, Store):
             query = query.where(attributions_t.c.run_pk == self.run_pk(run_id))
         if workflow is not None:
             query = query.where(runs_t.c.workflow == workflow)
-        return [AttributionView(id=r.id, run_id=r.run_id, outcome_id=r.outcome_id, method=r.method,
-                                params=jsonio.loads(r.params), step_credits=jsonio.loads(r.step_credits),
-                                agent_credits=jsonio.loads(r.agent_credits), blamed_step=r.blamed_step,
-                                confidence=r.confidence, evidence=jsonio.loads(r.evidence), cost=r.cost,
-                                created_at=r.created_at) for r in self.read(query)]
+        return [attribution_view(r) for r in self.read(query)]
 
     # -- analytics (GROUP BY in the database; see orchestrator.store.sql_analytics) ----------------
 

@@ -20,7 +20,7 @@ import threading
 import time
 import urllib.parse
 from collections import namedtuple
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,7 +48,10 @@ from orchestrator.store.rows import (
     model_call_values,
     model_call_view,
     new_run_id,
+    outcome_values,
+    outcome_view,
     record_view,
+    review_view,
     run_update_values,
     run_values,
     run_view,
@@ -184,8 +187,13 @@ def named_row(cursor: sqlite3.Cursor, values: tuple[Any, ...]) -> Any:
     return kind(*values)
 
 
-def marks(values: Sequence[Any]) -> str:
+def marks(values: Sized) -> str:
     return ", ".join("?" * len(values))
+
+
+def insert_sql(table: str, values: Mapping[str, Any]) -> str:
+    """``INSERT INTO table (<the keys of values>) VALUES (?, ...)``, bound to ``tuple(values.values())``."""
+    return f"INSERT INTO {table} ({', '.join(values)}) VALUES ({marks(values)})"
 
 
 def connect_target(url: str) -> tuple[str, str | None, str]:
@@ -595,12 +603,7 @@ class SqliteStore(RetriedStore, DelegatingStore):
     def reviews(self, run_id: str) -> list[ReviewView]:
         rows = self.read(f"SELECT {', '.join(SCHEMA['reviews'])} FROM reviews WHERE run_pk = ? ORDER BY id",
                          (self.run_pk(run_id),))
-        return [ReviewView(id=r.id, run_id=run_id, record_id=r.record_id, step_id=r.step_id,
-                           decision=r.decision, reviewer=r.reviewer, comment=r.comment,
-                           output_before=jsonio.loads(r.output_before), output_after=jsonio.loads(r.output_after),
-                           forced=bool(r.forced), created_at=r.created_at,
-                           rerun_side_effects=None if r.rerun_side_effects is None else bool(r.rerun_side_effects))
-                for r in rows]
+        return [review_view(r, run_id) for r in rows]
 
     # -- outcomes and attribution -------------------------------------------------------------
 
@@ -612,19 +615,13 @@ class SqliteStore(RetriedStore, DelegatingStore):
     @staticmethod
     def insert_outcome(conn: sqlite3.Connection, outcome: NewOutcome, run_pk: int) -> int:
         """Insert an outcome (inside the caller's transaction, if it opened one)."""
-        return int(conn.execute(
-            "INSERT INTO outcomes (run_pk, value, correct, source, termination, reason, reviewer, created_at, "
-            "evaluator_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (run_pk, outcome.value, outcome.correct, outcome.source, outcome.termination, outcome.reason,
-             outcome.reviewer, time.time(), outcome.evaluator_reason)).lastrowid or 0)
+        values = outcome_values(outcome, run_pk, time.time())
+        return int(conn.execute(insert_sql("outcomes", values), tuple(values.values())).lastrowid or 0)
 
     def outcomes(self, run_id: str) -> list[OutcomeView]:
         rows = self.read(f"SELECT {', '.join(SCHEMA['outcomes'])} FROM outcomes WHERE run_pk = ? ORDER BY id",
                          (self.run_pk(run_id),))
-        return [OutcomeView(id=r.id, run_id=run_id, value=r.value,
-                            correct=None if r.correct is None else bool(r.correct), source=r.source,
-                            termination=r.termination, reason=r.reason, reviewer=r.reviewer,
-                            created_at=r.created_at, evaluator_reason=r.evaluator_reason) for r in rows]
+        return [outcome_view(r, run_id) for r in rows]
 
     def count_rows(self) -> dict[str, int]:
         with self.lock:
