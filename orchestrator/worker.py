@@ -100,6 +100,12 @@ class WorkOptions:
     concurrency: int = 1
     max_concurrency: int = DEFAULT_CONCURRENCY
     recover: bool = True
+    store_calls_off_loop: bool | None = None
+    """True: each store call of a run leaves the event loop for a worker thread, so the other runs in flight go
+    on while one waits on a server's round trip. False keeps them on the loop: a thread hand-over less per call
+    (~100 µs), and every run waits while one does. None (the default) decides by the store: on the loop when
+    it makes one call at a time anyway (SQLite: threads would only add the hand-over; measured at half the
+    runs per second with no-op steps by ``benchmarks/bench_worker.py``), off it for a server."""
 
 
 def work(store: Store, *, once: bool = False, poll: float = 1.0, max_runs: int | None = None,
@@ -192,6 +198,11 @@ class Worker:
             self.in_flight.add(run_id)
             runs.start_soon(self.execute, replace(lease, run_id=run_id), slots)
 
+    def store_calls_off_loop(self) -> bool:
+        """Where a run's store calls are made (see :attr:`WorkOptions.store_calls_off_loop`)."""
+        chosen = self.options.store_calls_off_loop
+        return not self.store.serialises_calls if chosen is None else chosen
+
     def claim_one(self, lease: Lease) -> str | None:
         """Claim a run under ``lease``, interrupted runs first: a run whose executor died is taken over within
         about a lease, not after the whole backlog of queued runs. In a thread, off the event loop."""
@@ -211,7 +222,8 @@ class Worker:
         run_id = lease.run_id
         try:
             result = await continue_run_async(self.store, run_id, lease=lease, on_event=self.on_event,
-                                              max_concurrency=self.options.max_concurrency, drain=self.drain)
+                                              max_concurrency=self.options.max_concurrency, drain=self.drain,
+                                              off_loop=self.store_calls_off_loop())
         except (SpecError, StoreMismatchError) as exc:
             self.store.end_lease(lease, "failed", error=str(exc))
             result = RunResult(run_id, "failed", error=str(exc))

@@ -320,6 +320,13 @@ class Store(RunStore, RecordStore, DecisionStore, OutcomeStore, AnalyticsStore):
         """The URL without credentials, for messages."""
         return self.url.split("@")[-1] if "@" in self.url else self.url
 
+    @property
+    def serialises_calls(self) -> bool:
+        """Whether the store makes one call at a time (one connection behind a lock, as SQLite's): handing
+        the calls of concurrent runs to threads then buys no parallelism, only a hand-over each, and a
+        worker keeps them on its loop (``benchmarks/bench_worker.py``)."""
+        return False
+
     @abstractmethod
     def close(self) -> None:
         """Release connections; the store is unusable afterwards."""

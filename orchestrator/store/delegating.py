@@ -28,6 +28,10 @@ class DelegatingStore(Store):
     def target(self) -> Store:
         """The store the calls go to."""
 
+    @property
+    def serialises_calls(self) -> bool:
+        return self.target().serialises_calls
+
 
 def _forwarding(name: str) -> Callable[..., Any]:
     interface = getattr(Store, name)

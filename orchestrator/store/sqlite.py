@@ -307,6 +307,11 @@ class SqliteStore(RetriedStore, DelegatingStore):
 
         return stored_revision(self.connection) == HEAD_REVISION
 
+    @property
+    def serialises_calls(self) -> bool:
+        """One connection behind :attr:`lock`, and one writer at a time on the file."""
+        return True
+
     def target(self) -> Store:
         """What this store does not write itself goes to the SQLAlchemy store on the same file."""
         return self.sql()

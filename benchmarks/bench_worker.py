@@ -1,0 +1,157 @@
+"""What handing each store call to a thread costs a worker: runs per second draining a queue, store calls
+off the event loop (the default) against on it.
+
+Run it as ``.venv/bin/python benchmarks/bench_worker.py [--runs 200] [--rounds 5] [--concurrency 4]
+[--step-ms 0] [--pg postgresql://postgres@127.0.0.1:5432/test]``. Each round enqueues ``--runs`` runs of a
+chain of 5 async steps, then one in-process worker (``--concurrency`` runs at once, ``once``) works through
+them, once with each setting (which goes first alternates by round); a value is runs per second over the
+drain. On a fresh SQLite file (WAL, ``synchronous=NORMAL``, the store's own setting) and, with ``--pg``, on a
+database of its own beside the given one (created, and dropped at the end).
+
+Why it matters: off the loop, a run that waits on the database (a held SQLite write lock, a slow round
+trip) no longer stalls the other runs in flight on the worker's loop; the price is a thread hand-over
+and back per store call (about 100 µs, 11 of them for a run of 5 steps), paid on the worker's busiest path.
+With no-op steps (``--step-ms 0``) the price is all there is to see; with steps that wait (``--step-ms 20``,
+a model call's order of magnitude) it disappears into the waits. A store that makes one call at a time
+anyway (SQLite: one connection, one writer) gains nothing from the threads, so a worker keeps its calls on
+the loop unless told otherwise (the last column: what a worker does by default).
+
+Wall-clock numbers belong here, never in pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import anyio  # noqa: E402
+
+from orchestrator.runner import enqueue_run  # noqa: E402
+from orchestrator.spec import load_workflow  # noqa: E402
+from orchestrator.store import open_store  # noqa: E402
+from orchestrator.worker import Worker, WorkOptions  # noqa: E402
+
+STEPS = 5
+
+STEPS_PY = '''
+import asyncio, os
+
+WAIT = float(os.environ.get("BENCH_WORKER_STEP_MS", "0")) / 1000
+
+
+async def step(value: int) -> int:
+    if WAIT:
+        await asyncio.sleep(WAIT)
+    return value + 1
+'''
+
+
+def workflow_yaml() -> str:
+    lines = ["name: bench-worker", "inputs:", "  x: {type: integer}", "steps:",
+             "  - {id: s0, run: 'bench_worker_steps:step', inputs: {value: $inputs.x}}"]
+    lines += [f"  - {{id: s{i}, run: 'bench_worker_steps:step', inputs: {{value: s{i - 1}}}}}" for i in range(1, STEPS)]
+    return "\n".join(lines) + "\n"
+
+
+def drain_rate(url: str, workflow: Path, runs: int, concurrency: int, *, off_loop: bool) -> float:
+    """Runs per second of one worker working through ``runs`` freshly queued runs."""
+    bound = load_workflow(workflow)
+    with open_store(url) as store:
+        for x in range(runs):
+            enqueue_run(store, bound, {"x": x})
+        worker = Worker(store, WorkOptions(once=True, concurrency=concurrency, recover=False,
+                                           store_calls_off_loop=off_loop))
+        began = time.perf_counter()
+        anyio.run(worker.run, False)
+        elapsed = time.perf_counter() - began
+        assert worker.summary.executed == runs, worker.summary
+    return runs / elapsed
+
+
+def compare(url: str, workflow: Path, runs: int, concurrency: int, rounds: int) -> list[tuple[float, float]]:
+    """(off the loop, on the loop) runs/s per round, after one small warm-up drain of each."""
+    drain_rate(url, workflow, 5, concurrency, off_loop=True)
+    drain_rate(url, workflow, 5, concurrency, off_loop=False)
+    pairs = []
+    for r in range(rounds):
+        order = (True, False) if r % 2 == 0 else (False, True)
+        rates = {mode: drain_rate(url, workflow, runs, concurrency, off_loop=mode) for mode in order}
+        pairs.append((rates[True], rates[False]))
+    return pairs
+
+
+@contextmanager
+def private_postgres(url: str) -> Iterator[str]:
+    """A database of its own on the server of ``url`` (its queue holds this benchmark's runs alone)."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = "orchestrator_bench_worker"
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {name}"))
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    try:
+        yield make_url(url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        admin.dispose()
+
+
+def report(label: str, url: str, pairs: list[tuple[float, float]]) -> str:
+    with open_store(url) as store:
+        default = "on the loop" if store.serialises_calls else "off the loop"
+    off = statistics.median(p[0] for p in pairs)
+    on = statistics.median(p[1] for p in pairs)
+    spread = ", ".join(f"{a:.0f}/{b:.0f}" for a, b in pairs)
+    return (f"| {label} | {off:.0f} | {on:.0f} | {off / on:.2f}x | "
+            f"{(1 / off - 1 / on) / STEPS * 1e6:+.0f} | {default} | {spread} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=200, help="queued runs per drain (default 200)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds; medians reported (default 5)")
+    parser.add_argument("--concurrency", type=int, default=4, help="runs a worker executes at once (default 4)")
+    parser.add_argument("--step-ms", type=float, default=0.0, help="each step awaits this long (default 0)")
+    parser.add_argument("--pg", help="also on PostgreSQL: a server URL (a database of its own is created)")
+    args = parser.parse_args(argv)
+    import os
+
+    os.environ["BENCH_WORKER_STEP_MS"] = str(args.step_ms)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "bench_worker_steps.py").write_text(STEPS_PY)
+        workflow = folder / "bench_worker.yaml"
+        workflow.write_text(workflow_yaml())
+        sys.path.insert(0, str(folder))
+        sqlite = f"sqlite:///{folder / 'bench.db'}"
+        rows.append(report("SQLite NORMAL", sqlite, compare(sqlite, workflow, args.runs, args.concurrency,
+                                                            args.rounds)))
+        if args.pg:
+            with private_postgres(args.pg) as url:
+                rows.append(report("PostgreSQL", url, compare(url, workflow, args.runs, args.concurrency,
+                                                              args.rounds)))
+    print(f"{args.runs} runs of {STEPS} async steps ({args.step_ms:g} ms each) per drain, concurrency "
+          f"{args.concurrency}, {args.rounds} rounds; runs/s, medians")
+    print("| store | off the loop | on the loop | off/on | wall µs per step added off the loop | worker's default "
+          "| rounds (off/on) |")
+    print("|---|---:|---:|---:|---:|---|---|")
+    print("\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
