@@ -359,7 +359,7 @@ class StepRunner:
         rid = await self.run.record(self.step, attempt, started, status="gate_failed", ended_at=ended,
                                     output=jsonio.dumps(proposal), error_type=AWAITING_APPROVAL,
                                     error_message=message, **common)
-        self.emit_finished(attempt, "gate_failed", ended - started, message, ctx=ctx)
+        self.emit_finished(attempt, "gate_failed", ended - started, message, ctx=ctx, awaiting_approval=True)
         return StepOutcome(self.step.id, "gate_failed", rid, output=proposal, ended_at=ended, error=message,
                            units=self.units())
 
@@ -436,14 +436,15 @@ class StepRunner:
 
     def emit_finished(self, attempt: int, status: Any, duration: float, error: str | None, *,
                       verdicts: tuple[Verdict, ...] = (), failed_gates: int = 0,
-                      ctx: StepContext | None = None) -> None:
+                      ctx: StepContext | None = None, awaiting_approval: bool = False) -> None:
         if self.run.on_event is not None:
             llm = ctx.llm_records[-1] if ctx is not None and ctx.llm_records else None
             self.run.on_event(StepFinished(run_id=self.run.run_id, step_id=self.step.id, status=status,
                                            attempt=attempt, index=self.index, iteration=self.iteration,
                                            duration=duration, error=error,
                                            gates=len(verdicts), failed_gates=failed_gates, verdicts=verdicts, llm=llm,
-                                           model_calls=tuple(ctx.calls.calls) if ctx is not None else ()))
+                                           model_calls=tuple(ctx.calls.calls) if ctx is not None else (),
+                                           awaiting_approval=awaiting_approval))
 
     async def settle(self, attempt: int, started: float, output: Any, ctx: StepContext | None, state: AttemptState,
                      common: dict[str, Any], *, is_last: bool, schema_failure: GateResult | None = None) -> StepOutcome:

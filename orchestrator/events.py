@@ -76,10 +76,18 @@ class StepFinished:
     """The item of a ``for_each`` instance; None for a plain step (or a mapped step's collected list)."""
     iteration: int | None = None
     """The iteration of a ``repeat:`` step (1-based); None for a plain step (or a loop's result)."""
+    awaiting_approval: bool = False
+    """The step waits for a person's approval (an approval step, a tool call marked ``approve``): its status
+    says ``gate_failed`` as every waiting record's does, but no check failed."""
 
     @property
     def unit(self) -> str:
         return _unit(self.step_id, self.index, self.iteration)
+
+    @property
+    def shown_status(self) -> str:
+        """The status as faces print it: ``waiting`` for an approval, the stored status otherwise."""
+        return "waiting" if self.awaiting_approval else self.status
 
 
 def _unit(step_id: str, index: int | None, iteration: int | None) -> str:

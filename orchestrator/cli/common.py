@@ -45,6 +45,7 @@ OtelOption = Annotated[str | None, typer.Option("--otel", help="Export OpenTelem
 ConcurrencyOption = Annotated[int, typer.Option("--max-concurrency", min=1, help="Steps run at once.")]
 
 STATUS_STYLE = {"succeeded": "green", "failed": "red", "gate_failed": "yellow", "paused": "yellow",
+                "waiting": "yellow",
                 "running": "cyan", "skipped": "dim", "rejected": "red", "queued": "dim", "pending": "dim",
                 "interrupted": "magenta"}
 

@@ -135,23 +135,18 @@ class Progress:
         of its own (a map of 10 000 items would otherwise print 10 000 lines)."""
         row = self.rows.setdefault(event.step_id, {"status": "running"})
         counts = row.setdefault("instances", {})
-        counts[event.status] = counts.get(event.status, 0) + 1
+        counts[event.shown_status] = counts.get(event.shown_status, 0) + 1
         row["note"] = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-        if self.enabled and self.live is None and event.status not in ("succeeded", "skipped"):
-            note = f"  {event.error}" if event.error else ""
-            err.print(f"  {event.unit:<24} {event.status:<12} attempt {event.attempt} "
-                      f"{event.duration:.3f}s{escape(note)}", highlight=False, soft_wrap=True)
+        if event.status not in ("succeeded", "skipped"):
+            self.line(event.unit, event)
 
     def iteration_finished(self, event: "StepFinished") -> None:
         """An iteration of a ``repeat:`` step: its step's row says how far the loop got; each iteration gets a
         line of its own (a loop has at most 100), but in a map only a failure or a pause does, as instances."""
         row = self.rows.setdefault(event.step_id, {"status": "running"})
-        row["note"] = f"iteration {event.iteration}: {event.status}"
-        if self.enabled and self.live is None and (event.index is None or event.status not in ("succeeded",
-                                                                                                "skipped")):
-            note = f"  {event.error}" if event.error else ""
-            err.print(f"  {escape(event.unit):<24} {event.status:<12} attempt {event.attempt} "
-                      f"{event.duration:.3f}s{escape(note)}", highlight=False, soft_wrap=True)
+        row["note"] = f"iteration {event.iteration}: {event.shown_status}"
+        if event.index is None or event.status not in ("succeeded", "skipped"):
+            self.line(event.unit, event)
 
     def child_event(self, event: "Event") -> None:
         """An event of a child run: its steps by their path, or counted on the row of the mapped step whose
@@ -166,10 +161,8 @@ class Progress:
         if prefix is None or not isinstance(event, StepStarted | StepFinished):
             return
         if "[" in prefix and isinstance(event, StepFinished):  # inside an instance: a line for a failure or pause
-            if self.enabled and self.live is None and event.status not in ("succeeded", "skipped"):
-                note = f"  {event.error}" if event.error else ""
-                err.print(escape(f"  {prefix + event.unit:<24} {event.status:<12} attempt {event.attempt} "
-                                 f"{event.duration:.3f}s{note}"), highlight=False, soft_wrap=True)
+            if event.status not in ("succeeded", "skipped"):
+                self.line(prefix + event.unit, event)
         elif "[" not in prefix and isinstance(event, StepStarted):
             self.rows[prefix + event.unit] = {"status": "running", "attempt": event.attempt,
                                               "started": event.started_at}
@@ -180,10 +173,14 @@ class Progress:
 
     def step_finished(self, event: "StepFinished", label: str) -> None:
         row = self.rows.setdefault(label, {})
-        row.update(status=event.status, attempt=event.attempt, duration=event.duration, note=event.error)
+        row.update(status=event.shown_status, attempt=event.attempt, duration=event.duration, note=event.error)
+        self.line(label, event)
+
+    def line(self, label: str, event: "StepFinished") -> None:
+        """A finished step's line, when progress is printed line by line (not as a live table)."""
         if self.enabled and self.live is None:
             note = f"  {event.error}" if event.error else ""
-            err.print(escape(f"  {label:<24} {event.status:<12} attempt {event.attempt} "
+            err.print(escape(f"  {label:<24} {event.shown_status:<12} attempt {event.attempt} "
                              f"{event.duration:.3f}s{note}"), highlight=False, soft_wrap=True)
 
     def __call__(self, event: "Event") -> None:

@@ -129,3 +129,11 @@ def test_the_python_twin_declares_the_same_workflow_and_pauses_the_same_way(cli,
     assert res.json()["paused_steps"] == ["confirm"]
     assert cli("approve", res.json()["run_id"]).exit_code == 0
     assert pay_log.read_text() == "7 20\n"
+
+
+def test_the_progress_line_says_an_approval_step_waits_rather_than_that_its_gates_failed(cli, pay_log):
+    res = cli("run", str(FLOW), "--input", "ticket=refund order 42")
+    assert res.exit_code == 3, res.stderr
+    [line] = [line for line in res.stderr.splitlines() if line.strip().startswith("confirm ")]
+    assert line.split()[:2] == ["confirm", "waiting"] and "waiting for approval" in line
+    assert "gate_failed" not in res.stderr

@@ -250,3 +250,10 @@ def test_a_tool_call_inside_a_child_run_is_decided_from_the_parent(cli, model, r
     assert res.exit_code == 0, res.stderr
     assert res.json()["output"] == "Refunded 40 on order 42."
     assert refund_log.read_text() == "42 40\n" and len(model.requests) == 3
+
+
+def test_the_progress_line_says_a_step_waits_for_the_approval_of_a_tool_call(cli, model: FakeOpenAI):
+    res = cli("run", str(FLOW), "--input", TICKET)
+    assert res.exit_code == 3, res.stderr
+    [line] = [line for line in res.stderr.splitlines() if line.strip().startswith("resolve ")]
+    assert line.split()[:2] == ["resolve", "waiting"] and "waiting for approval of a call of tool 'refund'" in line
