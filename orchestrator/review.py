@@ -45,7 +45,7 @@ from orchestrator.llm.client import LLMClient
 from orchestrator.model import WorkflowSpec
 from orchestrator.records import RunView, StepRecordView, join_path, live_records, parse_unit, unit_name
 from orchestrator.review_tree import Target, holding_root, locate
-from orchestrator.store import GateRow, Lease, NewReview, NewStepRecord, Store
+from orchestrator.store import GateRow, Lease, NewDecision, NewReview, NewStepRecord, Store
 from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.telemetry import get_tracer
 from orchestrator.tool_decisions import check_arguments, is_tool_pause, review_of
@@ -639,25 +639,25 @@ def _store_tree_fix(store: Store, fix: TreeFix, review: NewReview, new_records: 
                     rerun_side_effects: bool, lease: Lease | None) -> Decision:
     """Each run above, top first (its superseded records, bound to the pause it answers: the referee of
     racing fixes), then the child's fix (bound to the fixed record), each run claimed under the decision's
-    lease. The top run is the tree's root or is held through it, so no other process continues any of them
-    in between; a process killed between two of these leaves the runs above fixed and the child as it was,
-    so the tree's continuation starts the child's unit again as a new child run (nothing half-applied)."""
+    lease, all in one transaction: a process killed meanwhile leaves every run as it was. The top run is the
+    tree's root or is held through it, so no other process continues any of them in between."""
     if lease is None:
         raise ReviewError(f"fixing step {fix.bottom.step!r} of child run {review.run_id} continues its tree, which "
                           "needs the tree's lease; nothing was changed")
     paths = [join_path(*[lv.unit for lv in reversed(fix.levels[:i + 1])], fix.bottom.step)
              for i in range(len(fix.levels))]
-    for level, path in reversed(list(zip(fix.levels, paths, strict=True))):
-        store.decide(NewReview(level.run_id, level.answers.id, path, decision=review.decision,
-                               reviewer=review.reviewer, comment=review.comment,
-                               output_before=level.answers.output, rerun_side_effects=rerun_side_effects),
-                     lease=replace(lease, run_id=level.run_id), supersede=[r.id for r in level.superseded],
-                     from_statuses=(level.status, "running"))
+    above = [NewDecision(NewReview(level.run_id, level.answers.id, path, decision=review.decision,
+                                   reviewer=review.reviewer, comment=review.comment,
+                                   output_before=level.answers.output, rerun_side_effects=rerun_side_effects),
+                         lease=replace(lease, run_id=level.run_id), supersede=[r.id for r in level.superseded],
+                         from_statuses=(level.status, "running"))
+             for level, path in reversed(list(zip(fix.levels, paths, strict=True)))]
     review.record_id = fix.bottom.record.id
     review.step_id = fix.bottom.step
     review.rerun_side_effects = rerun_side_effects
-    review_id = store.decide(review, new_records=new_records, lease=replace(lease, run_id=review.run_id),
-                             supersede=[r.id for r in fix.bottom.superseded], from_statuses=("succeeded",))
+    child = NewDecision(review, new_records, lease=replace(lease, run_id=review.run_id),
+                        supersede=[r.id for r in fix.bottom.superseded], from_statuses=("succeeded",))
+    review_id = store.decide_all([*above, child])[-1]
     superseded = fix.paths(0, [r.unit for r in fix.bottom.superseded])
     for i, level in enumerate(fix.levels, start=1):
         superseded += fix.paths(i, [r.unit for r in level.superseded])

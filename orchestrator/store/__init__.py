@@ -23,6 +23,7 @@ from orchestrator.store.rows import (
     Lease,
     ModelCall,
     NewAttribution,
+    NewDecision,
     NewOutcome,
     NewReview,
     NewRun,
@@ -32,8 +33,8 @@ from orchestrator.store.rows import (
 )
 
 __all__ = ["Store", "open_store", "Lease", "default_url", "normalize_url", "GateRow", "ModelCall", "NewStepRecord",
-           "NewRun", "NewReview", "NewOutcome", "NewAttribution", "RunEnd", "StepHistoryRow", "UNCHANGED",
-           "DEFAULT_DB_DIR"]
+           "NewRun", "NewReview", "NewDecision", "NewOutcome", "NewAttribution", "RunEnd", "StepHistoryRow",
+           "UNCHANGED", "DEFAULT_DB_DIR"]
 
 DEFAULT_DB_DIR = ".orchestrator"
 

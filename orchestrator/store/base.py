@@ -37,6 +37,7 @@ from orchestrator.store.rows import (
     Lease,
     ModelCall,
     NewAttribution,
+    NewDecision,
     NewOutcome,
     NewReview,
     NewRun,
@@ -220,6 +221,15 @@ class DecisionStore(ABC):
         the run's records a fix of an upstream step replaces; each is marked with the review's id
         (kept, never deleted). ``from_statuses``: the run states the decision applies to (a fix
         also applies to a ``failed`` run).
+        """
+
+    @abstractmethod
+    def decide_all(self, decisions: Sequence[NewDecision]) -> list[int]:
+        """Store several decisions, each as :meth:`decide` would, in one transaction: all of them or none.
+
+        A fix of a child run's completed step reaches up into the runs above it (each run's records after
+        the child's unit are superseded, bound to the pause it answers): written one run at a time, a
+        process killed in between would leave the runs above fixed and the child not, and the fix lost.
         """
 
     @abstractmethod

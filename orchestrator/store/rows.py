@@ -155,6 +155,18 @@ class NewReview:
 
 
 @dataclass(slots=True)
+class NewDecision:
+    """A review with what it changes on its run, as :meth:`DecisionStore.decide` takes it (its keywords)."""
+
+    review: NewReview
+    new_records: Sequence[NewStepRecord] = ()
+    run_status: str = "running"
+    lease: Lease | None = None
+    supersede: Sequence[int] = ()
+    from_statuses: Sequence[str] = ("paused",)
+
+
+@dataclass(slots=True)
 class NewOutcome:
     """A final-output signal for a run."""
 

@@ -55,6 +55,7 @@ from orchestrator.store.rows import (
     Lease,
     ModelCall,
     NewAttribution,
+    NewDecision,
     NewOutcome,
     NewReview,
     NewRun,
@@ -525,39 +526,55 @@ class SqlStore(RetriedStore, Store):
     def decide(self, review: NewReview, *, new_records: Sequence[NewStepRecord] = (),
                run_status: str = "running", lease: Lease | None = None, supersede: Sequence[int] = (),
                from_statuses: Sequence[str] = ("paused",)) -> int:
-        """The unique constraint on ``reviews.record_id`` makes the database the referee; the run's
+        return self.decide_all([NewDecision(review, new_records, run_status, lease, supersede, from_statuses)])[0]
+
+    def decide_all(self, decisions: Sequence[NewDecision]) -> list[int]:
+        """The unique constraint on ``reviews.record_id`` makes the database the referee; each run's
         conditional update (its state, and a free lease when the decision claims one) is the last
-        statement, so a refused decision rolls everything back."""
-        run_pk = self.run_pk(review.run_id)
+        statement of its decision, so a refused decision rolls every one of them back."""
+        run_pks = [self.run_pk(d.review.run_id) for d in decisions]
         now = time.time()
+        deciding = decisions[0].review if decisions else None
         try:
             with self.lock, self.conn.begin():
-                review_id = new_key(self.conn.execute(insert(reviews_t).values(review_values(review, run_pk, now))))
-                for record in new_records:
-                    self.write_record(record, run_pk)
-                if supersede:
-                    marked = self.conn.execute(update(steps_t).where(and_(
-                        steps_t.c.id.in_(list(supersede)), steps_t.c.run_pk == run_pk,
-                        steps_t.c.superseded_by.is_(None))).values(superseded_by=review_id)).rowcount
-                    if marked != len(set(supersede)):
-                        raise NotPausedError()
-                cond = and_(runs_t.c.id == run_pk, runs_t.c.status.in_(list(from_statuses)))
-                # a fixed failed run continues: its error is history (the failed record keeps it)
-                values: dict[str, Any] = {"status": run_status, "updated_at": now, "error": None}
-                if lease is not None:
-                    clock = self.clock()
-                    cond = and_(cond, self.lease_free(lease, clock))
-                    values.update(owner=lease.holder, lease_token=lease.token, lease_expires_at=clock + lease.seconds,
-                                  heartbeat_at=clock)
-                if self.conn.execute(update(runs_t).where(cond).values(**values)).rowcount != 1:
-                    raise NotPausedError()
+                review_ids = []
+                for decision, run_pk in zip(decisions, run_pks, strict=True):
+                    deciding = decision.review
+                    review_ids.append(self.apply_decision(decision, run_pk, now))
         except NotPausedError:
-            state = " or ".join(from_statuses)
-            raise RunBusyError(f"run {review.run_id} is no longer {state} (another decision is being applied); "
-                              f"see `orchestrator show {review.run_id}`") from None
+            assert deciding is not None
+            state = " or ".join(next(d.from_statuses for d in decisions if d.review is deciding))
+            raise RunBusyError(f"run {deciding.run_id} is no longer {state} (another decision is being applied); "
+                              f"see `orchestrator show {deciding.run_id}`") from None
         except IntegrityError:
-            winner = next((r for r in self.reviews(review.run_id) if r.record_id == review.record_id), None)
-            raise already_decided(review, winner) from None
+            assert deciding is not None
+            winner = next((r for r in self.reviews(deciding.run_id) if r.record_id == deciding.record_id), None)
+            raise already_decided(deciding, winner) from None
+        return review_ids
+
+    def apply_decision(self, decision: NewDecision, run_pk: int, now: float) -> int:
+        """One decision's statements, inside the caller's transaction; NotPausedError when its run (or a
+        record it supersedes) is no longer as the decision found it."""
+        review_id = new_key(self.conn.execute(insert(reviews_t).values(review_values(decision.review, run_pk, now))))
+        for record in decision.new_records:
+            self.write_record(record, run_pk)
+        if decision.supersede:
+            marked = self.conn.execute(update(steps_t).where(and_(
+                steps_t.c.id.in_(list(decision.supersede)), steps_t.c.run_pk == run_pk,
+                steps_t.c.superseded_by.is_(None))).values(superseded_by=review_id)).rowcount
+            if marked != len(set(decision.supersede)):
+                raise NotPausedError()
+        cond = and_(runs_t.c.id == run_pk, runs_t.c.status.in_(list(decision.from_statuses)))
+        # a fixed failed run continues: its error is history (the failed record keeps it)
+        values: dict[str, Any] = {"status": decision.run_status, "updated_at": now, "error": None}
+        lease = decision.lease
+        if lease is not None:
+            clock = self.clock()
+            cond = and_(cond, self.lease_free(lease, clock))
+            values.update(owner=lease.holder, lease_token=lease.token, lease_expires_at=clock + lease.seconds,
+                          heartbeat_at=clock)
+        if self.conn.execute(update(runs_t).where(cond).values(**values)).rowcount != 1:
+            raise NotPausedError()
         return int(review_id)
 
     def reviews(self, run_id: str) -> list[ReviewView]:

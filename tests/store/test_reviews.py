@@ -7,8 +7,8 @@ import time
 import pytest
 
 from orchestrator.errors import ReviewError
-from orchestrator.store import Store
-from tests.store.rows import gate, paused_run, review, step
+from orchestrator.store import NewDecision, Store
+from tests.store.rows import gate, lease, paused_run, review, step
 
 
 def test_decide_stores_the_review_its_new_records_and_the_run_status_in_one_go(store: Store):
@@ -110,3 +110,38 @@ def test_a_returned_review_view_is_a_copy(store: Store):
     store.decide(review(run_id, paused, output_before={"items": [1]}))
     store.reviews(run_id)[0].output_before["items"].append(2)
     assert store.reviews(run_id)[0].output_before == {"items": [1]}
+
+
+def test_decisions_on_several_runs_are_stored_together(store: Store):
+    first, wf, first_paused = paused_run(store)
+    second, _, second_paused = paused_run(store)
+    ids = store.decide_all([NewDecision(review(first, first_paused), lease=lease("me", first)),
+                            NewDecision(review(second, second_paused, decision="edit"),
+                                        new_records=[step(second, wf, "b", attempt=2, origin="edited")])])
+    assert [[r.id for r in store.reviews(run)] for run in (first, second)] == [[ids[0]], [ids[1]]]
+    assert store.get_run(first).owner == "me" and store.get_run(second).status == "running"
+    assert store.latest_records(second)["b"].origin == "edited"
+
+
+def test_when_one_of_several_decisions_is_refused_none_is_stored(store: Store):
+    """A fix reaching from a child run into the runs above it is all or nothing: refused on the last run
+    (here: decided meanwhile by someone else), the runs decided before it in the same call keep nothing."""
+    first, wf, first_paused = paused_run(store)
+    second, _, second_paused = paused_run(store)
+    store.decide(review(second, second_paused, reviewer="bob"))
+    assert store.set_run_status(second, "paused")
+    before = store.count_rows()
+    with pytest.raises(ReviewError, match=rf"step 'b' of run {second} was already decided by another reviewer"):
+        store.decide_all([NewDecision(review(first, first_paused), new_records=[step(first, wf, "b", attempt=2)],
+                                      supersede=[first_paused]),
+                          NewDecision(review(second, second_paused))])
+    assert store.count_rows() == before
+    assert store.reviews(first) == [] and store.get_run(first).status == "paused"
+    assert store.latest_records(first)["b"].attempt == 1
+    third, _, third_paused = paused_run(store)
+    assert store.set_run_status(third, "running")  # (the decision found it paused; it went on meanwhile)
+    with pytest.raises(ReviewError, match=rf"run {third} is no longer paused"):
+        store.decide_all([NewDecision(review(first, first_paused)), NewDecision(review(third, third_paused))])
+    assert store.count_rows() == before | {"runs": before["runs"] + 1, "step_records": before["step_records"] + 2,
+                                           "gate_results": before["gate_results"] + 1}
+    assert store.reviews(first) == [] and store.get_run(first).status == "paused"
