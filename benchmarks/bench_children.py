@@ -13,10 +13,7 @@ Wall-clock numbers belong here, never in pytest.
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.interleaved import measure_pair  # noqa: E402
+from benchmarks.interleaved import compare_main  # noqa: E402
 from orchestrator.binding import BoundWorkflow  # noqa: E402
 from orchestrator.pyapi import Workflow  # noqa: E402
 
@@ -70,23 +67,9 @@ def flat_workflow() -> BoundWorkflow:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        stores = {"SQLite (NORMAL)": f"sqlite:///{Path(tmp) / 'bench.db'}", "memory://": "memory://"}
-        print(f"{CHILDREN} child runs of {CHILD_STEPS} no-op async steps against the same {CHILDREN * CHILD_STEPS} "
-              f"steps inline; {args.rounds} interleaved rounds, median of {args.runs} runs each")
-        print(f"{'store':<16} {'child µs':>9} {'inline µs':>10} {'extra µs':>9} {'ratio':>7}  extra per round")
-        for name, url in stores.items():
-            pairs = measure_pair(url, parent_workflow(), flat_workflow(), units=CHILDREN, rounds=args.rounds,
-                                 runs=args.runs)
-            extras = [a - b for a, b in pairs]
-            print(f"{name:<16} {statistics.median(a for a, _ in pairs):>9.1f} "
-                  f"{statistics.median(b for _, b in pairs):>10.1f} {statistics.median(extras):>9.1f} "
-                  f"{statistics.median(a / b for a, b in pairs):>6.2f}x  " + " ".join(f"{e:.0f}" for e in extras))
-
+    compare_main(f"{CHILDREN} child runs of {CHILD_STEPS} no-op async steps against the same "
+                 f"{CHILDREN * CHILD_STEPS} steps inline", ("child", "inline"), parent_workflow, flat_workflow,
+                 units=CHILDREN, description=__doc__.splitlines()[0])
 
 if __name__ == "__main__":
     main()

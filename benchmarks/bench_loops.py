@@ -14,10 +14,7 @@ Wall-clock numbers belong here, never in pytest.
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.interleaved import measure_pair  # noqa: E402
+from benchmarks.interleaved import compare_main  # noqa: E402
 from orchestrator.binding import BoundWorkflow  # noqa: E402
 from orchestrator.pyapi import Workflow  # noqa: E402
 
@@ -54,23 +51,9 @@ def chain_workflow() -> BoundWorkflow:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        stores = {"SQLite (NORMAL)": f"sqlite:///{Path(tmp) / 'bench.db'}", "memory://": "memory://"}
-        print(f"{LENGTH} iterations of a no-op async step against a {LENGTH}-step chain of it; "
-              f"{args.rounds} interleaved rounds, median of {args.runs} runs each")
-        print(f"{'store':<16} {'iteration µs':>13} {'step µs':>9} {'ratio':>7}  per round")
-        for name, url in stores.items():
-            pairs = measure_pair(url, loop_workflow(), chain_workflow(), units=LENGTH, rounds=args.rounds,
-                                 runs=args.runs)
-            ratios = [a / b for a, b in pairs]
-            print(f"{name:<16} {statistics.median(a for a, _ in pairs):>13.1f} "
-                  f"{statistics.median(b for _, b in pairs):>9.1f} {statistics.median(ratios):>6.2f}x  "
-                  + " ".join(f"{r:.2f}x" for r in ratios))
-
+    compare_main(f"{LENGTH} iterations of a no-op async step against a {LENGTH}-step chain of it",
+                 ("iteration", "step"), loop_workflow, chain_workflow, units=LENGTH,
+                 description=__doc__.splitlines()[0])
 
 if __name__ == "__main__":
     main()
