@@ -84,9 +84,13 @@ class EditRefusedError(ReviewError):
     stored; the same edit may be stored anyway, recorded as forced (``edit --force``, or the review app's
     confirmation). ``failing`` holds one ``check: reason`` line per refusal, for a face to show before asking."""
 
-    def __init__(self, message: str, failing: list[str]) -> None:
+    def __init__(self, message: str, failing: list[str], checked: object = None) -> None:
         super().__init__(message)
         self.failing = failing
+        self.checked = checked
+        """What the refusal was decided on (the record, the output, every gate's result): handed back with the
+        same output to a forced edit (``review.edit(..., force=True, checked=...)``), it spares evaluating the
+        gates again, and paying for their model calls twice."""
 
 
 class RunBusyError(ReviewError):

@@ -277,11 +277,30 @@ def check_edit(workflow: BoundWorkflow, store: Store, run_id: str, rec: StepReco
     return rows
 
 
+@dataclass(frozen=True)
+class CheckedEdit:
+    """The gates' results on an edited output of one record, as a refusal found them (EditRefusedError.checked)."""
+
+    record_id: int
+    output_json: str
+    rows: list[GateRow]
+
+    def applies_to(self, rec: StepRecordView, output: Any) -> bool:
+        """Whether these are the results on ``output`` as the edit of ``rec``."""
+        try:
+            return self.record_id == rec.id and self.output_json == jsonio.dumps(jsonio.output_to_plain(output))
+        except jsonio.NotSerializableError:
+            return False
+
+
 def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, reviewer: str | None = None,
          comment: str | None = None, force: bool = False, rerun_side_effects: bool = False,
-         lease: Lease | None = None) -> Decision:
+         lease: Lease | None = None, checked: object = None) -> Decision:
     """Replace the paused output, or (``step`` naming a completed step) fix that step's output and
     supersede its descendants. It must pass all of the step's blocking gates unless ``force``.
+
+    ``checked``: the ``checked`` of the EditRefusedError this same edit raised before (the review app asks
+    whether to force it): its gate results are stored instead of evaluating the gates a second time.
 
     ``step`` may be a path into a child run (``research > retrieve``): a completed step of a child whose
     output its parent took supersedes the parent's records of the child's unit and downstream too."""
@@ -309,15 +328,20 @@ def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, rev
             return _decide_tool_call(store, rec, target, "edit", reviewer, comment, proposal, lease)
         if rec.step_type == "approval":
             return _edit_proposal(store, workflow, workflow_id, rec, target, output, reviewer, comment, force, lease)
-    rows = check_edit(workflow, store, run_id, rec, output)
+    if isinstance(checked, CheckedEdit) and checked.applies_to(rec, output):
+        rows = checked.rows
+    else:
+        rows = check_edit(workflow, store, run_id, rec, output)
+    plain = jsonio.output_to_plain(output)
+    output_json = jsonio.dumps(plain)
     failing = [r for r in rows if not r.passed and r.severity == "block"]
     if failing and not force:
         reasons = "; ".join(f"{r.gate}: {r.reason}" for r in failing)
         raise EditRefusedError(f"the edited output of step {rec.unit!r} fails its gates ({reasons}); "
                                "nothing was changed (use --force to accept it anyway)",
-                               [f"{r.gate}: {r.reason}" for r in failing])
-    plain = jsonio.output_to_plain(output)
-    new = _accepted_record(rec, workflow_id, "edited", jsonio.dumps(plain), rows)
+                               [f"{r.gate}: {r.reason}" for r in failing],
+                               CheckedEdit(rec.id, output_json, rows))
+    new = _accepted_record(rec, workflow_id, "edited", output_json, rows)
     review = NewReview(run_id, rec.id, rec.unit, decision="edit", reviewer=reviewer or default_reviewer(),
                        comment=comment, output_before=rec.output, output_after=plain, forced=bool(failing) and force)
     answered = plan.answers if plan is not None else tree.bottom.answers if tree is not None else rec

@@ -22,10 +22,11 @@ DECISION_VERBS = {"approve": "approved", "edit": "edited", "retry": "sent back f
 
 def decide(store: Store, run_id: str, decision: str, *, step: str | None = None, reviewer: str | None = None,
            comment: str | None = None, output: Any = None, rerun_side_effects: bool = False,
-           force: bool = False) -> Decision:
+           force: bool = False, checked: object = None) -> Decision:
     """Apply ``approve``/``retry``/``reject``/``edit`` to the paused step, or ``edit``/``retry`` to a
     completed step (a fix at the pause's cause); raises ReviewError when it does not apply.
-    ``force``: store an edit its gates refuse (EditRefusedError otherwise), recorded as forced.
+    ``force``: store an edit its gates refuse (EditRefusedError otherwise), recorded as forced; ``checked``, the
+    refusal's ``checked``, spares evaluating the gates again.
 
     A decision that continues the run claims the run's lease in its own transaction, as the CLI's
     does; :func:`continue_after_decision` continues under ``decision.lease``.
@@ -38,7 +39,7 @@ def decide(store: Store, run_id: str, decision: str, *, step: str | None = None,
     lease = new_lease(run_id)
     if decision == "edit":
         return review.edit(store, run_id, output, step=step, reviewer=reviewer, comment=comment,
-                           force=force, rerun_side_effects=rerun_side_effects, lease=lease)
+                           force=force, rerun_side_effects=rerun_side_effects, lease=lease, checked=checked)
     if decision == "retry":
         return review.retry(store, run_id, step=step, reviewer=reviewer, comment=comment,
                             rerun_side_effects=rerun_side_effects, lease=lease)

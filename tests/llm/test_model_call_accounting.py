@@ -11,8 +11,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from orchestrator.errors import EditRefusedError
 from orchestrator.store import open_store
 from tests.llm.fake_openai_server import completion
+from tui import actions
 from tui.queries import load_run_detail
 
 WORKFLOWS = Path(__file__).parent / "workflows"
@@ -94,3 +98,44 @@ def test_usage_totals_equal_the_calls_the_endpoint_received(cli, db_url, fake_op
     with open_store(db_url) as store:  # the review screen's summary reads the same totals
         usage = load_run_detail(store, run_id).model_usage
     assert usage is not None and usage["calls"] == 8 and usage["by_purpose"]["validation"]["calls"] == 1
+
+
+def test_an_edit_the_judge_refuses_then_forced_in_the_review_app_is_judged_once(cli, db_url, fake_openai,
+                                                                                 monkeypatch):
+    """The review app asks before storing an edit its gates refuse; storing it after the confirmation keeps the
+    verdicts that refused it, so the judge is asked (and paid) once, and that one call is counted once."""
+    monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", fake_openai.base_url)
+    for text, tokens_in, tokens_out in SCRIPT:
+        fake_openai.respond(completion(text, prompt_tokens=tokens_in, completion_tokens=tokens_out))
+    run_id = cli("run", str(WORKFLOWS / "counted.yaml"), "--input", "ticket=order 42 is broken", "--json").json()[
+        "run_id"]
+    fake_openai.respond(completion(verdict(0.2, "still no order number"), prompt_tokens=108, completion_tokens=18))
+    output = "We are sorry; it is being fixed."
+    with open_store(db_url) as store:
+        with pytest.raises(EditRefusedError) as refused:
+            actions.decide(store, run_id, "edit", output=output, reviewer="ann")
+        assert len(fake_openai.requests) == 8
+        decision = actions.decide(store, run_id, "edit", output=output, reviewer="ann", force=True,
+                                  checked=refused.value.checked)
+        assert decision.forced
+    assert len(fake_openai.requests) == 8
+    doc = cli("show", run_id, "--json").json()
+    assert doc["llm"]["by_purpose"]["validation"]["calls"] == 1
+    final = [s for s in doc["steps"] if s["step_id"] == "final"][-1]
+    assert final["origin"] == "edited" and [(g["gate"], g["passed"]) for g in final["gates"]] == [("llm_judge", False)]
+
+
+def test_verdicts_on_another_output_are_not_reused_by_a_forced_edit(cli, db_url, fake_openai, monkeypatch):
+    monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", fake_openai.base_url)
+    for text, tokens_in, tokens_out in SCRIPT:
+        fake_openai.respond(completion(text, prompt_tokens=tokens_in, completion_tokens=tokens_out))
+    run_id = cli("run", str(WORKFLOWS / "counted.yaml"), "--input", "ticket=order 42 is broken", "--json").json()[
+        "run_id"]
+    fake_openai.respond(completion(verdict(0.2, "no order number"), prompt_tokens=108, completion_tokens=18))
+    fake_openai.respond(completion(verdict(0.9, "names order 42"), prompt_tokens=109, completion_tokens=19))
+    with open_store(db_url) as store:
+        with pytest.raises(EditRefusedError) as refused:
+            actions.decide(store, run_id, "edit", output="Sorry.", reviewer="ann")
+        decision = actions.decide(store, run_id, "edit", output="Sorry about order 42.", reviewer="ann", force=True,
+                                  checked=refused.value.checked)
+    assert len(fake_openai.requests) == 9 and not decision.forced

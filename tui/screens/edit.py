@@ -126,7 +126,7 @@ class EditScreen(Screen[None]):
 
     @work(thread=True, exit_on_error=False)
     def save(self, value: object, comment: str | None, rerun_side_effects: bool = False,
-             force: bool = False) -> None:
+             force: bool = False, checked: object = None) -> None:
         from orchestrator.errors import EditRefusedError
 
         try:
@@ -138,7 +138,7 @@ class EditScreen(Screen[None]):
                     return
             decision = actions.decide(self.app.store, self.run_id, "edit", step=self.step, output=value,
                                       comment=comment, reviewer=self.app.reviewer,
-                                      rerun_side_effects=rerun_side_effects, force=force)
+                                      rerun_side_effects=rerun_side_effects, force=force, checked=checked)
         except EditRefusedError as exc:
             self.app.call_from_thread(self._confirm_force, value, comment, rerun_side_effects, exc)
             return
@@ -176,7 +176,7 @@ class EditScreen(Screen[None]):
         def answered(force: bool | None) -> None:
             if force:
                 self.query_one("#edit-error", Static).update("storing the edit, recorded as forced…")
-                self.save(value, comment, rerun_side_effects, True)
+                self.save(value, comment, rerun_side_effects, True, refused.checked)  # judged once, not twice
             else:
                 self.saving = False
                 self._error(f"not saved: {why} (ctrl+s asks again)")
