@@ -294,6 +294,36 @@ def run_update_values(status: str, output: Any, error: str | None, owner: Any) -
     return values
 
 
+def renewal_values(lease: Lease, now: Any) -> dict[str, Any]:
+    """A held lease extended from ``now`` (epoch seconds, or the SQL store's expression for the clock that
+    judges leases): it lapses ``lease.seconds`` later unless renewed again."""
+    return {"lease_expires_at": now + lease.seconds, "heartbeat_at": now}
+
+
+def lease_values(lease: Lease, now: Any) -> dict[str, Any]:
+    """A run taken under ``lease`` at ``now`` (acquired, claimed from the queue): running, held by the lease's
+    holder with its token, the lease lasting from ``now``."""
+    return {"status": "running", "owner": lease.holder, "lease_token": lease.token, **renewal_values(lease, now),
+            "updated_at": now}
+
+
+def release_values(status: str, output: Any, error: str | None, review_due: float | None) -> dict[str, Any]:
+    """A run's end: its status, output and error, nobody holding it, its lease released, and its review
+    deadline replaced by ``review_due`` (None: no pause of it times out)."""
+    return {**run_update_values(status, output, error, None), "lease_token": None, "lease_expires_at": None,
+            "review_deadline": review_due}
+
+
+def trace_values(trace: str) -> dict[str, Any]:
+    """The run's OpenTelemetry trace id."""
+    return {"trace_id": trace}
+
+
+def reference_values(answer: Any) -> dict[str, Any]:
+    """The run's reference answer, as JSON text."""
+    return {"reference": jsonio.dumps(answer)}
+
+
 def run_view(row: Any) -> RunView:
     return RunView(id=row.id, run_id=row.run_id, workflow=row.workflow, workflow_id=row.workflow_id,
                    status=shown_status(row.status, row.lease_expires_at), kind=row.kind,

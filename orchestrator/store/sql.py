@@ -66,18 +66,23 @@ from orchestrator.store.rows import (
     attribution_view,
     gate_values,
     gate_view,
+    lease_values,
     model_call_values,
     model_call_view,
     new_run_id,
     outcome_values,
     outcome_view,
     record_view,
+    reference_values,
+    release_values,
+    renewal_values,
     review_values,
     review_view,
     run_update_values,
     run_values,
     run_view,
     step_values,
+    trace_values,
 )
 from orchestrator.store.tables import TABLES
 from orchestrator.store.transient import (
@@ -240,7 +245,7 @@ class SqlStore(RetriedStore, Store):
                 if lease is None:
                     return new_key(self.conn.execute(_insert_runs, row))
                 clock = self.clock()
-                row.update(lease_expires_at=clock + lease.seconds, heartbeat_at=clock)
+                row.update(renewal_values(lease, clock))
                 return new_key(self.conn.execute(insert(runs_t).values(**row)))
         except IntegrityError as exc:
             if is_missing_reference(exc):
@@ -273,10 +278,10 @@ class SqlStore(RetriedStore, Store):
             return self.conn.execute(update_run_by_pk, {"pk_": pk, **values}).rowcount == 1
 
     def set_trace_id(self, run_id: str, trace: str) -> None:
-        self.update_run(self.run_pk(run_id), {"trace_id": trace})
+        self.update_run(self.run_pk(run_id), trace_values(trace))
 
     def set_reference(self, run_id: str, answer: Any) -> None:
-        self.update_run(self.run_pk(run_id), {"reference": jsonio.dumps(answer)})
+        self.update_run(self.run_pk(run_id), reference_values(answer))
 
     def clock(self) -> ColumnElement[float]:
         """Now, in epoch seconds, by the clock that judges leases: the server's on PostgreSQL, so that a
@@ -296,16 +301,15 @@ class SqlStore(RetriedStore, Store):
         free = self.lease_free(lease, now)
         with self.lock, self.conn.begin():
             return bool(self.conn.execute(update(runs_t).where(
-                and_(runs_t.c.run_id == lease.run_id, runs_t.c.status.in_(list(statuses)), free)).values(
-                status="running", owner=lease.holder, lease_token=lease.token, lease_expires_at=now + lease.seconds,
-                heartbeat_at=now, updated_at=now)).rowcount == 1)
+                and_(runs_t.c.run_id == lease.run_id, runs_t.c.status.in_(list(statuses)), free))
+                .values(lease_values(lease, now))).rowcount == 1)
 
     def renew_lease(self, lease: Lease) -> bool:
         now = self.clock()
         with self.lock, self.conn.begin():
             return bool(self.conn.execute(update(runs_t).where(
-                and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token)).values(
-                lease_expires_at=now + lease.seconds, heartbeat_at=now)).rowcount == 1)
+                and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token))
+                .values(renewal_values(lease, now))).rowcount == 1)
 
     def due_reviews(self, now: float, *, limit: int = 100) -> list[tuple[str, float]]:
         rows = self.read(select(runs_t.c.run_id, runs_t.c.review_deadline).where(
@@ -339,11 +343,9 @@ class SqlStore(RetriedStore, Store):
     def write_end(self, lease: Lease, status: str, output: Any, error: str | None,
                   review_due: float | None = None) -> bool:
         """The run's end and a released lease, inside the caller's transaction, only while the lease is held."""
-        values = {**run_update_values(status, output, error, None), "lease_token": None, "lease_expires_at": None,
-                  "review_deadline": review_due}
         return bool(self.conn.execute(update(runs_t).where(
-            and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token)).values(**values))
-            .rowcount == 1)
+            and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token))
+            .values(release_values(status, output, error, review_due))).rowcount == 1)
 
     def get_run(self, run_id: str) -> RunView:
         rows = self.read(select(runs_t).where(runs_t.c.run_id == run_id))
@@ -365,9 +367,7 @@ class SqlStore(RetriedStore, Store):
                 now = self.clock()
                 with self.lock, self.conn.begin():
                     claimed = self.conn.execute(update(runs_t).where(
-                        and_(runs_t.c.id == pk, runs_t.c.status == "queued")).values(
-                        status="running", owner=lease.holder, heartbeat_at=now, updated_at=now,
-                        lease_token=lease.token, lease_expires_at=now + lease.seconds)).rowcount
+                        and_(runs_t.c.id == pk, runs_t.c.status == "queued")).values(lease_values(lease, now))).rowcount
                 if claimed == 1:
                     return str(run_id)
 
@@ -571,8 +571,7 @@ class SqlStore(RetriedStore, Store):
         if lease is not None:
             clock = self.clock()
             cond = and_(cond, self.lease_free(lease, clock))
-            values.update(owner=lease.holder, lease_token=lease.token, lease_expires_at=clock + lease.seconds,
-                          heartbeat_at=clock)
+            values = {**lease_values(lease, clock), **values}  # the decision's status and time
         if self.conn.execute(update(runs_t).where(cond).values(**values)).rowcount != 1:
             raise NotPausedError()
         return int(review_id)

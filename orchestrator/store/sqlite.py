@@ -20,7 +20,7 @@ import threading
 import time
 import urllib.parse
 from collections import namedtuple
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence, Sized
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,17 +45,22 @@ from orchestrator.store.rows import (
     RunEnd,
     gate_values,
     gate_view,
+    lease_values,
     model_call_values,
     model_call_view,
     new_run_id,
     outcome_values,
     outcome_view,
     record_view,
+    reference_values,
+    release_values,
+    renewal_values,
     review_view,
     run_update_values,
     run_values,
     run_view,
     step_values,
+    trace_values,
 )
 from orchestrator.store.sqlite_ddl import create_if_empty
 from orchestrator.store.sqlite_pragmas import apply_pragmas, busy_timeout_pragma, busy_timeout_seconds
@@ -140,39 +145,33 @@ def corrupt(path: str, why: str) -> InputError:
                       "restore it from a backup or point --db elsewhere")
 
 
-SCHEMA: dict[str, tuple[str, ...]] = {
-    "workflows": ("id", "name", "version", "content_hash", "definition", "source", "created_at"),
-    "runs": ("id", "run_id", "workflow_id", "workflow", "status", "kind", "inputs", "output", "error", "parent_run_id",
-             "parent_step", "owner", "heartbeat_at", "trace_id", "lease_token", "lease_expires_at", "created_at",
-             "updated_at", "reference", "review_deadline"),
-    "step_records": ("id", *STEP_COLUMNS[:-3], "superseded_by", *STEP_COLUMNS[-3:]),
-    "gate_results": ("id", *GATE_COLUMNS),
-    "reviews": ("id", "run_pk", "record_id", "step_id", "decision", "reviewer", "comment", "output_before",
-                "output_after", "forced", "rerun_side_effects", "created_at"),
-    "outcomes": ("id", "run_pk", "value", "correct", "source", "termination", "reason", "reviewer", "created_at",
-                 "evaluator_reason"),
-    "attributions": ("id", "run_pk", "outcome_id", "method", "params", "step_credits", "agent_credits",
-                     "blamed_step", "confidence", "evidence", "cost", "created_at"),
-    "model_calls": ("id", *MODEL_CALL_COLUMNS),
-}
-"""The columns this module reads and writes, per table, in dependency order (``tables.py`` declares
-them; a test keeps the two equal). A database missing any of them gets its schema created or upgraded."""
+def marks(values: Sized) -> str:
+    return ", ".join("?" * len(values))
 
-_RUN_SELECT = f"SELECT {', '.join(SCHEMA['runs'])} FROM runs"
-_STEP_SELECT = f"SELECT {', '.join(SCHEMA['step_records'])} FROM step_records WHERE run_pk = ? ORDER BY id"
-_GATE_SELECT = f"SELECT {', '.join(SCHEMA['gate_results'])} FROM gate_results WHERE run_pk = ? ORDER BY id"
-_INSERT_RUN = f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})"
-_INSERT_STEP = (f"INSERT INTO step_records ({', '.join(STEP_COLUMNS)}) "
-                f"VALUES ({', '.join('?' * len(STEP_COLUMNS))})")
-_INSERT_LEASED_STEP = (f"INSERT INTO step_records ({', '.join(STEP_COLUMNS)}) "
-                       f"SELECT {', '.join('?' * len(STEP_COLUMNS))} "
+
+def insert_sql(table: str, columns: Collection[str]) -> str:
+    """``INSERT INTO table (<columns>) VALUES (?, ...)``: bound to values in the columns' order (a dict of
+    values by column gives its keys, bound to ``tuple(values.values())``)."""
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks(columns)})"
+
+
+TABLE_NAMES = ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions",
+               "model_calls")
+"""The store's tables in dependency order, as ``tables.py`` declares them (a test keeps the two equal)."""
+
+_RUN_SELECT = "SELECT * FROM runs"
+"""Every column, as the SQL store's ``select(runs_t)`` reads them: the views of ``rows.py`` read a row by its
+columns' names, and the columns are the ones ``tables.py`` declares (the schema is created from it)."""
+_STEP_SELECT = "SELECT * FROM step_records WHERE run_pk = ? ORDER BY id"
+_GATE_SELECT = "SELECT * FROM gate_results WHERE run_pk = ? ORDER BY id"
+_INSERT_RUN = insert_sql("runs", RUN_COLUMNS)
+_INSERT_STEP = insert_sql("step_records", STEP_COLUMNS)
+_INSERT_LEASED_STEP = (f"INSERT INTO step_records ({', '.join(STEP_COLUMNS)}) SELECT {marks(STEP_COLUMNS)} "
                        "WHERE EXISTS (SELECT 1 FROM runs WHERE runs.id = ? AND runs.lease_token = ?)")
 """Written only while the run's lease still has the writer's token: a stalled executor that lost its
 lease writes nothing, and the check costs one primary-key lookup in the same statement."""
-_INSERT_GATE = (f"INSERT INTO gate_results ({', '.join(GATE_COLUMNS)}) "
-                f"VALUES ({', '.join('?' * len(GATE_COLUMNS))})")
-_INSERT_CALL = (f"INSERT INTO model_calls ({', '.join(MODEL_CALL_COLUMNS)}) "
-                f"VALUES ({', '.join('?' * len(MODEL_CALL_COLUMNS))})")
+_INSERT_GATE = insert_sql("gate_results", GATE_COLUMNS)
+_INSERT_CALL = insert_sql("model_calls", MODEL_CALL_COLUMNS)
 _LEASE_FREE = "(lease_token IS NULL OR lease_expires_at < ? OR lease_token = ?)"
 
 _ROW_TYPES: dict[tuple[str, ...], Callable[..., Any]] = {}
@@ -185,15 +184,6 @@ def named_row(cursor: sqlite3.Cursor, values: tuple[Any, ...]) -> Any:
     if kind is None:
         kind = _ROW_TYPES[names] = namedtuple("Row", names, rename=True)
     return kind(*values)
-
-
-def marks(values: Sized) -> str:
-    return ", ".join("?" * len(values))
-
-
-def insert_sql(table: str, values: Mapping[str, Any]) -> str:
-    """``INSERT INTO table (<the keys of values>) VALUES (?, ...)``, bound to ``tuple(values.values())``."""
-    return f"INSERT INTO {table} ({', '.join(values)}) VALUES ({marks(values)})"
 
 
 def connect_target(url: str) -> tuple[str, str | None, str]:
@@ -442,23 +432,22 @@ class SqliteStore(RetriedStore, DelegatingStore):
         return self.execute(f"UPDATE runs SET {sets} WHERE {where}", (*values.values(), *params))
 
     def set_trace_id(self, run_id: str, trace: str) -> None:
-        self.update_runs({"trace_id": trace}, "id = ?", (self.run_pk(run_id),))
+        self.update_runs(trace_values(trace), "id = ?", (self.run_pk(run_id),))
 
     def set_reference(self, run_id: str, answer: Any) -> None:
-        self.update_runs({"reference": jsonio.dumps(answer)}, "id = ?", (self.run_pk(run_id),))
+        self.update_runs(reference_values(answer), "id = ?", (self.run_pk(run_id),))
 
     def acquire_lease(self, lease: Lease, *, statuses: Iterable[str]) -> bool:
         now = time.time()
         states = list(statuses)
-        values = {"status": "running", "owner": lease.holder, "lease_token": lease.token,
-                  "lease_expires_at": now + lease.seconds, "heartbeat_at": now, "updated_at": now}
-        return self.update_runs(values, f"run_id = ? AND status IN ({marks(states)}) AND {_LEASE_FREE}",
+        return self.update_runs(lease_values(lease, now),
+                                f"run_id = ? AND status IN ({marks(states)}) AND {_LEASE_FREE}",
                                 (lease.run_id, *states, now, lease.token)) == 1
 
     def renew_lease(self, lease: Lease) -> bool:
         now = time.time()
-        return self.update_runs({"lease_expires_at": now + lease.seconds, "heartbeat_at": now},
-                                "run_id = ? AND lease_token = ?", (lease.run_id, lease.token)) == 1
+        return self.update_runs(renewal_values(lease, now), "run_id = ? AND lease_token = ?",
+                                (lease.run_id, lease.token)) == 1
 
     def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
                   outcome: NewOutcome | None = None, review_due: float | None = None) -> bool:
@@ -474,8 +463,7 @@ class SqliteStore(RetriedStore, DelegatingStore):
     def end_statement(self, lease: Lease, status: str, output: Any, error: str | None,
                       review_due: float | None = None) -> tuple[str, tuple[Any, ...]]:
         """The UPDATE that writes a run's end and releases its lease, only while the lease is held."""
-        values = {**run_update_values(status, output, error, None), "lease_token": None, "lease_expires_at": None,
-                  "review_deadline": review_due}
+        values = release_values(status, output, error, review_due)
         sets = ", ".join(f"{key} = ?" for key in values)
         return (f"UPDATE runs SET {sets} WHERE run_id = ? AND lease_token = ?",
                 (*values.values(), lease.run_id, lease.token))
@@ -493,10 +481,7 @@ class SqliteStore(RetriedStore, DelegatingStore):
             if not candidates:
                 return None
             for row in candidates:
-                now = time.time()
-                values = {"status": "running", "owner": lease.holder, "heartbeat_at": now, "updated_at": now,
-                          "lease_token": lease.token, "lease_expires_at": now + lease.seconds}
-                if self.update_runs(values, "id = ? AND status = 'queued'", (row.id,)) == 1:
+                if self.update_runs(lease_values(lease, time.time()), "id = ? AND status = 'queued'", (row.id,)) == 1:
                     return str(row.run_id)
 
     def list_runs(self, *, status: str | None = None, workflow: str | None = None, kind: str | None = "run",
@@ -593,12 +578,11 @@ class SqliteStore(RetriedStore, DelegatingStore):
 
     def model_calls(self, run_ids: Sequence[str]) -> list[ModelCallView]:
         """Read here rather than by the SQLAlchemy store: ``run --json`` and ``show`` print the totals."""
-        columns = ", ".join(f"c.{name}" for name in SCHEMA["model_calls"])
         out: list[ModelCallView] = []
         ids = list(run_ids)
         for start in range(0, len(ids), 500):  # bounded IN lists
             chunk = ids[start:start + 500]
-            rows = self.read(f"SELECT {columns}, r.run_id AS run_id_ FROM model_calls c JOIN runs r ON r.id = c.run_pk "
+            rows = self.read(f"SELECT c.*, r.run_id AS run_id_ FROM model_calls c JOIN runs r ON r.id = c.run_pk "
                              f"WHERE r.run_id IN ({marks(chunk)}) ORDER BY c.id", chunk)
             out.extend(model_call_view(row, row.run_id_) for row in rows)
         return out
@@ -606,7 +590,7 @@ class SqliteStore(RetriedStore, DelegatingStore):
     # -- reviews ------------------------------------------------------------------------------
 
     def reviews(self, run_id: str) -> list[ReviewView]:
-        rows = self.read(f"SELECT {', '.join(SCHEMA['reviews'])} FROM reviews WHERE run_pk = ? ORDER BY id",
+        rows = self.read("SELECT * FROM reviews WHERE run_pk = ? ORDER BY id",
                          (self.run_pk(run_id),))
         return [review_view(r, run_id) for r in rows]
 
@@ -624,11 +608,11 @@ class SqliteStore(RetriedStore, DelegatingStore):
         return int(conn.execute(insert_sql("outcomes", values), tuple(values.values())).lastrowid or 0)
 
     def outcomes(self, run_id: str) -> list[OutcomeView]:
-        rows = self.read(f"SELECT {', '.join(SCHEMA['outcomes'])} FROM outcomes WHERE run_pk = ? ORDER BY id",
+        rows = self.read("SELECT * FROM outcomes WHERE run_pk = ? ORDER BY id",
                          (self.run_pk(run_id),))
         return [outcome_view(r, run_id) for r in rows]
 
     def count_rows(self) -> dict[str, int]:
         with self.lock:
             return {table: int(self.connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-                    for table in SCHEMA}
+                    for table in TABLE_NAMES}
