@@ -25,8 +25,8 @@ from orchestrator.store.analytics import (
     period_start,
 )
 from orchestrator.store.sql_counting import (
-    COUNTERS,
     DAY,
+    VALUES,
     DayCounts,
     Read,
     bind_workflow,
@@ -71,8 +71,7 @@ def step_period_counts(store: SqlStore, workflow: str, period: str, since: float
     first = _since_day(since)
     with summary.snapshot() as (conn, marks):
         days = conn.execute(text(f"""
-            SELECT sr.step_id AS step_id, d.day AS day, d.agent AS agent, d.first_record AS first_record,
-                   {', '.join(f'd.{n} AS {n}' for n in (*COUNTERS, 'cost'))}
+            SELECT sr.step_id AS step_id, d.day AS day, {', '.join(f'd.{n} AS {n}' for n in VALUES)}
             FROM analytics_series sr JOIN analytics_days d ON d.series = sr.id
             WHERE sr.workflow = :workflow AND d.day > :after"""),
             {"workflow": workflow, "after": -(2 ** 31) if first is None else first}).all()
@@ -83,14 +82,10 @@ def step_period_counts(store: SqlStore, workflow: str, period: str, since: float
                                       "since_day": first}, marks.records)
     merged: dict[tuple[str, float], DayCounts] = {}
     for r in days:
-        merged.setdefault((r.step_id, period_start(int(r.day) * DAY, period)), DayCounts()).add(DayCounts(
-            agent=r.agent, first_record=int(r.first_record), cost=float(r.cost),
-            **{n: int(getattr(r, n)) for n in COUNTERS}))
+        merged.setdefault((r.step_id, period_start(int(r.day) * DAY, period)), DayCounts()).add(DayCounts.of(r))
     for (_, step, day), counts in partial.items():
         merged.setdefault((step, period_start(day * DAY, period)), DayCounts()).add(counts)
-    rows = [StepPeriodCounts(step_id=step, period_start=start, agent=c.agent or "", first_record=c.first_record or 0,
-                             **{n: getattr(c, n) for n in COUNTERS}, cost=c.cost)
-            for (step, start), c in merged.items() if c.runs > 0]
+    rows = [c.in_period(step, start) for (step, start), c in merged.items() if c.runs > 0]
     return sorted(rows, key=lambda r: (r.period_start, r.first_record))
 
 

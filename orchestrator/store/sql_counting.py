@@ -25,6 +25,7 @@ from orchestrator.store.analytics import (
     PERIOD_OFFSET,
     PERIOD_SECONDS,
     PRODUCTION_SQL,
+    StepPeriodCounts,
 )
 
 if TYPE_CHECKING:
@@ -89,6 +90,13 @@ def attribution_rank_sql(alias: str) -> str:
 
 COUNTERS = ("runs", "gated_runs", "gate_passes", "attempts", "failures", "gate_failures", "retries", "model_records",
             "model_calls", "input_tokens", "output_tokens", "priced_records", "skipped_runs")
+SUMS = (*COUNTERS, "cost")
+"""The counts that add up over records and runs."""
+MINIMA = ("agent", "first_record")
+"""The counts that are the smallest over their records (the step's agent as its records name it, its first
+record): merged by keeping the smaller, never taken away."""
+VALUES = (*MINIMA, *SUMS)
+"""Every count of :class:`DayCounts`, as the per-day rows of the summary name their columns."""
 
 
 @dataclass(slots=True)
@@ -112,17 +120,32 @@ class DayCounts:
     cost: float = 0.0
     skipped_runs: int = 0
 
+    @classmethod
+    def of(cls, row: Any) -> DayCounts:
+        """The counts of a row with the :data:`VALUES` columns (a per-day row of the summary)."""
+        return cls(agent=row.agent, first_record=int(row.first_record), cost=float(row.cost),
+                   **{name: int(getattr(row, name)) for name in COUNTERS})
+
+    def values(self) -> dict[str, Any]:
+        """The :data:`VALUES` by name, in that order."""
+        return {name: getattr(self, name) for name in VALUES}
+
     def add(self, other: DayCounts, sign: int = 1) -> None:
-        """Add (``sign`` 1) or take away (-1) another's counts; the smallest agent and record id only grow
-        sets, so they are merged only when adding."""
-        for name in COUNTERS:
+        """Add (``sign`` 1) or take away (-1) another's counts; the :data:`MINIMA` only grow sets, so they
+        are merged only when adding."""
+        for name in SUMS:
             setattr(self, name, getattr(self, name) + sign * getattr(other, name))
-        self.cost += sign * other.cost
         if sign > 0:
-            if other.agent is not None and (self.agent is None or other.agent < self.agent):
-                self.agent = other.agent
-            if other.first_record is not None and (self.first_record is None or other.first_record < self.first_record):
-                self.first_record = other.first_record
+            for name in MINIMA:
+                mine, theirs = getattr(self, name), getattr(other, name)
+                if theirs is not None and (mine is None or theirs < mine):
+                    setattr(self, name, theirs)
+
+    def in_period(self, step_id: str, start: float) -> StepPeriodCounts:
+        """These counts as the row of ``step_id`` in the period starting at ``start``."""
+        return StepPeriodCounts(step_id=step_id, period_start=start, agent=self.agent or "",
+                                first_record=self.first_record or 0, cost=self.cost,
+                                **{name: getattr(self, name) for name in COUNTERS})
 
 
 RECORD_COLUMNS = ("id", "run_pk", "step_id", "agent", "status", "attempt", "origin", "llm", "gate_count",
@@ -171,6 +194,15 @@ ATTEMPTS = f"SUM(CASE WHEN s.status = 'running' AND s.error_type = '{TOOL_CHECKP
 """Every record but the checkpoints an LLM step writes around an approved tool call (they are no attempt)."""
 
 
+SMALLEST = "MIN(s.agent) AS agent, MIN(s.id) AS first_id"
+"""The :data:`MINIMA` over a group of step records ``s``; :func:`smallest` reads them back."""
+
+
+def smallest(row: Any) -> dict[str, Any]:
+    """A row's :data:`SMALLEST` columns as the counts' fields."""
+    return {"agent": row.agent, "first_record": int(row.first_id)}
+
+
 def record_aggregates(dialect: str) -> str:
     """The select list both the summary and the live aggregation take over a group of step records ``s``
     (everything but the gate passes, which need each run's first gated attempt); :func:`aggregated`
@@ -180,7 +212,7 @@ def record_aggregates(dialect: str) -> str:
     def number(*path: str) -> str:
         return llm.format(json_number("s.llm", path, dialect))
 
-    return f"""MIN(s.agent) AS agent, MIN(s.id) AS first_id, COUNT(DISTINCT s.run_pk) AS runs,
+    return f"""{SMALLEST}, COUNT(DISTINCT s.run_pk) AS runs,
            COUNT(DISTINCT CASE WHEN {GATE_COUNT} > 0 THEN {RUN_UNIT} END) AS gated,
            {ATTEMPTS} AS attempts, SUM(CASE WHEN s.status = 'failed' THEN 1 ELSE 0 END) AS failures,
            {GATE_FAILURES} AS gate_failures,
@@ -193,7 +225,7 @@ def record_aggregates(dialect: str) -> str:
 
 def aggregated(row: Any) -> dict[str, Any]:
     """A row's :func:`record_aggregates` columns as the counts' fields (sums over no rows are NULL)."""
-    return {"agent": row.agent, "first_record": int(row.first_id), "runs": int(row.runs),
+    return {**smallest(row), "runs": int(row.runs),
             "gated_runs": int(row.gated), "attempts": int(row.attempts), "failures": int(row.failures),
             "gate_failures": int(row.gate_failures), "retries": int(row.retries),
             "model_records": int(row.model_records or 0), "model_calls": int(row.calls or 0),
@@ -202,32 +234,75 @@ def aggregated(row: Any) -> dict[str, Any]:
             "skipped_runs": int(row.skipped or 0)}
 
 
+UNIT_OF_RUN = "s.run_pk, s.step_id, s.item_index, s.iteration"
+"""The columns grouping one step's records into what a gate verdict is counted for: a step in a run, an
+instance of a mapped step, an iteration of a loop (:data:`RUN_UNIT` as a GROUP BY)."""
+
+FIRST_GATE = f"MIN(CAST(s.id AS BIGINT) * 2 + CASE WHEN {GATES_FAILED} > 0 THEN 1 ELSE 0 END)"
+"""Over one unit's gated records: the first gated attempt's id, doubled, plus 1 when one of its gates
+failed. Even: that attempt passed all its gates."""
+
+
+def step_counts_sql(joined: str, keys: dict[str, str], dialect: str, where: str | None = None) -> tuple[str, str]:
+    """(counts, passes): two SELECTs over the step records ``s`` that ``joined`` (a FROM clause) and ``where``
+    (a condition, if any) give, grouped by ``keys`` (alias -> expression; ``step_id`` is always one): every aggregate of
+    :func:`record_aggregates`, and ``passes``, the units whose first gated attempt passed.
+
+    The verdicts need each unit's first gated attempt, so only the gated records are grouped per unit;
+    the other keys are the same for every record of a run (``MIN`` picks that value).
+    """
+    named = ", ".join(f"{expr} AS {alias}" for alias, expr in keys.items())
+    per_unit = ", ".join(f"MIN({expr}) AS {alias}" for alias, expr in keys.items())
+    key = ", ".join(keys)
+    kept = "" if where is None else f" WHERE {where}"
+    gated = GATED if where is None else f"{where} AND {GATED}"
+    positions = ", ".join(str(i) for i in range(1, len(keys) + 2))
+    counts = f"SELECT s.step_id AS step_id, {named}, {record_aggregates(dialect)} {joined}{kept} GROUP BY {positions}"
+    passes = f"""SELECT step_id, {key}, SUM(CASE WHEN first_gate % 2 = 0 THEN 1 ELSE 0 END) AS passes FROM (
+      SELECT s.step_id AS step_id, {per_unit}, {FIRST_GATE} AS first_gate
+      {joined} WHERE {gated} GROUP BY {UNIT_OF_RUN}) firsts
+    GROUP BY step_id, {key}"""
+    return counts, passes
+
+
 def contributions(conn: Connection, dialect: str, runs_sql: str, params: dict[str, Any],
                    bound: int) -> dict[tuple[str, str, int], DayCounts]:
     """(workflow, step, day) -> the counts of the step records (ids up to ``bound``) of the production runs
-    ``runs_sql`` selects (a SELECT of run pks), each run in the day ``analytics_runs`` gives it.
-
-    Two statements: one pass grouped by step and day (distinct runs counted per group), and the gate
-    verdicts, which need each (run, step)'s first gated attempt and so group the gated records per run.
-    """
-    day = day_expr("ar.started_at", dialect)
-    joined = f"FROM analytics_runs ar {records_of('ar.run_pk', ':bound_', dialect)} WHERE ar.run_pk IN ({runs_sql})"
-    flat = f"""
-    SELECT ar.workflow AS workflow, s.step_id AS step_id, {day} AS day, {record_aggregates(dialect)}
-    {joined} GROUP BY 1, 2, 3"""
-    passes = f"""
-    SELECT workflow, step_id, day, SUM(CASE WHEN first_gate % 2 = 0 THEN 1 ELSE 0 END) AS passes FROM (
-      SELECT MIN(ar.workflow) AS workflow, s.step_id AS step_id, MIN({day}) AS day,
-             MIN(CAST(s.id AS BIGINT) * 2 + CASE WHEN {GATES_FAILED} > 0 THEN 1 ELSE 0 END) AS first_gate
-      {joined} AND {GATED} GROUP BY s.run_pk, s.step_id, s.item_index, s.iteration) firsts
-    GROUP BY workflow, step_id, day"""
+    ``runs_sql`` selects (a SELECT of run pks), each run in the day ``analytics_runs`` gives it: the two
+    statements of :func:`step_counts_sql`."""
+    counts, passes = step_counts_sql(f"FROM analytics_runs ar {records_of('ar.run_pk', ':bound_', dialect)}",
+                                     {"workflow": "ar.workflow", "day": day_expr("ar.started_at", dialect)}, dialect,
+                                     f"ar.run_pk IN ({runs_sql})")
     values = {**params, "bound_": bound}
     out: dict[tuple[str, str, int], DayCounts] = {}
-    for r in conn.execute(text(flat), values):
+    for r in conn.execute(text(counts), values):
         out[(r.workflow, r.step_id, int(r.day))] = DayCounts(**aggregated(r))
     for r in conn.execute(text(passes), values):
         out[(r.workflow, r.step_id, int(r.day))].gate_passes = int(r.passes or 0)
     return out
+
+
+OUTPUT_COLUMNS = ("step_id", "inputs_digest", "output_digest")
+"""What the non-determinism check reads of a step record, besides its id."""
+
+
+def produced_output(prefix: str) -> str:
+    """A step record (its columns named with ``prefix``: ``s.`` or none) whose attempt produced an output (it
+    succeeded or failed its gates): each (run, step)'s first such record is what the non-determinism check
+    compares."""
+    return f"{prefix}status IN ('succeeded', 'gate_failed') AND {prefix}output IS NOT NULL"
+
+
+def output_groups(joined: str, keys: dict[str, str] | None = None) -> str:
+    """A SELECT over the first records with an output ``s`` that ``joined`` gives (a FROM clause and its
+    WHERE), per step and inputs digest (``inputs_key``; and ``keys``: alias -> expression): how many
+    (``n``), the smallest record id (``first_id``) and the smallest and largest output digest (``lo``,
+    ``hi``: they differ when two outputs did)."""
+    named = "".join(f"{expr} AS {alias}, " for alias, expr in (keys or {}).items())
+    grouped = "".join(f"{expr}, " for expr in (keys or {}).values())
+    return f"""SELECT {named}s.step_id AS step_id, s.inputs_digest AS inputs_key, COUNT(*) AS n,
+               MIN(s.output_digest) AS lo, MAX(s.output_digest) AS hi, MIN(s.id) AS first_id
+               {joined} GROUP BY {grouped}s.step_id, s.inputs_digest"""
 
 
 def production(workflow: str | None) -> str:

@@ -19,16 +19,17 @@ from orchestrator.store.analytics import (
 )
 from orchestrator.store.sql_counting import (
     EXECUTED,
-    GATED,
-    GATES_FAILED,
+    OUTPUT_COLUMNS,
     UNIT,
     Read,
     aggregated,
     attribution_rank_sql,
     bind_workflow,
     bucket,
+    output_groups,
+    produced_output,
     production,
-    record_aggregates,
+    step_counts_sql,
 )
 from orchestrator.store.tables import child_runs_of_unit_sql
 
@@ -78,28 +79,15 @@ def child_step_period_counts(read: Read, dialect: str, workflow: str, step_id: s
 def live_step_period_counts(read: Read, dialect: str, workflow: str, period: str, since: float | None,
                             runs: str = _PRODUCTION_RUNS,
                             binds: dict[str, Any] | None = None) -> list[StepPeriodCounts]:
-    """One pass over the window's records grouped by (step, period), counting distinct runs; only the
-    gate verdicts need each (run, step)'s first gated attempt, so only gated records are grouped per run.
+    """The window's records counted per (step, period) by the statements the summary counts with
+    (:func:`~orchestrator.store.sql_counting.step_counts_sql`), joined in one query.
     ``runs``: which runs (a condition on ``runs r``; the workflow's production runs by default)."""
+    counts, passes = step_counts_sql("FROM win w JOIN step_records s ON s.run_pk = w.run_pk",
+                                     {"period_start": "w.period_start"}, dialect)
     sql = f"""
-    WITH {_window(period, dialect, runs)},
-    flat AS (
-      SELECT s.step_id, w.period_start, {record_aggregates(dialect)}
-      FROM win w JOIN step_records s ON s.run_pk = w.run_pk
-      GROUP BY s.step_id, w.period_start),
-    first_gated AS (
-      SELECT s.step_id, w.period_start,
-             MIN(CAST(s.id AS BIGINT) * 2 + CASE WHEN {GATES_FAILED} > 0 THEN 1 ELSE 0 END) AS first_gate
-      FROM win w JOIN step_records s ON s.run_pk = w.run_pk
-      WHERE {GATED}
-      GROUP BY s.run_pk, s.step_id, s.item_index, s.iteration, w.period_start),
-    passes AS (
-      SELECT step_id, period_start, SUM(CASE WHEN first_gate % 2 = 0 THEN 1 ELSE 0 END) AS passes
-      FROM first_gated GROUP BY step_id, period_start)
-    SELECT f.step_id, f.period_start, f.agent, f.first_id, f.runs, f.gated, p.passes, f.attempts, f.failures,
-           f.gate_failures, f.retries, f.model_records, f.calls, f.tin, f.tout, f.priced, f.cost, f.skipped
-    FROM flat f LEFT JOIN passes p ON p.step_id = f.step_id AND p.period_start = f.period_start
-    ORDER BY f.period_start, f.first_id"""
+    WITH {_window(period, dialect, runs)}, counts AS ({counts}), passes AS ({passes})
+    SELECT c.*, p.passes FROM counts c LEFT JOIN passes p ON p.step_id = c.step_id AND p.period_start = c.period_start
+    ORDER BY c.period_start, c.first_id"""
     rows = read(text(sql).bindparams(workflow=workflow, since=EARLIEST if since is None else since, **(binds or {})))
     return [StepPeriodCounts(step_id=r.step_id, period_start=float(r.period_start), gate_passes=int(r.passes or 0),
                              **aggregated(r)) for r in rows]
@@ -145,26 +133,25 @@ def _first_outputs(dialect: str) -> str:
     SQLite returns the other columns of the row holding ``MIN(id)`` (a documented guarantee of
     its bare columns); PostgreSQL says the same with ``DISTINCT ON``.
     """
-    where = (f"r.workflow = :workflow AND r.kind IN {PRODUCTION_SQL} AND s.status IN ('succeeded', 'gate_failed') "
-             "AND s.output IS NOT NULL")
+    where = f"r.workflow = :workflow AND r.kind IN {PRODUCTION_SQL} AND {produced_output('s.')}"
+    columns = ", ".join(f"s.{c}" for c in OUTPUT_COLUMNS)
     if dialect == "postgresql":
-        return f"""SELECT DISTINCT ON (s.run_pk, s.step_id) s.id, s.step_id, s.inputs_digest, s.output_digest
+        return f"""SELECT DISTINCT ON (s.run_pk, s.step_id) s.id, {columns}
                    FROM step_records s JOIN runs r ON r.id = s.run_pk WHERE {where}
                    ORDER BY s.run_pk, s.step_id, s.id"""
-    return f"""SELECT MIN(s.id) AS id, s.step_id, s.inputs_digest, s.output_digest
+    return f"""SELECT MIN(s.id) AS id, {columns}
                FROM step_records s JOIN runs r ON r.id = s.run_pk WHERE {where} GROUP BY s.run_pk, s.step_id"""
 
 
 def live_nondeterminism_counts(read: Read, dialect: str, workflow: str) -> list[NondeterminismCounts]:
+    """Counted from the groups the summary merges (:func:`~orchestrator.store.sql_counting.output_groups`),
+    over every run at once."""
     sql = f"""
-    WITH groups AS (
-      SELECT step_id, inputs_digest AS inputs, MIN(id) AS first_id, COUNT(*) AS n,
-             COUNT(DISTINCT output_digest) AS outputs
-      FROM ({_first_outputs(dialect)}) firsts GROUP BY step_id, inputs_digest)
+    WITH groups AS ({output_groups(f"FROM ({_first_outputs(dialect)}) s")})
     SELECT step_id, MIN(first_id) AS first_id,
-           SUM(CASE WHEN inputs IS NOT NULL AND n >= 2 THEN 1 ELSE 0 END) AS repeated,
-           SUM(CASE WHEN inputs IS NOT NULL AND n >= 2 AND outputs > 1 THEN 1 ELSE 0 END) AS varied,
-           SUM(CASE WHEN inputs IS NULL THEN n ELSE 0 END) AS uncovered
+           SUM(CASE WHEN inputs_key IS NOT NULL AND n >= 2 THEN 1 ELSE 0 END) AS repeated,
+           SUM(CASE WHEN inputs_key IS NOT NULL AND n >= 2 AND lo <> hi THEN 1 ELSE 0 END) AS varied,
+           SUM(CASE WHEN inputs_key IS NULL THEN n ELSE 0 END) AS uncovered
     FROM groups GROUP BY step_id ORDER BY 2"""
     return [NondeterminismCounts(step_id=r.step_id, first_record=int(r.first_id), repeated_inputs=int(r.repeated),
                                  varied=int(r.varied), not_covered=int(r.uncovered))

@@ -56,16 +56,23 @@ from sqlalchemy.exc import DBAPIError
 
 from orchestrator.store.analytics import PRODUCTION_SQL
 from orchestrator.store.sql_counting import (
-    COUNTERS,
     DAY,
     EXECUTED,
+    MINIMA,
+    OUTPUT_COLUMNS,
+    SMALLEST,
+    SUMS,
     UNIT,
+    VALUES,
     DayCounts,
     attribution_rank_sql,
     contributions,
     day_expr,
     day_of,
+    output_groups,
+    produced_output,
     records_of,
+    smallest,
 )
 
 if TYPE_CHECKING:
@@ -398,7 +405,8 @@ class Summary:
         series = self.series_ids(conn, {(w, s) for w, s, _ in (*added, *removed)})
         existing = {(int(r.series), int(r.day)) for sid in set(series.values()) for r in conn.execute(
             text("SELECT series, day FROM analytics_days WHERE series = :s"), {"s": sid})}
-        counters = ", ".join(f"{n} = {n} + :{n}" for n in (*COUNTERS, "cost"))
+        sums = ", ".join(f"{n} = {n} + :{n}" for n in SUMS)
+        smaller = ", ".join(f"{n} = CASE WHEN :{n} < {n} THEN :{n} ELSE {n} END" for n in MINIMA)
         inserted = []
         for key in added.keys() | removed.keys():
             delta = DayCounts()
@@ -406,37 +414,30 @@ class Summary:
                 delta.add(added[key])
             if key in removed:
                 delta.add(removed[key], -1)
-            values = {"series_": series[key[:2]], "day_": key[2], "agent": delta.agent,
-                      "first_record": delta.first_record, "cost": delta.cost,
-                      **{n: getattr(delta, n) for n in COUNTERS}}
+            values = {"series_": series[key[:2]], "day_": key[2], **delta.values()}
             if (values["series_"], key[2]) not in existing:  # a new day: written below, with the others
-                assert delta.agent is not None, f"counts taken away from a day never summarised: {key}"
-                inserted.append((values["series_"], key[2], delta.agent, delta.first_record,
-                                 *(getattr(delta, n) for n in COUNTERS), delta.cost))
+                assert key in added, f"counts taken away from a day never summarised: {key}"
+                inserted.append((values["series_"], key[2], *delta.values().values()))
                 continue
-            mins = "" if delta.agent is None else (
-                ", agent = CASE WHEN :agent < agent THEN :agent ELSE agent END, "
-                "first_record = CASE WHEN :first_record < first_record THEN :first_record ELSE first_record END")
-            conn.execute(text(f"UPDATE analytics_days SET {counters}{mins} WHERE series = :series_ AND day = :day_"),
-                         values)
+            update = f"{sums}, {smaller}" if key in added else sums  # what was added may hold smaller minima
+            conn.execute(text(f"UPDATE analytics_days SET {update} WHERE series = :series_ AND day = :day_"), values)
             if key in removed:
                 conn.execute(text("DELETE FROM analytics_days WHERE series = :series_ AND day = :day_ AND runs <= 0"),
                              values)
-        _insert_rows(conn, "analytics_days", ("series", "day", "agent", "first_record", *COUNTERS, "cost"), inserted)
+        _insert_rows(conn, "analytics_days", ("series", "day", *VALUES), inserted)
         day = day_expr("ar.started_at", self.dialect)
+        recomputed = ", ".join(f"{n} = :{n}" for n in MINIMA)
         for workflow, step, day_number in [key for key in removed if (key[0], key[2]) in moved]:
             start = day_number * DAY
             row = conn.execute(text(f"""
-                SELECT MIN(s.agent) AS agent, MIN(s.id) AS first_id
-                FROM analytics_runs ar {records_of('ar.run_pk', ':bound', self.dialect)}
+                SELECT {SMALLEST} FROM analytics_runs ar {records_of('ar.run_pk', ':bound', self.dialect)}
                 WHERE s.step_id = :step AND ar.workflow = :w AND ar.started_at >= :lo AND ar.started_at < :hi
                   AND {day} = :d"""),
                 {"step": step, "bound": bound, "w": workflow, "lo": start - 1, "hi": start + DAY + 1,
                  "d": day_number}).one()
             if row.first_id is not None:
-                conn.execute(text("UPDATE analytics_days SET agent = :agent, first_record = :first WHERE series = :s "
-                                  "AND day = :d"), {"agent": row.agent, "first": int(row.first_id),
-                                                    "s": series[(workflow, step)], "d": day_number})
+                conn.execute(text(f"UPDATE analytics_days SET {recomputed} WHERE series = :s AND day = :d"),
+                             {**smallest(row), "s": series[(workflow, step)], "d": day_number})
 
     def add_first_outputs(self, conn: Connection, params: dict[str, Any]) -> None:
         """The non-determinism counts of the new records that are their (run, step)'s first attempt with an output.
@@ -445,24 +446,20 @@ class Summary:
         counted once, when it appears; ``analytics_inputs`` remembers every inputs digest seen, to tell
         when a run's inputs were seen before and whether the outputs then differed.
         """
-        qualifies = "{0}status IN ('succeeded', 'gate_failed') AND {0}output IS NOT NULL"
         if self.dialect == "postgresql":  # each touched run's first qualifying record per step, then the new ones
             firsts = f"""
             FROM analytics_runs ar JOIN LATERAL (
-              SELECT DISTINCT ON (step_id) id, step_id, inputs_digest, output_digest FROM step_records
-              WHERE run_pk = ar.run_pk AND id + 0 <= :hi_records AND {qualifies.format('')}
+              SELECT DISTINCT ON (step_id) id, {', '.join(OUTPUT_COLUMNS)} FROM step_records
+              WHERE run_pk = ar.run_pk AND id + 0 <= :hi_records AND {produced_output('')}
               ORDER BY step_id, id) s ON TRUE
             WHERE ar.run_pk IN ({_NEW_RECORDS}) AND s.id > :lo_records"""
         else:  # SQLite: one probe of the (run_pk, step_id, ...) index per new record
             firsts = f"""
             FROM step_records s JOIN analytics_runs ar ON ar.run_pk = s.run_pk
-            WHERE s.id > :lo_records AND s.id <= :hi_records AND {qualifies.format('s.')}
+            WHERE s.id > :lo_records AND s.id <= :hi_records AND {produced_output('s.')}
               AND NOT EXISTS (SELECT 1 FROM step_records e WHERE e.run_pk = s.run_pk AND e.step_id = s.step_id
-                              AND e.id < s.id AND {qualifies.format('e.')})"""
-        rows = conn.execute(text(f"""
-            SELECT ar.workflow AS workflow, s.step_id AS step_id, s.inputs_digest AS inputs, COUNT(*) AS n,
-                   MIN(s.output_digest) AS lo, MAX(s.output_digest) AS hi, MIN(s.id) AS first_id
-            {firsts} GROUP BY ar.workflow, s.step_id, s.inputs_digest"""), params).all()
+                              AND e.id < s.id AND {produced_output('e.')})"""
+        rows = conn.execute(text(output_groups(firsts, {"workflow": "ar.workflow"})), params).all()
         if not rows:
             return
         series = self.series_ids(conn, {(r.workflow, r.step_id) for r in rows})
@@ -472,10 +469,10 @@ class Summary:
             sid = series[(r.workflow, r.step_id)]
             total = totals.setdefault(sid, [0, 0, 0, int(r.first_id)])
             total[3] = min(total[3], int(r.first_id))
-            if r.inputs is None:
+            if r.inputs_key is None:
                 total[2] += int(r.n)
             else:
-                groups[(sid, r.inputs)] = (int(r.n), r.lo, r.hi)
+                groups[(sid, r.inputs_key)] = (int(r.n), r.lo, r.hi)
         known: dict[tuple[int, str], tuple[int, str | None, bool]] = {}
         for sid in {sid for sid, _ in groups}:
             digests = [inputs for s, inputs in groups if s == sid]
