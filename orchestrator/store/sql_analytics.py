@@ -39,9 +39,8 @@ from orchestrator.store.sql_live_analytics import (
     live_nondeterminism_counts,
     live_outcome_counts,
     live_step_period_counts,
-    live_trajectory_counts,
 )
-from orchestrator.store.sql_summary import Summary
+from orchestrator.store.sql_summary import Summary, run_rows_sql
 from orchestrator.store.tables import TABLES, interrupted
 
 if TYPE_CHECKING:
@@ -115,12 +114,17 @@ def outcome_counts(store: SqlStore, workflow: str, period: str, since: float | N
 
 
 def trajectory_counts(store: SqlStore, workflow: str | None) -> list[TrajectoryCounts]:
+    """Summed from the summary's trajectory counts, or (when the summary cannot be written) from the per-run rows
+    it would hold, computed from the records (each row one run)."""
     summary = Summary(store)
     if summary.update() is None:
-        return live_trajectory_counts(store.read, workflow)
-    where = "" if workflow is None else "WHERE workflow = :workflow"
-    rows = store.read(bind_workflow(f"SELECT steps, attempts, SUM(runs) AS runs FROM analytics_trajectories {where} "
-                            f"GROUP BY steps, attempts ORDER BY steps, attempts", workflow))
+        runs = "TRUE" if workflow is None else "r.workflow = :workflow"
+        per_run = run_rows_sql(summary.dialect, runs, None)
+        trajectories = f"(SELECT steps, attempts, 1 AS runs FROM ({per_run}) ar) per_run"
+    else:
+        trajectories = "analytics_trajectories" + ("" if workflow is None else " WHERE workflow = :workflow")
+    rows = store.read(bind_workflow(f"SELECT steps, attempts, SUM(runs) AS runs FROM {trajectories} "
+                                    f"GROUP BY steps, attempts ORDER BY steps, attempts", workflow))
     return [TrajectoryCounts(steps=int(r.steps), attempts=int(r.attempts), runs=int(r.runs)) for r in rows if r.runs]
 
 

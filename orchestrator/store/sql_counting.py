@@ -171,8 +171,9 @@ RUN_UNIT = ("CAST(s.run_pk AS VARCHAR(20)) || '#' || COALESCE(CAST(s.item_index 
 iteration of a loop (and the loop's own ``repeat`` verdict)."""
 
 
-def records_of(run: str, bound: str, dialect: str, *, outer: bool = False) -> str:
-    """A join clause giving ``s``: the step records of the run ``run`` (a column) with ids up to ``bound``.
+def records_of(run: str, bound: str | None, dialect: str, *, outer: bool = False) -> str:
+    """A join clause giving ``s``: the step records of the run ``run`` (a column) with ids up to ``bound``
+    (None: every one).
 
     On PostgreSQL a LATERAL subquery (kept apart by ``OFFSET 0``) makes it one index lookup by ``run_pk``
     per run, whatever the statistics say: without them (autovacuum off) the planner chose merge joins
@@ -182,9 +183,10 @@ def records_of(run: str, bound: str, dialect: str, *, outer: bool = False) -> st
     """
     kind = "LEFT JOIN" if outer else "JOIN"
     if dialect == "postgresql":
-        return (f"{kind} LATERAL (SELECT {', '.join(RECORD_COLUMNS)} FROM step_records WHERE run_pk = {run} "
-                f"AND id + 0 <= {bound} OFFSET 0) s ON TRUE")
-    return f"{kind} step_records s ON s.run_pk = {run} AND s.id <= {bound}"
+        upto = "" if bound is None else f" AND id + 0 <= {bound}"
+        return (f"{kind} LATERAL (SELECT {', '.join(RECORD_COLUMNS)} FROM step_records WHERE run_pk = {run}{upto} "
+                "OFFSET 0) s ON TRUE")
+    return f"{kind} step_records s ON s.run_pk = {run}" + ("" if bound is None else f" AND s.id <= {bound}")
 
 
 GATE_FAILURES = ("SUM(CASE WHEN s.status = 'gate_failed' AND (s.error_type IS NULL OR s.error_type <> "
@@ -245,23 +247,23 @@ failed. Even: that attempt passed all its gates."""
 
 def step_counts_sql(joined: str, keys: dict[str, str], dialect: str, where: str | None = None) -> tuple[str, str]:
     """(counts, passes): two SELECTs over the step records ``s`` that ``joined`` (a FROM clause) and ``where``
-    (a condition, if any) give, grouped by ``keys`` (alias -> expression; ``step_id`` is always one): every aggregate of
-    :func:`record_aggregates`, and ``passes``, the units whose first gated attempt passed.
+    (a condition, if any) give, grouped by ``keys`` (alias -> expression, ``step_id`` among them): every
+    aggregate of :func:`record_aggregates`, and ``passes``, the units whose first gated attempt passed.
 
     The verdicts need each unit's first gated attempt, so only the gated records are grouped per unit;
-    the other keys are the same for every record of a run (``MIN`` picks that value).
+    every key is the same for all records of a unit (``MIN`` picks that value).
     """
     named = ", ".join(f"{expr} AS {alias}" for alias, expr in keys.items())
     per_unit = ", ".join(f"MIN({expr}) AS {alias}" for alias, expr in keys.items())
     key = ", ".join(keys)
     kept = "" if where is None else f" WHERE {where}"
     gated = GATED if where is None else f"{where} AND {GATED}"
-    positions = ", ".join(str(i) for i in range(1, len(keys) + 2))
-    counts = f"SELECT s.step_id AS step_id, {named}, {record_aggregates(dialect)} {joined}{kept} GROUP BY {positions}"
-    passes = f"""SELECT step_id, {key}, SUM(CASE WHEN first_gate % 2 = 0 THEN 1 ELSE 0 END) AS passes FROM (
-      SELECT s.step_id AS step_id, {per_unit}, {FIRST_GATE} AS first_gate
+    positions = ", ".join(str(i) for i in range(1, len(keys) + 1))
+    counts = f"SELECT {named}, {record_aggregates(dialect)} {joined}{kept} GROUP BY {positions}"
+    passes = f"""SELECT {key}, SUM(CASE WHEN first_gate % 2 = 0 THEN 1 ELSE 0 END) AS passes FROM (
+      SELECT {per_unit}, {FIRST_GATE} AS first_gate
       {joined} WHERE {gated} GROUP BY {UNIT_OF_RUN}) firsts
-    GROUP BY step_id, {key}"""
+    GROUP BY {key}"""
     return counts, passes
 
 
@@ -271,7 +273,8 @@ def contributions(conn: Connection, dialect: str, runs_sql: str, params: dict[st
     ``runs_sql`` selects (a SELECT of run pks), each run in the day ``analytics_runs`` gives it: the two
     statements of :func:`step_counts_sql`."""
     counts, passes = step_counts_sql(f"FROM analytics_runs ar {records_of('ar.run_pk', ':bound_', dialect)}",
-                                     {"workflow": "ar.workflow", "day": day_expr("ar.started_at", dialect)}, dialect,
+                                     {"workflow": "ar.workflow", "step_id": "s.step_id",
+                                      "day": day_expr("ar.started_at", dialect)}, dialect,
                                      f"ar.run_pk IN ({runs_sql})")
     values = {**params, "bound_": bound}
     out: dict[tuple[str, str, int], DayCounts] = {}

@@ -15,20 +15,15 @@ from orchestrator.store.analytics import (
     NondeterminismCounts,
     OutcomeCounts,
     StepPeriodCounts,
-    TrajectoryCounts,
 )
 from orchestrator.store.sql_counting import (
-    EXECUTED,
     OUTPUT_COLUMNS,
-    UNIT,
     Read,
     aggregated,
     attribution_rank_sql,
-    bind_workflow,
     bucket,
     output_groups,
     produced_output,
-    production,
     step_counts_sql,
 )
 from orchestrator.store.tables import child_runs_of_unit_sql
@@ -83,7 +78,7 @@ def live_step_period_counts(read: Read, dialect: str, workflow: str, period: str
     (:func:`~orchestrator.store.sql_counting.step_counts_sql`), joined in one query.
     ``runs``: which runs (a condition on ``runs r``; the workflow's production runs by default)."""
     counts, passes = step_counts_sql("FROM win w JOIN step_records s ON s.run_pk = w.run_pk",
-                                     {"period_start": "w.period_start"}, dialect)
+                                     {"step_id": "s.step_id", "period_start": "w.period_start"}, dialect)
     sql = f"""
     WITH {_window(period, dialect, runs)}, counts AS ({counts}), passes AS ({passes})
     SELECT c.*, p.passes FROM counts c LEFT JOIN passes p ON p.step_id = c.step_id AND p.period_start = c.period_start
@@ -114,17 +109,6 @@ def live_outcome_counts(read: Read, dialect: str, workflow: str, period: str,
     rows = read(text(sql).bindparams(workflow=workflow, since=EARLIEST if since is None else since))
     return [OutcomeCounts(period_start=float(r.period_start), incorrect=bool(r.incorrect),
                           blamed_step=r.blamed_step, runs=int(r.runs), method=r.method) for r in rows]
-
-
-def live_trajectory_counts(read: Read, workflow: str | None) -> list[TrajectoryCounts]:
-    sql = f"""
-    SELECT steps, attempts, COUNT(*) AS runs FROM (
-      SELECT r.id, COUNT(s.id) AS attempts, COUNT(DISTINCT {UNIT}) AS steps
-      FROM runs r LEFT JOIN step_records s ON s.run_pk = r.id AND {EXECUTED}
-      WHERE {production(workflow)} GROUP BY r.id) per_run
-    GROUP BY steps, attempts ORDER BY steps, attempts"""
-    return [TrajectoryCounts(steps=int(r.steps), attempts=int(r.attempts), runs=int(r.runs))
-            for r in read(bind_workflow(sql, workflow))]
 
 
 def _first_outputs(dialect: str) -> str:

@@ -156,6 +156,19 @@ into the temporary table ``analytics_affected`` (:data:`_AFFECTED`), which four 
 
 _AFFECTED = "SELECT run_pk FROM analytics_affected"
 
+
+def run_rows_sql(dialect: str, runs: str, bound: str | None) -> str:
+    """The rows of ``analytics_runs`` but their outcome state, as a SELECT: each production run that ``runs``
+    keeps (a condition on ``runs r``) with its start (its first record's, or its creation when it has none)
+    and its trajectory, from its records with ids up to ``bound`` (None: all). The summary writes these
+    rows; a database it cannot be written to reads them as a subquery instead."""
+    return f"""
+        SELECT r.id AS run_pk, r.workflow AS workflow, COALESCE(MIN(s.started_at), r.created_at) AS started_at,
+               COUNT(DISTINCT CASE WHEN {EXECUTED} THEN {UNIT} END) AS steps,
+               COUNT(CASE WHEN {EXECUTED} THEN 1 END) AS attempts
+        FROM runs r {records_of('r.id', bound, dialect, outer=True)}
+        WHERE r.kind IN {PRODUCTION_SQL} AND {runs} GROUP BY r.id"""
+
 _NEW_RECORDS = "SELECT run_pk FROM step_records WHERE id > :lo_records AND id <= :hi_records"
 
 
@@ -343,12 +356,7 @@ class Summary:
 
     def new_run_states(self, conn: Connection, params: dict[str, Any]) -> dict[int, RunState]:
         """Each affected production run as the records, outcomes and attribution records up to ``new`` make it."""
-        runs = conn.execute(text(f"""
-            SELECT r.id AS pk, r.workflow AS workflow, r.created_at AS created_at, MIN(s.started_at) AS first_start,
-                   COUNT(DISTINCT CASE WHEN {EXECUTED} THEN {UNIT} END) AS steps,
-                   COUNT(CASE WHEN {EXECUTED} THEN 1 END) AS attempts
-            FROM runs r {records_of('r.id', ':hi_records', self.dialect, outer=True)}
-            WHERE r.kind IN {PRODUCTION_SQL} AND r.id IN ({_AFFECTED}) GROUP BY r.id"""), params).all()
+        runs = conn.execute(text(run_rows_sql(self.dialect, f"r.id IN ({_AFFECTED})", ":hi_records")), params).all()
         latest = {int(r.run_pk): r.correct for r in conn.execute(text(f"""
             SELECT o.run_pk AS run_pk, o.correct AS correct FROM outcomes o JOIN (
               SELECT MAX(id) AS id FROM outcomes WHERE id + 0 <= :hi_outcomes AND run_pk IN ({_AFFECTED})
@@ -367,10 +375,9 @@ class Summary:
                         explaining[pk] = candidate
         out = {}
         for r in runs:
-            pk = int(r.pk)
+            pk = int(r.run_pk)
             chosen = explaining.get(pk)
-            out[pk] = RunState(r.workflow, float(r.created_at if r.first_start is None else r.first_start),
-                               int(r.steps), int(r.attempts), pk in incorrect,
+            out[pk] = RunState(r.workflow, float(r.started_at), int(r.steps), int(r.attempts), pk in incorrect,
                                chosen[2] if chosen else None, chosen[3] if chosen else None)
         return out
 
