@@ -105,7 +105,7 @@ class WorkOptions:
     on while one waits on a server's round trip. False keeps them on the loop: a thread hand-over less per call
     (~100 µs), and every run waits while one does. None (the default) decides by the store: on the loop when
     it makes one call at a time anyway (SQLite: threads would only add the hand-over; measured at half the
-    runs per second with no-op steps by ``benchmarks/bench_worker.py``), off it for a server."""
+    runs per second with no-op steps by ``benchmarks/bench_off_loop.py``), off it for a server."""
 
 
 def work(store: Store, *, once: bool = False, poll: float = 1.0, max_runs: int | None = None,

@@ -334,7 +334,7 @@ class Store(RunStore, RecordStore, DecisionStore, OutcomeStore, AnalyticsStore):
     def serialises_calls(self) -> bool:
         """Whether the store makes one call at a time (one connection behind a lock, as SQLite's): handing
         the calls of concurrent runs to threads then buys no parallelism, only a hand-over each, and a
-        worker keeps them on its loop (``benchmarks/bench_worker.py``)."""
+        worker keeps them on its loop (``benchmarks/bench_off_loop.py``)."""
         return False
 
     @abstractmethod

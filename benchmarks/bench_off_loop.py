@@ -1,12 +1,13 @@
-"""What handing each store call to a thread costs a worker: runs per second draining a queue, store calls
-off the event loop (the default) against on it.
+"""What handing each store call to a thread costs: runs per second with a run's store calls off the event
+loop against on it, for a worker draining a queue and for ``start_run_async`` (the async API's path).
 
-Run it as ``.venv/bin/python benchmarks/bench_worker.py [--runs 200] [--rounds 5] [--concurrency 4]
+Run it as ``.venv/bin/python benchmarks/bench_off_loop.py [--runs 200] [--rounds 5] [--concurrency 4]
 [--step-ms 0] [--pg postgresql://postgres@127.0.0.1:5432/test]``. Each round enqueues ``--runs`` runs of a
 chain of 5 async steps, then one in-process worker (``--concurrency`` runs at once, ``once``) works through
 them, once with each setting (which goes first alternates by round); a value is runs per second over the
-drain. On a fresh SQLite file (WAL, ``synchronous=NORMAL``, the store's own setting) and, with ``--pg``, on a
-database of its own beside the given one (created, and dropped at the end).
+drain. Then, as many runs started one after another with ``start_run_async``, each setting in turn. On a
+fresh SQLite file (WAL, ``synchronous=NORMAL``, the store's own setting) and, with ``--pg``, on a database of
+its own beside the given one (created, and dropped at the end).
 
 Why it matters: off the loop, a run that waits on the database (a held SQLite write lock, a slow round
 trip) no longer stalls the other runs in flight on the worker's loop; the price is a thread hand-over
@@ -14,7 +15,7 @@ and back per store call (about 100 µs, 11 of them for a run of 5 steps), paid o
 With no-op steps (``--step-ms 0``) the price is all there is to see; with steps that wait (``--step-ms 20``,
 a model call's order of magnitude) it disappears into the waits. A store that makes one call at a time
 anyway (SQLite: one connection, one writer) gains nothing from the threads, so a worker keeps its calls on
-the loop unless told otherwise (the last column: what a worker does by default).
+the loop unless told otherwise (the column "default": what a worker, and the async API, do by default).
 
 Wall-clock numbers belong here, never in pytest.
 """
@@ -22,11 +23,13 @@ Wall-clock numbers belong here, never in pytest.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -36,7 +39,7 @@ if str(ROOT) not in sys.path:
 
 import anyio  # noqa: E402
 
-from orchestrator.runner import enqueue_run  # noqa: E402
+from orchestrator.runner import enqueue_run, start_run_async  # noqa: E402
 from orchestrator.spec import load_workflow  # noqa: E402
 from orchestrator.store import open_store  # noqa: E402
 from orchestrator.worker import Worker, WorkOptions  # noqa: E402
@@ -78,14 +81,30 @@ def drain_rate(url: str, workflow: Path, runs: int, concurrency: int, *, off_loo
     return runs / elapsed
 
 
-def compare(url: str, workflow: Path, runs: int, concurrency: int, rounds: int) -> list[tuple[float, float]]:
-    """(off the loop, on the loop) runs/s per round, after one small warm-up drain of each."""
-    drain_rate(url, workflow, 5, concurrency, off_loop=True)
-    drain_rate(url, workflow, 5, concurrency, off_loop=False)
+def start_rate(url: str, workflow: Path, runs: int, _concurrency: int, *, off_loop: bool) -> float:
+    """Runs per second of ``runs`` runs started one after another with ``start_run_async``."""
+    bound = load_workflow(workflow)
+
+    async def one_after_another() -> float:
+        began = time.perf_counter()
+        for x in range(runs):
+            result = await start_run_async(store, bound, {"x": x}, off_loop=off_loop)
+            assert result.status == "succeeded", result
+        return runs / (time.perf_counter() - began)
+
+    with open_store(url) as store:
+        return anyio.run(one_after_another)
+
+
+def compare(rate: Callable[..., float], url: str, workflow: Path, runs: int, concurrency: int,
+            rounds: int) -> list[tuple[float, float]]:
+    """(off the loop, on the loop) runs/s per round, after one small warm-up of each."""
+    rate(url, workflow, 5, concurrency, off_loop=True)
+    rate(url, workflow, 5, concurrency, off_loop=False)
     pairs = []
     for r in range(rounds):
         order = (True, False) if r % 2 == 0 else (False, True)
-        rates = {mode: drain_rate(url, workflow, runs, concurrency, off_loop=mode) for mode in order}
+        rates = {mode: rate(url, workflow, runs, concurrency, off_loop=mode) for mode in order}
         pairs.append((rates[True], rates[False]))
     return pairs
 
@@ -109,9 +128,7 @@ def private_postgres(url: str) -> Iterator[str]:
         admin.dispose()
 
 
-def report(label: str, url: str, pairs: list[tuple[float, float]]) -> str:
-    with open_store(url) as store:
-        default = "on the loop" if store.serialises_calls else "off the loop"
+def report(label: str, default: str, pairs: list[tuple[float, float]]) -> str:
     off = statistics.median(p[0] for p in pairs)
     on = statistics.median(p[1] for p in pairs)
     spread = ", ".join(f"{a:.0f}/{b:.0f}" for a, b in pairs)
@@ -127,8 +144,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step-ms", type=float, default=0.0, help="each step awaits this long (default 0)")
     parser.add_argument("--pg", help="also on PostgreSQL: a server URL (a database of its own is created)")
     args = parser.parse_args(argv)
-    import os
-
     os.environ["BENCH_WORKER_STEP_MS"] = str(args.step_ms)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -137,16 +152,20 @@ def main(argv: list[str] | None = None) -> int:
         workflow = folder / "bench_worker.yaml"
         workflow.write_text(workflow_yaml())
         sys.path.insert(0, str(folder))
-        sqlite = f"sqlite:///{folder / 'bench.db'}"
-        rows.append(report("SQLite NORMAL", sqlite, compare(sqlite, workflow, args.runs, args.concurrency,
-                                                            args.rounds)))
-        if args.pg:
-            with private_postgres(args.pg) as url:
-                rows.append(report("PostgreSQL", url, compare(url, workflow, args.runs, args.concurrency,
-                                                              args.rounds)))
+        stores = {"SQLite NORMAL": f"sqlite:///{folder / 'bench.db'}"}
+        with contextlib.ExitStack() as stack:
+            if args.pg:
+                stores["PostgreSQL"] = stack.enter_context(private_postgres(args.pg))
+            for label, url in stores.items():
+                with open_store(url) as store:
+                    default = "on the loop" if store.serialises_calls else "off the loop"
+                for what, rate, chosen in (("worker", drain_rate, default), ("start_run_async", start_rate,
+                                                                                "off the loop")):
+                    pairs = compare(rate, url, workflow, args.runs, args.concurrency, args.rounds)
+                    rows.append(report(f"{label}, {what}", chosen, pairs))
     print(f"{args.runs} runs of {STEPS} async steps ({args.step_ms:g} ms each) per drain, concurrency "
           f"{args.concurrency}, {args.rounds} rounds; runs/s, medians")
-    print("| store | off the loop | on the loop | off/on | wall µs per step added off the loop | worker's default "
+    print("| store | off the loop | on the loop | off/on | wall µs per step added off the loop | default "
           "| rounds (off/on) |")
     print("|---|---:|---:|---:|---:|---|---|")
     print("\n".join(rows))
