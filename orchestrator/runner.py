@@ -141,10 +141,14 @@ def claim(store: Store, run_id: str) -> Lease:
     if store.acquire_lease(lease, statuses=RESUMABLE):
         return lease
     run = store.get_run(run_id)
-    # a holder killed on this machine holds nothing: its lease is ended now instead of waited out
-    if (run.status == "running" and run.owner and holder_is_gone(run.owner)
-            and store.expire_lease(run_id, run.owner) and store.acquire_lease(lease, statuses=RESUMABLE)):
+    # a holder killed on this machine holds nothing: its lease is ended now instead of waited out (ending it
+    # fails when it has just lapsed by itself); either way, and for a lease of anyone's that lapsed since the
+    # first try, a second try takes the run
+    if run.status == "running" and run.owner and holder_is_gone(run.owner):
+        store.expire_lease(run_id, run.owner)
+    if store.acquire_lease(lease, statuses=RESUMABLE):
         return lease
+    run = store.get_run(run_id)
     if run.status in ("running", "interrupted") and run.lease_expires_at is not None:
         left = max(0.0, run.lease_expires_at - time.time())
         raise LeaseHeldError(f"run {run_id} is being executed by {holder_name(run.owner or '?')} (its lease runs "
