@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -266,12 +266,38 @@ def gate_values(gate: GateRow, record_id: int, run_pk: int, step_id: str) -> tup
             gate.severity, gate.duration)
 
 
-def model_call_values(call: ModelCall, run_pk: int, record_id: int | None, step_id: str,
-                      attempt: int) -> tuple[Any, ...]:
-    """A model call's column values in ``MODEL_CALL_COLUMNS`` order."""
-    return (run_pk, record_id, step_id, attempt, call.purpose, call.gate, call.provider, call.model, call.started_at,
-            call.ended_at, call.input_tokens, call.output_tokens, call.cost, call.finish_reason, call.error,
-            jsonio.dumps(call.messages), call.response)
+def model_call_values(call: ModelCall, run_pk: int, record_id: int | None, owner: Any) -> tuple[Any, ...]:
+    """A model call's column values in ``MODEL_CALL_COLUMNS`` order. ``owner``: the step record the call was
+    made for (a :class:`NewStepRecord`, or the stored row of record ``record_id``), whose step and attempt
+    the call is counted under."""
+    return (run_pk, record_id, owner.step_id, owner.attempt, call.purpose, call.gate, call.provider, call.model,
+            call.started_at, call.ended_at, call.input_tokens, call.output_tokens, call.cost, call.finish_reason,
+            call.error, jsonio.dumps(call.messages), call.response)
+
+
+STEP_HISTORY_COLUMNS = ("id", "step_id", "agent", "status", "started_at", "attempt", "inputs", "output", "llm",
+                        "origin")
+"""The ``step_records`` columns :func:`step_history_row` reads (with the run's ``run_id``)."""
+
+GATE_VERDICT_COLUMNS = ("record_id", "passed")
+"""The ``gate_results`` columns :func:`gates_passed` reads."""
+
+
+def gates_passed(verdicts: Iterable[Any]) -> dict[int, bool]:
+    """Per record id, whether every gate that checked the record passed (records without gates left out)."""
+    passed: dict[int, bool] = {}
+    for verdict in verdicts:
+        passed[verdict.record_id] = passed.get(verdict.record_id, True) and bool(verdict.passed)
+    return passed
+
+
+def step_history_row(row: Any, gates_passed: bool | None) -> StepHistoryRow:
+    """A record as ``stats`` reads it: the model call record of an executed attempt only (a copy that a
+    review or a replay made of an LLM step's output made no call)."""
+    return StepHistoryRow(record_id=row.id, run_id=row.run_id, step_id=row.step_id, agent=row.agent,
+                          status=row.status, started_at=row.started_at, attempt=row.attempt,
+                          gates_passed=gates_passed, inputs=row.inputs, output=row.output,
+                          llm=row.llm if row.origin == "executed" else None)
 
 
 def model_call_view(row: Any, run_id: str) -> ModelCallView:

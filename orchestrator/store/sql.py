@@ -48,9 +48,11 @@ from orchestrator.store.bounded import BoundedCache
 from orchestrator.store.digests import RecordDigests
 from orchestrator.store.rows import (
     GATE_COLUMNS,
+    GATE_VERDICT_COLUMNS,
     MODEL_CALL_COLUMNS,
     RUN_COLUMNS,
     STEP_COLUMNS,
+    STEP_HISTORY_COLUMNS,
     UNCHANGED,
     Lease,
     ModelCall,
@@ -66,6 +68,7 @@ from orchestrator.store.rows import (
     attribution_view,
     gate_values,
     gate_view,
+    gates_passed,
     lease_values,
     model_call_values,
     model_call_view,
@@ -81,6 +84,7 @@ from orchestrator.store.rows import (
     run_update_values,
     run_values,
     run_view,
+    step_history_row,
     step_values,
     trace_values,
 )
@@ -435,14 +439,13 @@ class SqlStore(RetriedStore, Store):
                                                                                   record.step_id), strict=True))
                                               for g in record.gates])
         if record.model_calls:
-            self.write_calls(run_pk, record_id, record.step_id, record.attempt, record.model_calls)
+            self.write_calls(run_pk, record_id, record, record.model_calls)
         return record_id
 
-    def write_calls(self, run_pk: int, record_id: int | None, step_id: str, attempt: int,
-                    calls: Sequence[ModelCall]) -> None:
-        self.conn.execute(_insert_calls, [dict(zip(MODEL_CALL_COLUMNS, model_call_values(c, run_pk, record_id, step_id,
-                                                                                         attempt), strict=True))
-                                          for c in calls])
+    def write_calls(self, run_pk: int, record_id: int | None, owner: Any, calls: Sequence[ModelCall]) -> None:
+        """Insert model calls made for ``owner`` (:func:`~orchestrator.store.rows.model_call_values`)."""
+        self.conn.execute(_insert_calls, [dict(zip(MODEL_CALL_COLUMNS, model_call_values(c, run_pk, record_id, owner),
+                                                   strict=True)) for c in calls])
 
     def add_model_calls(self, run_id: str, record_id: int, calls: Sequence[ModelCall]) -> None:
         if not calls:
@@ -450,7 +453,7 @@ class SqlStore(RetriedStore, Store):
         run_pk = self.run_pk(run_id)
         owner = self.read(select(steps_t.c.step_id, steps_t.c.attempt).where(steps_t.c.id == record_id))[0]
         with self.lock, self.conn.begin():
-            self.write_calls(run_pk, record_id, owner.step_id, owner.attempt, calls)
+            self.write_calls(run_pk, record_id, owner, calls)
 
     def model_calls(self, run_ids: Sequence[str]) -> list[ModelCallView]:
         out: list[ModelCallView] = []
@@ -502,24 +505,17 @@ class SqlStore(RetriedStore, Store):
         return out
 
     def step_history(self, workflow: str, *, since: float | None = None) -> list[StepHistoryRow]:
-        query = (select(steps_t.c.id, steps_t.c.step_id, steps_t.c.agent, steps_t.c.status, steps_t.c.started_at,
-                        steps_t.c.attempt, runs_t.c.run_id, steps_t.c.inputs, steps_t.c.output, steps_t.c.llm,
-                        steps_t.c.origin)
+        query = (select(*(steps_t.c[name] for name in STEP_HISTORY_COLUMNS), runs_t.c.run_id)
                  .join(runs_t, runs_t.c.id == steps_t.c.run_pk)
                  .where(and_(runs_t.c.workflow == workflow, runs_t.c.kind.in_(PRODUCTION_KINDS)))
                  .order_by(steps_t.c.id))
         if since is not None:
             query = query.where(steps_t.c.started_at >= since)
         rows, gate_rows = self.read(
-            query, select(gates_t.c.record_id, gates_t.c.passed).join(runs_t, runs_t.c.id == gates_t.c.run_pk)
-            .where(runs_t.c.workflow == workflow))
-        gate_pass: dict[int, bool] = {}
-        for g in gate_rows:
-            gate_pass[g.record_id] = gate_pass.get(g.record_id, True) and bool(g.passed)
-        return [StepHistoryRow(record_id=r.id, run_id=r.run_id, step_id=r.step_id, agent=r.agent, status=r.status,
-                               started_at=r.started_at, attempt=r.attempt, gates_passed=gate_pass.get(r.id),
-                               inputs=r.inputs, output=r.output, llm=r.llm if r.origin == "executed" else None)
-                for r in rows]
+            query, select(*(gates_t.c[name] for name in GATE_VERDICT_COLUMNS))
+            .join(runs_t, runs_t.c.id == gates_t.c.run_pk).where(runs_t.c.workflow == workflow))
+        gate_pass = gates_passed(gate_rows)
+        return [step_history_row(r, gate_pass.get(r.id)) for r in rows]
 
     # -- reviews ------------------------------------------------------------------------------
 

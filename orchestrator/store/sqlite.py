@@ -549,7 +549,7 @@ class SqliteStore(RetriedStore, DelegatingStore):
         if record.gates:
             conn.executemany(_INSERT_GATE, [gate_values(g, record_id, run_pk, record.step_id) for g in record.gates])
         if record.model_calls:
-            conn.executemany(_INSERT_CALL, [model_call_values(c, run_pk, record_id, record.step_id, record.attempt)
+            conn.executemany(_INSERT_CALL, [model_call_values(c, run_pk, record_id, record)
                                             for c in record.model_calls])
         return record_id
 
