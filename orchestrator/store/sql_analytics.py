@@ -37,7 +37,6 @@ from orchestrator.store.sql_counting import (
 )
 from orchestrator.store.sql_live_analytics import (
     live_nondeterminism_counts,
-    live_outcome_counts,
     live_step_period_counts,
 )
 from orchestrator.store.sql_summary import Summary, run_rows_sql
@@ -88,23 +87,34 @@ def step_period_counts(store: SqlStore, workflow: str, period: str, since: float
     return sorted(rows, key=lambda r: (r.period_start, r.first_record))
 
 
+def _states_by_day(runs: str, where: str, dialect: str) -> str:
+    """Per day and outcome state, how many of the per-run rows ``ar`` (``runs``: ``analytics_runs`` or the
+    same rows computed live) that ``where`` keeps start on it."""
+    return f"""SELECT {day_expr('ar.started_at', dialect)} AS day, ar.incorrect AS incorrect,
+                      ar.blamed_step AS blamed_step, ar.method AS method, COUNT(*) AS runs
+               FROM {runs} ar WHERE {where} GROUP BY 1, 2, 3, 4"""
+
+
 def outcome_counts(store: SqlStore, workflow: str, period: str, since: float | None) -> list[OutcomeCounts]:
+    """Summed from the summary's per-day outcome counts (plus, with ``since``, the runs of the day it cuts
+    through), or (when the summary cannot be written) from the per-run rows it would hold, computed live."""
     summary = Summary(store)
-    if summary.update() is None:
-        return live_outcome_counts(store.read, summary.dialect, workflow, period, since)
     first = _since_day(since)
-    with summary.snapshot() as (conn, _):
-        rows = list(conn.execute(text("""
-            SELECT day, incorrect, blamed_step, method, runs FROM analytics_outcomes
-            WHERE workflow = :workflow AND day > :after"""),
-            {"workflow": workflow, "after": -(2 ** 31) if first is None else first}).all())
-        if since is not None and first is not None:
-            rows += conn.execute(text(f"""
-                SELECT {day_expr('started_at', summary.dialect)} AS day, incorrect, blamed_step, method,
-                       COUNT(*) AS runs
-                FROM analytics_runs WHERE run_pk IN ({_partial_runs(summary.dialect)})
-                GROUP BY 1, incorrect, blamed_step, method"""),
-                {"workflow": workflow, "since": since, "until": (first + 1) * DAY + 1, "since_day": first}).all()
+    if summary.update() is None:
+        per_run = run_rows_sql(summary.dialect, "r.workflow = :workflow", bounded=False, trajectory=False)
+        rows = store.read(text(_states_by_day(f"({per_run})", "ar.started_at >= :since", summary.dialect))
+                          .bindparams(workflow=workflow, since=-1e18 if since is None else since))
+    else:
+        with summary.snapshot() as (conn, _):
+            rows = list(conn.execute(text("""
+                SELECT day, incorrect, blamed_step, method, runs FROM analytics_outcomes
+                WHERE workflow = :workflow AND day > :after"""),
+                {"workflow": workflow, "after": -(2 ** 31) if first is None else first}).all())
+            if since is not None and first is not None:
+                partial = _states_by_day("analytics_runs", f"ar.run_pk IN ({_partial_runs(summary.dialect)})",
+                                         summary.dialect)
+                rows += conn.execute(text(partial), {"workflow": workflow, "since": since,
+                                                     "until": (first + 1) * DAY + 1, "since_day": first}).all()
     counts: dict[tuple[float, bool, str | None, str | None], int] = {}
     for r in rows:
         key = (period_start(int(r.day) * DAY, period), bool(r.incorrect), r.blamed_step, r.method)
@@ -119,7 +129,7 @@ def trajectory_counts(store: SqlStore, workflow: str | None) -> list[TrajectoryC
     summary = Summary(store)
     if summary.update() is None:
         runs = "TRUE" if workflow is None else "r.workflow = :workflow"
-        per_run = run_rows_sql(summary.dialect, runs, None)
+        per_run = run_rows_sql(summary.dialect, runs, bounded=False)
         trajectories = f"(SELECT steps, attempts, 1 AS runs FROM ({per_run}) ar) per_run"
     else:
         trajectories = "analytics_trajectories" + ("" if workflow is None else " WHERE workflow = :workflow")

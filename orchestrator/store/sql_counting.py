@@ -86,6 +86,22 @@ def attribution_rank_sql(alias: str) -> str:
     return f"(CASE {cases} ELSE {len(METHOD_PREFERENCE)} END)"
 
 
+RUN_START = "COALESCE((SELECT MIN(s.started_at) FROM step_records s WHERE s.run_pk = r.id), r.created_at)"
+"""The start of the run ``r``: the earliest start of its step records, or its creation when it has none (one
+index seek per run); :data:`RUN_START_OF_RECORDS` when its records are joined and grouped anyway."""
+
+RUN_START_OF_RECORDS = "COALESCE(MIN(s.started_at), r.created_at)"
+""":data:`RUN_START` over the run's records ``s``, grouped by run."""
+
+
+def explaining_attribution_sql(run: str, bound: str | None = None) -> str:
+    """The id of the run ``run``'s explaining attribution record (among those with ids up to ``bound``; None:
+    all), as a scalar subquery: the best :func:`attribution_rank_sql`, the newest within it."""
+    upto = "" if bound is None else f" AND a.id + 0 <= {bound}"
+    return (f"(SELECT a.id FROM attributions a WHERE a.run_pk = {run}{upto} "
+            f"ORDER BY {attribution_rank_sql('a')}, a.id DESC LIMIT 1)")
+
+
 # -- what one set of runs contributes per step and day ----------------------------------------------------
 
 COUNTERS = ("runs", "gated_runs", "gate_passes", "attempts", "failures", "gate_failures", "retries", "model_records",

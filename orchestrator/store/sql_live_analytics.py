@@ -13,14 +13,13 @@ from sqlalchemy import text
 from orchestrator.store.analytics import (
     PRODUCTION_SQL,
     NondeterminismCounts,
-    OutcomeCounts,
     StepPeriodCounts,
 )
 from orchestrator.store.sql_counting import (
     OUTPUT_COLUMNS,
+    RUN_START,
     Read,
     aggregated,
-    attribution_rank_sql,
     bucket,
     output_groups,
     produced_output,
@@ -55,8 +54,7 @@ def _window(period: str, dialect: str, runs: str = _PRODUCTION_RUNS) -> str:
     return f"""
     win AS MATERIALIZED (
       SELECT run_pk, {bucket('t0', period, dialect)} AS period_start FROM (
-        SELECT r.id AS run_pk,
-               COALESCE((SELECT MIN(s.started_at) FROM step_records s WHERE s.run_pk = r.id), r.created_at) AS t0
+        SELECT r.id AS run_pk, {RUN_START} AS t0
         FROM runs r WHERE {runs}) rs
       WHERE t0 >= :since)"""
 
@@ -86,29 +84,6 @@ def live_step_period_counts(read: Read, dialect: str, workflow: str, period: str
     rows = read(text(sql).bindparams(workflow=workflow, since=EARLIEST if since is None else since, **(binds or {})))
     return [StepPeriodCounts(step_id=r.step_id, period_start=float(r.period_start), gate_passes=int(r.passes or 0),
                              **aggregated(r)) for r in rows]
-
-
-def live_outcome_counts(read: Read, dialect: str, workflow: str, period: str,
-                        since: float | None) -> list[OutcomeCounts]:
-    sql = f"""
-    WITH {_window(period, dialect)},
-    latest AS (SELECT w.run_pk, w.period_start,
-                      (SELECT MAX(o.id) FROM outcomes o WHERE o.run_pk = w.run_pk) AS oid FROM win w),
-    judged AS (
-      SELECT l.run_pk, l.period_start, CASE WHEN NOT o.correct THEN 1 ELSE 0 END AS incorrect, l.oid
-      FROM latest l LEFT JOIN outcomes o ON o.id = l.oid),
-    chosen AS (
-      SELECT j.period_start, j.incorrect,
-             CASE WHEN j.incorrect = 1 THEN
-               (SELECT a.id FROM attributions a WHERE a.run_pk = j.run_pk
-                ORDER BY {attribution_rank_sql("a")}, a.id DESC LIMIT 1) END AS aid
-      FROM judged j)
-    SELECT c.period_start, c.incorrect, a.blamed_step, a.method, COUNT(*) AS runs
-    FROM chosen c LEFT JOIN attributions a ON a.id = c.aid
-    GROUP BY c.period_start, c.incorrect, a.blamed_step, a.method ORDER BY c.period_start"""
-    rows = read(text(sql).bindparams(workflow=workflow, since=EARLIEST if since is None else since))
-    return [OutcomeCounts(period_start=float(r.period_start), incorrect=bool(r.incorrect),
-                          blamed_step=r.blamed_step, runs=int(r.runs), method=r.method) for r in rows]
 
 
 def _first_outputs(dialect: str) -> str:

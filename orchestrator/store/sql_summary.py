@@ -60,15 +60,17 @@ from orchestrator.store.sql_counting import (
     EXECUTED,
     MINIMA,
     OUTPUT_COLUMNS,
+    RUN_START,
+    RUN_START_OF_RECORDS,
     SMALLEST,
     SUMS,
     UNIT,
     VALUES,
     DayCounts,
-    attribution_rank_sql,
     contributions,
     day_expr,
     day_of,
+    explaining_attribution_sql,
     output_groups,
     produced_output,
     records_of,
@@ -157,17 +159,39 @@ into the temporary table ``analytics_affected`` (:data:`_AFFECTED`), which four 
 _AFFECTED = "SELECT run_pk FROM analytics_affected"
 
 
-def run_rows_sql(dialect: str, runs: str, bound: str | None) -> str:
-    """The rows of ``analytics_runs`` but their outcome state, as a SELECT: each production run that ``runs``
-    keeps (a condition on ``runs r``) with its start (its first record's, or its creation when it has none)
-    and its trajectory, from its records with ids up to ``bound`` (None: all). The summary writes these
-    rows; a database it cannot be written to reads them as a subquery instead."""
+def run_rows_sql(dialect: str, runs: str, bounded: bool, *, trajectory: bool = True) -> str:
+    """The rows of ``analytics_runs`` as a SELECT: each production run that ``runs`` keeps (a condition on
+    ``runs r``) with its start (:data:`~orchestrator.store.sql_counting.RUN_START`), its trajectory (left
+    out unless ``trajectory``: counting it reads every record) and its outcome state (whether its latest
+    outcome is incorrect; if so, the step and method of its explaining attribution record), from the rows
+    with ids up to the ``:hi_*`` marks (``bounded``) or from all.
+
+    The summary writes these rows; a database it cannot be written to reads them as a subquery instead.
+    ``o.id + 0``: a run's few outcomes are found by ``run_pk``, then ordered (ordering by the primary key
+    itself let PostgreSQL walk every outcome backwards for each run)."""
+    outcomes = " AND o.id + 0 <= :hi_outcomes" if bounded else ""
+    latest = f"(SELECT o.correct FROM outcomes o WHERE o.run_pk = r.id{outcomes} ORDER BY o.id + 0 DESC LIMIT 1)"
+    explaining = explaining_attribution_sql("j.run_pk", ":hi_attributions" if bounded else None)
+    per_run = f"r.id AS run_pk, r.workflow AS workflow, CASE WHEN NOT {latest} THEN 1 ELSE 0 END AS incorrect"
+    if trajectory:
+        runs_of = f"""
+            SELECT {per_run}, {RUN_START_OF_RECORDS} AS started_at,
+                   COUNT(DISTINCT CASE WHEN {EXECUTED} THEN {UNIT} END) AS steps,
+                   COUNT(CASE WHEN {EXECUTED} THEN 1 END) AS attempts
+            FROM runs r {records_of('r.id', ':hi_records' if bounded else None, dialect, outer=True)}
+            WHERE r.kind IN {PRODUCTION_SQL} AND {runs} GROUP BY r.id"""
+        counted = ", steps, attempts"
+    else:
+        assert not bounded, "the summary writes every column"
+        runs_of = f"SELECT {per_run}, {RUN_START} AS started_at FROM runs r WHERE r.kind IN {PRODUCTION_SQL} AND {runs}"
+        counted = ""
     return f"""
-        SELECT r.id AS run_pk, r.workflow AS workflow, COALESCE(MIN(s.started_at), r.created_at) AS started_at,
-               COUNT(DISTINCT CASE WHEN {EXECUTED} THEN {UNIT} END) AS steps,
-               COUNT(CASE WHEN {EXECUTED} THEN 1 END) AS attempts
-        FROM runs r {records_of('r.id', bound, dialect, outer=True)}
-        WHERE r.kind IN {PRODUCTION_SQL} AND {runs} GROUP BY r.id"""
+        SELECT k.*, a.blamed_step AS blamed_step, a.method AS method FROM (
+          SELECT run_pk, workflow, started_at{counted}, incorrect,
+                 CASE WHEN j.incorrect = 1 THEN {explaining} END AS aid
+          FROM ({runs_of}) j) k
+        LEFT JOIN attributions a ON a.id = k.aid"""
+
 
 _NEW_RECORDS = "SELECT run_pk FROM step_records WHERE id > :lo_records AND id <= :hi_records"
 
@@ -356,30 +380,9 @@ class Summary:
 
     def new_run_states(self, conn: Connection, params: dict[str, Any]) -> dict[int, RunState]:
         """Each affected production run as the records, outcomes and attribution records up to ``new`` make it."""
-        runs = conn.execute(text(run_rows_sql(self.dialect, f"r.id IN ({_AFFECTED})", ":hi_records")), params).all()
-        latest = {int(r.run_pk): r.correct for r in conn.execute(text(f"""
-            SELECT o.run_pk AS run_pk, o.correct AS correct FROM outcomes o JOIN (
-              SELECT MAX(id) AS id FROM outcomes WHERE id + 0 <= :hi_outcomes AND run_pk IN ({_AFFECTED})
-              GROUP BY run_pk) l ON l.id = o.id"""), params)}
-        incorrect = {pk for pk, correct in latest.items() if correct is not None and not correct}
-        explaining: dict[int, tuple[int, int, str | None, str]] = {}
-        if incorrect:
-            for r in conn.execute(text(f"""
-                    SELECT a.run_pk AS run_pk, a.id AS id, a.blamed_step AS blamed_step, a.method AS method,
-                           {attribution_rank_sql('a')} AS rank_
-                    FROM attributions a WHERE a.id + 0 <= :hi_attributions AND a.run_pk IN ({_AFFECTED})"""), params):
-                pk = int(r.run_pk)
-                if pk in incorrect:
-                    candidate = (int(r.rank_), -int(r.id), r.blamed_step, r.method)
-                    if pk not in explaining or candidate[:2] < explaining[pk][:2]:
-                        explaining[pk] = candidate
-        out = {}
-        for r in runs:
-            pk = int(r.run_pk)
-            chosen = explaining.get(pk)
-            out[pk] = RunState(r.workflow, float(r.started_at), int(r.steps), int(r.attempts), pk in incorrect,
-                               chosen[2] if chosen else None, chosen[3] if chosen else None)
-        return out
+        rows = conn.execute(text(run_rows_sql(self.dialect, f"r.id IN ({_AFFECTED})", bounded=True)), params)
+        return {int(r.run_pk): RunState(r.workflow, float(r.started_at), int(r.steps), int(r.attempts),
+                                        bool(r.incorrect), r.blamed_step, r.method) for r in rows}
 
     def save_runs(self, conn: Connection, states: dict[int, RunState]) -> None:
         names = ("workflow", "started_at", "steps", "attempts", "incorrect", "blamed_step", "method")
