@@ -300,6 +300,16 @@ def step_history_row(row: Any, gates_passed: bool | None) -> StepHistoryRow:
                           llm=row.llm if row.origin == "executed" else None)
 
 
+STORED_OUTPUT_DIGESTS = "SELECT id, output_digest FROM step_records WHERE id IN {ids}"
+"""The output digests of stored records, as both stores read them for ``orchestrator.store.digests`` (plain
+SQL, the same on SQLite and PostgreSQL); ``{ids}``: the store's parenthesised placeholders for the ids."""
+
+
+def output_digests(rows: Iterable[Any]) -> dict[int, str | None]:
+    """The rows of :data:`STORED_OUTPUT_DIGESTS` by record id."""
+    return {int(row.id): row.output_digest for row in rows}
+
+
 def model_call_view(row: Any, run_id: str) -> ModelCallView:
     return ModelCallView(id=row.id, run_id=run_id, record_id=row.record_id, step_id=row.step_id,
                          attempt=row.attempt, purpose=row.purpose, gate=row.gate, provider=row.provider,

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Float, and_, bindparam, cast, create_engine, exists, func, insert, literal, or_, select, update
+from sqlalchemy import Float, and_, bindparam, cast, create_engine, exists, func, insert, literal, select, text, update
 from sqlalchemy.engine import Connection, CursorResult, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
@@ -53,6 +53,7 @@ from orchestrator.store.rows import (
     RUN_COLUMNS,
     STEP_COLUMNS,
     STEP_HISTORY_COLUMNS,
+    STORED_OUTPUT_DIGESTS,
     UNCHANGED,
     Lease,
     ModelCall,
@@ -75,6 +76,7 @@ from orchestrator.store.rows import (
     new_run_id,
     outcome_values,
     outcome_view,
+    output_digests,
     record_view,
     reference_values,
     release_values,
@@ -88,7 +90,7 @@ from orchestrator.store.rows import (
     step_values,
     trace_values,
 )
-from orchestrator.store.tables import TABLES
+from orchestrator.store.tables import TABLES, interrupted, lease_free, running
 from orchestrator.store.transient import (
     RetriedStore,
     classify,
@@ -107,13 +109,13 @@ outcomes_t = TABLES["outcomes"]
 attributions_t = TABLES["attributions"]
 calls_t = TABLES["model_calls"]
 
-RUN_KEYS = tuple(c.key for c in runs_t.columns)
-
 _insert_steps = insert(steps_t)
 _insert_gates = insert(gates_t)
 _insert_calls = insert(calls_t)
 _insert_runs = insert(runs_t)
 update_run_by_pk = update(runs_t).where(runs_t.c.id == bindparam("pk_"))
+_stored_output_digests = text(STORED_OUTPUT_DIGESTS.format(ids=":ids_")).bindparams(
+    bindparam("ids_", expanding=True))
 _find_workflow = select(workflows_t.c.id, workflows_t.c.source).where(
     and_(workflows_t.c.name == bindparam("name_"), workflows_t.c.content_hash == bindparam("hash_")))
 
@@ -295,14 +297,9 @@ class SqlStore(RetriedStore, Store):
             return cast(func.extract("epoch", func.clock_timestamp()), Float)
         return literal(time.time(), Float)
 
-    def lease_free(self, lease: Lease, now: ColumnElement[float]) -> ColumnElement[bool]:
-        """The run's lease may be taken by ``lease``: nobody holds it, it expired, or it is this very token."""
-        return or_(runs_t.c.lease_token.is_(None), runs_t.c.lease_expires_at < now,
-                   runs_t.c.lease_token == lease.token)
-
     def acquire_lease(self, lease: Lease, *, statuses: Iterable[str]) -> bool:
         now = self.clock()
-        free = self.lease_free(lease, now)
+        free = lease_free(lease.token, now)
         with self.lock, self.conn.begin():
             return bool(self.conn.execute(update(runs_t).where(
                 and_(runs_t.c.run_id == lease.run_id, runs_t.c.status.in_(list(statuses)), free))
@@ -380,10 +377,9 @@ class SqlStore(RetriedStore, Store):
         query = select(runs_t).order_by(runs_t.c.id.desc()).limit(limit)
         now = self.clock()
         if status == "interrupted":
-            query = query.where(and_(runs_t.c.status == "running", runs_t.c.lease_expires_at < now))
-        elif status == "running":  # (NULL < now is NULL in SQL: a run without a lease is simply running)
-            query = query.where(and_(runs_t.c.status == "running", or_(runs_t.c.lease_expires_at.is_(None),
-                                                                       runs_t.c.lease_expires_at >= now)))
+            query = query.where(interrupted(now))
+        elif status == "running":
+            query = query.where(running(now))
         elif status:
             query = query.where(runs_t.c.status == status)
         if workflow:
@@ -476,10 +472,10 @@ class SqlStore(RetriedStore, Store):
 
     def stored_output_digests(self, ids: Iterable[int]) -> dict[int, str | None]:
         """Output digests of stored records (for inputs digests); runs inside a caller's transaction if one is open."""
-        query = select(steps_t.c.id, steps_t.c.output_digest).where(steps_t.c.id.in_(list(ids)))
+        query = _stored_output_digests.bindparams(ids_=list(ids))
         with self.lock:
             rows = self.conn.execute(query).all() if self.conn.in_transaction() else self.read(query)
-        return {int(r.id): r.output_digest for r in rows}
+        return output_digests(rows)
 
     def step_records(self, run_id: str, *, latest_only: bool = False) -> list[StepRecordView]:
         run_pk = self.run_pk(run_id)
@@ -566,7 +562,7 @@ class SqlStore(RetriedStore, Store):
         lease = decision.lease
         if lease is not None:
             clock = self.clock()
-            cond = and_(cond, self.lease_free(lease, clock))
+            cond = and_(cond, lease_free(lease.token, clock))
             values = {**lease_values(lease, clock), **values}  # the decision's status and time
         if self.conn.execute(update(runs_t).where(cond).values(**values)).rowcount != 1:
             raise NotPausedError()

@@ -37,6 +37,7 @@ from orchestrator.store.rows import (
     MODEL_CALL_COLUMNS,
     RUN_COLUMNS,
     STEP_COLUMNS,
+    STORED_OUTPUT_DIGESTS,
     UNCHANGED,
     Lease,
     NewOutcome,
@@ -51,6 +52,7 @@ from orchestrator.store.rows import (
     new_run_id,
     outcome_values,
     outcome_view,
+    output_digests,
     record_view,
     reference_values,
     release_values,
@@ -556,8 +558,7 @@ class SqliteStore(RetriedStore, DelegatingStore):
     def stored_output_digests(self, ids: Iterable[int]) -> dict[int, str | None]:
         """Output digests of stored records, for the inputs digest of a record consuming them."""
         wanted = list(ids)
-        rows = self.read(f"SELECT id, output_digest FROM step_records WHERE id IN ({marks(wanted)})", wanted)
-        return {int(r.id): r.output_digest for r in rows}
+        return output_digests(self.read(STORED_OUTPUT_DIGESTS.format(ids=f"({marks(wanted)})"), wanted))
 
     def step_records(self, run_id: str, *, latest_only: bool = False) -> list[StepRecordView]:
         run_pk = self.run_pk(run_id)

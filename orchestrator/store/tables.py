@@ -261,16 +261,27 @@ TABLES: dict[str, Table] = {
 # -- what some columns' values mean, for the queries that read them ------------------------------------
 
 
-def interrupted(now: float) -> ColumnElement[bool]:
+Clock = float | ColumnElement[float]
+"""Now, in epoch seconds: this host's, or an expression for the database server's (the SQL store judges
+leases by the server's clock on PostgreSQL)."""
+
+
+def interrupted(now: Clock) -> ColumnElement[bool]:
     """A run shown as ``interrupted``: stored ``running``, its lease lapsed (its executor died)."""
     runs = TABLES["runs"].c
     return and_(runs.status == "running", runs.lease_expires_at < now)
 
 
-def running(now: float) -> ColumnElement[bool]:
+def running(now: Clock) -> ColumnElement[bool]:
     """A run shown as ``running``: stored so, under a live lease or none (NULL < now is NULL in SQL)."""
     runs = TABLES["runs"].c
     return and_(runs.status == "running", or_(runs.lease_expires_at.is_(None), runs.lease_expires_at >= now))
+
+
+def lease_free(token: str, now: Clock) -> ColumnElement[bool]:
+    """A run whose lease the holder of ``token`` may take: nobody holds it, it lapsed, or it is this very token."""
+    runs = TABLES["runs"].c
+    return or_(runs.lease_token.is_(None), runs.lease_expires_at < now, runs.lease_token == token)
 
 
 def child_runs_of_unit_sql(parents: str) -> str:
