@@ -3,8 +3,10 @@
 Each read first brings the summary up to date (:mod:`orchestrator.store.sql_summary`, which says why
 the counts are kept there and who keeps them), then adds up as many of its rows as it shows steps
 and periods. Small results (the outcome summary, run and attribution counts) are read straight from
-the source tables. A database this process may not write gets the live aggregation of
-:mod:`orchestrator.store.sql_live_analytics`, slow but exact.
+the source tables. A database this process may not write gets the live aggregation, slow but exact:
+the outcome and trajectory counts read the summary's per-run rows computed from the records
+(:func:`~orchestrator.store.sql_summary.run_rows_sql`) where they read ``analytics_runs``; the step and
+non-determinism counts come from :mod:`orchestrator.store.sql_live_analytics`.
 """
 
 from __future__ import annotations

@@ -94,11 +94,12 @@ RUN_START_OF_RECORDS = "COALESCE(MIN(s.started_at), r.created_at)"
 """:data:`RUN_START` over the run's records ``s``, grouped by run."""
 
 
-def explaining_attribution_sql(run: str, bound: str | None = None) -> str:
-    """The id of the run ``run``'s explaining attribution record (among those with ids up to ``bound``; None:
-    all), as a scalar subquery: the best :func:`attribution_rank_sql`, the newest within it."""
+def explaining_attribution_sql(run: str, bound: str | None = None, column: str = "id") -> str:
+    """A column (by default the id) of the run ``run``'s explaining attribution record (among those with ids
+    up to ``bound``; None: all), as a scalar subquery: the best :func:`attribution_rank_sql`, the newest
+    within it (:func:`~orchestrator.store.analytics.attribution_rank`)."""
     upto = "" if bound is None else f" AND a.id + 0 <= {bound}"
-    return (f"(SELECT a.id FROM attributions a WHERE a.run_pk = {run}{upto} "
+    return (f"(SELECT a.{column} FROM attributions a WHERE a.run_pk = {run}{upto} "
             f"ORDER BY {attribution_rank_sql('a')}, a.id DESC LIMIT 1)")
 
 

@@ -1,7 +1,10 @@
-"""The live aggregation: the analytics rows computed from every record on every call.
+"""The live aggregation of step and non-determinism counts: computed from every record on every call.
 
-For a database the summary cannot be written to (a read-only file or role): slow but exact, and
-counted with the same expressions as the summary (:mod:`orchestrator.store.sql_counting`).
+For a database the summary cannot be written to (a read-only file or role), and for the child runs one
+workflow step started (``stats --expand``): slow but exact, and counted with the statements the summary
+counts with (:mod:`orchestrator.store.sql_counting`). Outcome and trajectory counts need no code here:
+:mod:`orchestrator.store.sql_analytics` reads the summary's per-run rows computed live instead
+(:func:`~orchestrator.store.sql_summary.run_rows_sql`).
 """
 
 from __future__ import annotations

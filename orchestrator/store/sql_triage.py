@@ -17,7 +17,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from orchestrator.approvals import is_approval
 from orchestrator.records import unit_name
 from orchestrator.store.rows import run_view
-from orchestrator.store.sql_counting import attribution_rank_sql
+from orchestrator.store.sql_counting import explaining_attribution_sql
 from orchestrator.store.tables import TABLES, interrupted, live_record, running
 from orchestrator.store.triage import RunPage, RunQuery, TriageRow
 
@@ -28,7 +28,6 @@ steps_t = TABLES["step_records"]
 gates_t = TABLES["gate_results"]
 reviews_t = TABLES["reviews"]
 outcomes_t = TABLES["outcomes"]
-attributions_t = TABLES["attributions"]
 
 
 def status_condition(status: str | None) -> ColumnElement[bool] | None:
@@ -57,9 +56,7 @@ def triage_page(read: Read, query: RunQuery) -> RunPage:
         return (select(column).where(outcomes_t.c.run_pk == runs_t.c.id).order_by((outcomes_t.c.id + 0).desc())
                 .limit(1).correlate(runs_t).scalar_subquery())
 
-    blamed = (select(attributions_t.c.blamed_step).where(attributions_t.c.run_pk == runs_t.c.id)
-              .order_by(literal_column(attribution_rank_sql(attributions_t.name)), attributions_t.c.id.desc())
-              .limit(1).correlate(runs_t).scalar_subquery())
+    blamed: ColumnElement[Any] = literal_column(explaining_attribution_sql("runs.id", column="blamed_step"))
     """The step the run's explaining attribution record blamed (the rule of ``stats`` and the review screen)."""
     conditions: list[ColumnElement[bool]] = []
     by_status = status_condition(query.status)
