@@ -6,8 +6,8 @@ hand-added columns are marked on their declaration, query predicates on a column
 Counted in code, for every column of every table of the store's metadata: the modules whose code names
 it: a name, an attribute, a keyword or parameter, a definition, or a word of a string constant that is
 not a docstring (SQL text counts, word by word). A docstring or a comment that says "the run's status"
-in plain words is not a spelling: adding or renaming a field never has to touch it. Columns still spelled
-in more modules are listed with their count today, so the count can only go down."""
+in plain words is not a spelling: adding or renaming a field never has to touch it. 74 of the 106 columns
+are at the target; the others are listed by why, with their count today, so a count can only go down."""
 
 from __future__ import annotations
 
@@ -23,51 +23,20 @@ STORE = Path(tables.__file__).parent
 TARGET = 4
 
 STILL_ABOVE_TARGET = {
-    "kind": 14,
-    "workflow": 13,
-    "status": 13,
-    "runs": 12,
-    "step_id": 11,
-    "name": 11,
-    "value": 10,
-    "method": 10,
-    "id": 10,
-    "correct": 10,
-    "blamed_step": 10,
-    "run_pk": 9,
-    "created_at": 9,
-    "cost": 9,
-    "started_at": 8,
-    "record_id": 8,
-    "params": 8,
-    "output": 8,
-    "outcomes": 8,
-    "attributions": 8,
-    "agent": 8,
-    "workflow_id": 7,
-    "records": 7,
-    "output_digest": 7,
-    "model_calls": 7,
-    "inputs": 7,
-    "error": 7,
-    "source": 6,
-    "run_id": 6,
-    "reason": 6,
-    "incorrect": 6,
-    "first_record": 6,
-    "day": 6,
-    "attempts": 6,
-    "varied": 5,
-    "termination": 5,
-    "steps": 5,
-    "reviewer": 5,
-    "passed": 5,
-    "not_covered": 5,
-    "iteration": 5,
-    "item_index": 5,
-    "inputs_digest": 5,
-    "decision": 5,
-    "attempt": 5,
+    # keys and the columns every query on a run or a record joins or filters by (a run's workflow, kind and
+    # status; a record's run and step): each role's queries and the analytics name them
+    "kind": 14, "workflow": 13, "step_id": 11, "status": 11, "id": 10, "run_pk": 9, "record_id": 8,
+    "created_at": 8, "workflow_id": 7, "started_at": 7, "run_id": 6,
+    # also the names of tables (``runs``, ``outcomes``...), which every query on them spells: as columns they are
+    # the analytics summary's counts and its summarised ids per source table
+    "runs": 12, "records": 7, "outcomes": 7, "model_calls": 7, "attributions": 7,
+    # words the code also uses for other things (a cache's value, a pragma's name, an exception held in a local
+    # ``error``, SQL bind parameters ``params``, an interface's ``output`` and ``source`` arguments)
+    "name": 10, "value": 9, "params": 8, "output": 8, "method": 7, "error": 7, "source": 6, "day": 6,
+    # what the analytics count: the summary's writer (sql_summary), its reader (sql_analytics), the shared
+    # statements (sql_counting), the typed rows (analytics) and the live pass where it has no shared statement
+    "correct": 7, "blamed_step": 7, "varied": 5, "not_covered": 5, "incorrect": 5, "first_record": 5, "cost": 5,
+    "attempts": 5,
 }
 """Columns spelled in more than ``TARGET`` modules when this test was last tightened, with how many: a
 module more fails the test; lower an entry (or drop it at the target) as spellings go."""
