@@ -9,13 +9,13 @@ drain. Then, as many runs started one after another with ``start_run_async``, ea
 fresh SQLite file (WAL, ``synchronous=NORMAL``, the store's own setting) and, with ``--pg``, on a database of
 its own beside the given one (created, and dropped at the end).
 
-Why it matters: off the loop, a run that waits on the database (a held SQLite write lock, a slow round
-trip) no longer stalls the other runs in flight on the worker's loop; the price is a thread hand-over
-and back per store call (about 100 µs, 11 of them for a run of 5 steps), paid on the worker's busiest path.
-With no-op steps (``--step-ms 0``) the price is all there is to see; with steps that wait (``--step-ms 20``,
-a model call's order of magnitude) it disappears into the waits. A store that makes one call at a time
-anyway (SQLite: one connection, one writer) gains nothing from the threads, so a worker keeps its calls on
-the loop unless told otherwise (the column "default": what a worker, and the async API, do by default).
+Why it matters: off the loop, a run that waits on the database (a held SQLite write lock, a server's round
+trip or restart) no longer stalls the other runs in flight on the loop; the price is a thread hand-over and
+back per store call (about 100-200 µs, 11 of them for a run of 5 steps). With no-op steps (``--step-ms 0``)
+the price is all there is to see; with steps that wait (``--step-ms 20``, a model call's order of magnitude)
+it disappears into the waits. The async API always pays it (the caller's loop is shared); a worker pays it
+only for a server, whose calls wait on a network, and keeps an embedded database's calls on its loop (the
+column "default").
 
 Wall-clock numbers belong here, never in pytest.
 """
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                 stores["PostgreSQL"] = stack.enter_context(private_postgres(args.pg))
             for label, url in stores.items():
                 with open_store(url) as store:
-                    default = "on the loop" if store.serialises_calls else "off the loop"
+                    default = "on the loop" if store.embedded else "off the loop"
                 for what, rate, chosen in (("worker", drain_rate, default), ("start_run_async", start_rate,
                                                                                 "off the loop")):
                     pairs = compare(rate, url, workflow, args.runs, args.concurrency, args.rounds)

@@ -102,10 +102,10 @@ class WorkOptions:
     recover: bool = True
     store_calls_off_loop: bool | None = None
     """True: each store call of a run leaves the event loop for a worker thread, so the other runs in flight go
-    on while one waits on a server's round trip. False keeps them on the loop: a thread hand-over less per call
-    (~100 µs), and every run waits while one does. None (the default) decides by the store: on the loop when
-    it makes one call at a time anyway (SQLite: threads would only add the hand-over; measured at half the
-    runs per second with no-op steps by ``benchmarks/bench_off_loop.py``), off it for a server."""
+    on while one waits on the database (a server's round trip, a restart waited out). False keeps them on the
+    loop: a thread hand-over less per call (~100-200 µs), and every run waits while one does. None (the
+    default) decides by the store: on the loop for an embedded one (SQLite: its calls cost less than the
+    hand-over and wait on nothing but this host), off it for a server (``benchmarks/bench_off_loop.py``)."""
 
 
 def work(store: Store, *, once: bool = False, poll: float = 1.0, max_runs: int | None = None,
@@ -201,7 +201,7 @@ class Worker:
     def store_calls_off_loop(self) -> bool:
         """Where a run's store calls are made (see :attr:`WorkOptions.store_calls_off_loop`)."""
         chosen = self.options.store_calls_off_loop
-        return not self.store.serialises_calls if chosen is None else chosen
+        return not self.store.embedded if chosen is None else chosen
 
     def claim_one(self, lease: Lease) -> str | None:
         """Claim a run under ``lease``, interrupted runs first: a run whose executor died is taken over within

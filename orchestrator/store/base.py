@@ -331,10 +331,11 @@ class Store(RunStore, RecordStore, DecisionStore, OutcomeStore, AnalyticsStore):
         return self.url.split("@")[-1] if "@" in self.url else self.url
 
     @property
-    def serialises_calls(self) -> bool:
-        """Whether the store makes one call at a time (one connection behind a lock, as SQLite's): handing
-        the calls of concurrent runs to threads then buys no parallelism, only a hand-over each, and a
-        worker keeps them on its loop (``benchmarks/bench_off_loop.py``)."""
+    def embedded(self) -> bool:
+        """Whether the database lives in this process (SQLite: a file, or memory): a call costs tens of
+        microseconds and waits on nothing but this host, less than handing it to a thread and back. A worker
+        keeps such calls on its loop; a server's (a network round trip, a restart to wait out) leave it
+        (``benchmarks/bench_off_loop.py`` measures both)."""
         return False
 
     @abstractmethod

@@ -29,8 +29,8 @@ class DelegatingStore(Store):
         """The store the calls go to."""
 
     @property
-    def serialises_calls(self) -> bool:
-        return self.target().serialises_calls
+    def embedded(self) -> bool:
+        return self.target().embedded
 
 
 def _forwarding(name: str) -> Callable[..., Any]:

@@ -300,8 +300,7 @@ class SqliteStore(RetriedStore, DelegatingStore):
         return stored_revision(self.connection) == HEAD_REVISION
 
     @property
-    def serialises_calls(self) -> bool:
-        """One connection behind :attr:`lock`, and one writer at a time on the file."""
+    def embedded(self) -> bool:
         return True
 
     def target(self) -> Store:

@@ -1,5 +1,6 @@
-"""Where a worker makes a run's store calls: on its event loop when the store makes one call at a time
-anyway (SQLite), on worker threads for a server (PostgreSQL), or where its options say."""
+"""Where a worker makes a run's store calls: on its event loop for an embedded database (SQLite, whose calls
+cost less than a hand-over to a thread), on worker threads for a server (PostgreSQL), or where its options
+say."""
 
 from __future__ import annotations
 
