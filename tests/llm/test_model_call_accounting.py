@@ -100,15 +100,21 @@ def test_usage_totals_equal_the_calls_the_endpoint_received(cli, db_url, fake_op
     assert usage is not None and usage["calls"] == 8 and usage["by_purpose"]["validation"]["calls"] == 1
 
 
+def paused_at_final(cli, fake_openai, monkeypatch) -> str:
+    """The counted workflow run to its pause at ``final`` (its judge refused it), on the scripted endpoint."""
+    monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", fake_openai.base_url)
+    for text, tokens_in, tokens_out in SCRIPT:
+        fake_openai.respond(completion(text, prompt_tokens=tokens_in, completion_tokens=tokens_out))
+    res = cli("run", str(WORKFLOWS / "counted.yaml"), "--input", "ticket=order 42 is broken", "--json")
+    assert res.exit_code == 3, res.stderr
+    return res.json()["run_id"]
+
+
 def test_an_edit_the_judge_refuses_then_forced_in_the_review_app_is_judged_once(cli, db_url, fake_openai,
                                                                                  monkeypatch):
     """The review app asks before storing an edit its gates refuse; storing it after the confirmation keeps the
     verdicts that refused it, so the judge is asked (and paid) once, and that one call is counted once."""
-    monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", fake_openai.base_url)
-    for text, tokens_in, tokens_out in SCRIPT:
-        fake_openai.respond(completion(text, prompt_tokens=tokens_in, completion_tokens=tokens_out))
-    run_id = cli("run", str(WORKFLOWS / "counted.yaml"), "--input", "ticket=order 42 is broken", "--json").json()[
-        "run_id"]
+    run_id = paused_at_final(cli, fake_openai, monkeypatch)
     fake_openai.respond(completion(verdict(0.2, "still no order number"), prompt_tokens=108, completion_tokens=18))
     output = "We are sorry; it is being fixed."
     with open_store(db_url) as store:
@@ -126,11 +132,7 @@ def test_an_edit_the_judge_refuses_then_forced_in_the_review_app_is_judged_once(
 
 
 def test_verdicts_on_another_output_are_not_reused_by_a_forced_edit(cli, db_url, fake_openai, monkeypatch):
-    monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", fake_openai.base_url)
-    for text, tokens_in, tokens_out in SCRIPT:
-        fake_openai.respond(completion(text, prompt_tokens=tokens_in, completion_tokens=tokens_out))
-    run_id = cli("run", str(WORKFLOWS / "counted.yaml"), "--input", "ticket=order 42 is broken", "--json").json()[
-        "run_id"]
+    run_id = paused_at_final(cli, fake_openai, monkeypatch)
     fake_openai.respond(completion(verdict(0.2, "no order number"), prompt_tokens=108, completion_tokens=18))
     fake_openai.respond(completion(verdict(0.9, "names order 42"), prompt_tokens=109, completion_tokens=19))
     with open_store(db_url) as store:
