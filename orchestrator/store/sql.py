@@ -526,22 +526,22 @@ class SqlStore(RetriedStore, Store):
         statement of its decision, so a refused decision rolls every one of them back."""
         run_pks = [self.run_pk(d.review.run_id) for d in decisions]
         now = time.time()
-        deciding = decisions[0].review if decisions else None
+        review_ids: list[int] = []
         try:
             with self.lock, self.conn.begin():
-                review_ids = []
                 for decision, run_pk in zip(decisions, run_pks, strict=True):
-                    deciding = decision.review
                     review_ids.append(self.apply_decision(decision, run_pk, now))
-        except NotPausedError:
-            assert deciding is not None
-            state = " or ".join(next(d.from_statuses for d in decisions if d.review is deciding))
-            raise RunBusyError(f"run {deciding.run_id} is no longer {state} (another decision is being applied); "
-                              f"see `orchestrator show {deciding.run_id}`") from None
-        except IntegrityError:
-            assert deciding is not None
-            winner = next((r for r in self.reviews(deciding.run_id) if r.record_id == deciding.record_id), None)
-            raise already_decided(deciding, winner) from None
+        except (NotPausedError, IntegrityError) as exc:
+            # the decision being applied (those before it returned their ids), or the last one if the commit failed
+            refused = decisions[min(len(review_ids), len(decisions) - 1)]
+            if isinstance(exc, IntegrityError):
+                review = refused.review
+                winner = next((r for r in self.reviews(review.run_id) if r.record_id == review.record_id), None)
+                raise already_decided(review, winner) from None
+            state = " or ".join(refused.from_statuses)
+            run_id = refused.review.run_id
+            raise RunBusyError(f"run {run_id} is no longer {state} (another decision is being applied); "
+                              f"see `orchestrator show {run_id}`") from None
         return review_ids
 
     def apply_decision(self, decision: NewDecision, run_pk: int, now: float) -> int:
