@@ -80,13 +80,19 @@ def store(db_url: str):
     s.close()
 
 
+def side_effect_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, variable: str) -> Path:
+    """An empty file ``name`` that the code under test finds through the environment variable ``variable`` and
+    appends to, so a test counts from outside what it did (steps run, refunds made)."""
+    path = tmp_path / name
+    path.touch()
+    monkeypatch.setenv(variable, str(path))
+    return path
+
+
 @pytest.fixture
 def step_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Each step call appends a line here, so tests can count executions."""
-    path = tmp_path / "steps.log"
-    path.touch()
-    monkeypatch.setenv("STEP_LOG", str(path))
-    return path
+    return side_effect_file(tmp_path, monkeypatch, "steps.log", "STEP_LOG")
 
 
 def calls(log: Path) -> list[str]:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import side_effect_file
 from tests.llm.fake_openai_server import FakeOpenAI
 
 TICKET = "ticket=Order 42 arrived broken, please refund it"
@@ -14,10 +15,7 @@ TICKET = "ticket=Order 42 arrived broken, please refund it"
 @pytest.fixture
 def refund_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Where the refund tool appends a line per refund it makes (counted from outside the run)."""
-    path = tmp_path / "refunds.log"
-    path.touch()
-    monkeypatch.setenv("REFUND_LOG", str(path))
-    return path
+    return side_effect_file(tmp_path, monkeypatch, "refunds.log", "REFUND_LOG")
 
 
 @pytest.fixture

@@ -13,16 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import side_effect_file
+
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "approval"
 FLOW = FIXTURES / "refund_approval.yaml"
 
 
 @pytest.fixture
 def pay_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "pay.log"
-    path.touch()
-    monkeypatch.setenv("PAY_LOG", str(path))
-    return path
+    return side_effect_file(tmp_path, monkeypatch, "pay.log", "PAY_LOG")
 
 
 def _paused(cli) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, side_effect_file
 
 pytest.importorskip("llama_cpp", reason="the embedded model needs the local-llm extra: pip install -e '.[local-llm]'")
 
@@ -23,10 +23,7 @@ TICKET = "ticket=My kettle from order 1042 arrived broken, I want my money back"
 
 @pytest.fixture
 def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "refunds.ledger"
-    path.touch()
-    monkeypatch.setenv("REFUND_LEDGER", str(path))
-    return path
+    return side_effect_file(tmp_path, monkeypatch, "refunds.ledger", "REFUND_LEDGER")
 
 
 def _proposed(cli) -> str:
