@@ -42,8 +42,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.runner import start_run  # noqa: E402
-from orchestrator.spec import load_workflow  # noqa: E402
+from orchestrator.bind.loader import load_workflow  # noqa: E402
+from orchestrator.service.runner import start_run  # noqa: E402
 from orchestrator.store import GateRow, NewAttribution, NewOutcome, NewRun, NewStepRecord, Store, open_store  # noqa: E402
 
 STEPS = [f"s{i:02d}" for i in range(1, 21)]

@@ -22,8 +22,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.interleaved import compare_main  # noqa: E402
-from orchestrator.binding import BoundWorkflow  # noqa: E402
-from orchestrator.pyapi import Workflow  # noqa: E402
+from orchestrator.bind.binding import BoundWorkflow  # noqa: E402
+from orchestrator.bind.python_workflow import Workflow  # noqa: E402
 
 CHILDREN = 20
 """``workflow:`` steps of the parent, in a chain."""

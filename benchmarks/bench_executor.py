@@ -43,13 +43,13 @@ if str(ROOT) not in sys.path:
 
 import anyio  # noqa: E402
 
-from orchestrator.binding import BoundWorkflow  # noqa: E402
-from orchestrator.executor import Executor  # noqa: E402
-from orchestrator.pyapi import Workflow  # noqa: E402
-from orchestrator.runner import start_run  # noqa: E402
+from orchestrator.bind.binding import BoundWorkflow  # noqa: E402
+from orchestrator.bind.python_workflow import Workflow  # noqa: E402
+from orchestrator.bind.threads import DEFAULT_CONCURRENCY  # noqa: E402
+from orchestrator.engine.executor import Executor  # noqa: E402
+from orchestrator.service.runner import start_run  # noqa: E402
 from orchestrator.store import NewRun, Store, open_store  # noqa: E402
 from orchestrator.store.sqlite import apply_pragmas  # noqa: E402
-from orchestrator.threads import DEFAULT_CONCURRENCY  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 BEGIN, END = "<!-- bench_executor:begin -->", "<!-- bench_executor:end -->"
@@ -349,7 +349,7 @@ def gate_call(n: int) -> float:
     """One ``gates.base.evaluate`` of ``not_empty``: the gate protocol's own cost per gated step."""
     from gates.base import evaluate
     from gates.not_empty import NotEmpty
-    from orchestrator.context import StepContext
+    from orchestrator.spec.context import StepContext
 
     gate, ctx = NotEmpty(), StepContext(run_id="r", step_id="s", workflow="w", agent="a", step_type="reasoning")
     t = time.perf_counter()

@@ -20,7 +20,7 @@ Run it as ``.venv/bin/python benchmarks/bench_llm.py`` (about 1-2 minutes on 2 c
    (b) ``orchestrator.llm.call.run_llm``: prompt rendering, request building, cache key, the
        provider (limiter, tenacity retrier, error mapping), schema validation, the record;
    (c) a one-step ``type: llm`` workflow (a YAML written to a temp dir, ``load_workflow``) run
-       end to end by ``orchestrator.runner.start_run`` on ``memory://`` and on a SQLite file;
+       end to end by ``orchestrator.service.runner.start_run`` on ``memory://`` and on a SQLite file;
    (f) floors with no request at all: constructing an ``AsyncOpenAI`` client, and the
        ``ssl.create_default_context()`` inside it (it reads the system CA store, ~20 ms here).
 
@@ -188,8 +188,8 @@ class Variants:
     """Each variant runs ``n`` sequential calls and returns their durations in seconds."""
 
     def __init__(self, base_url: str, workdir: Path):
+        from orchestrator.bind.loader import load_workflow
         from orchestrator.llm import LLMConfig
-        from orchestrator.spec import load_workflow
         from orchestrator.store import open_store
 
         self.base_url = base_url
@@ -293,7 +293,7 @@ class Variants:
         return self._timed_loop(n, call)
 
     def _workflow(self, store: Any, n: int) -> list[float]:
-        from orchestrator.runner import start_run
+        from orchestrator.service.runner import start_run
 
         times = []
         for _ in range(n):
@@ -448,7 +448,7 @@ class Setting:
 
     async def once(self) -> None:
         from orchestrator.llm.call import run_llm
-        from orchestrator.llm.errors import LLMStepError
+        from orchestrator.spec.llm_errors import LLMStepError
 
         if self.reset:
             reset_kv()

@@ -39,10 +39,10 @@ if str(ROOT) not in sys.path:
 
 import anyio  # noqa: E402
 
-from orchestrator.runner import enqueue_run, start_run_async  # noqa: E402
-from orchestrator.spec import load_workflow  # noqa: E402
+from orchestrator.bind.loader import load_workflow  # noqa: E402
+from orchestrator.service.runner import enqueue_run, start_run_async  # noqa: E402
+from orchestrator.service.worker import Worker, WorkOptions  # noqa: E402
 from orchestrator.store import open_store  # noqa: E402
-from orchestrator.worker import Worker, WorkOptions  # noqa: E402
 
 STEPS = 5
 

@@ -173,8 +173,8 @@ def recovery_under_backlog(chaos: Chaos, backlog: int, workers: int = 2) -> tupl
     """Two workers busy with a backlog of queued runs; an ``orchestrator run`` is SIGKILLed inside its run:
     seconds from the kill until that run's next step starts, and how many steps of other runs started
     meanwhile."""
-    from orchestrator.runner import enqueue_run
-    from orchestrator.spec import load_workflow
+    from orchestrator.bind.loader import load_workflow
+    from orchestrator.service.runner import enqueue_run
 
     bound = load_workflow(chaos.workflow)
     with open_store(chaos.db) as store:

@@ -22,8 +22,8 @@ if str(ROOT) not in sys.path:
 
 import anyio  # noqa: E402
 
-from orchestrator.binding import BoundWorkflow  # noqa: E402
-from orchestrator.executor import Executor  # noqa: E402
+from orchestrator.bind.binding import BoundWorkflow  # noqa: E402
+from orchestrator.engine.executor import Executor  # noqa: E402
 from orchestrator.store import Store, open_store  # noqa: E402
 
 

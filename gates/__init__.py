@@ -22,7 +22,7 @@ from gates.regex import Regex
 from gates.required_fields import RequiredFields
 from gates.schema import Schema
 from gates.similarity import Similarity
-from orchestrator.model import GateResult
+from orchestrator.spec.model import GateResult
 
 __all__ = [
     "BUILTIN_GATES",

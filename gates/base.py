@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
-from orchestrator.context import StepContext
-from orchestrator.model import GATE_ERROR, GateResult
+from orchestrator.spec.context import StepContext
+from orchestrator.spec.model import GATE_ERROR, GateResult
 
 __all__ = ["Gate", "GateConfigError", "VerdictError", "GateEvaluation", "GateResult", "register", "BUILTIN_GATES",
            "evaluate", "evaluate_async", "is_gate_error", "is_async_gate"]

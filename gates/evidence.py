@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 from gates.base import GateConfigError, register
 from gates.paths import FieldNotFound, describe, get_field, is_sequence, iter_strings, type_name
-from orchestrator.context import StepContext
-from orchestrator.model import GateResult
+from orchestrator.spec.context import StepContext
+from orchestrator.spec.model import GateResult
 
 MAX_IDS_SHOWN = 5
 

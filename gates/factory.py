@@ -20,10 +20,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from gates.base import BUILTIN_GATES, GateConfigError, normalize
 from gates.paths import preview
-from orchestrator.context import StepContext
-from orchestrator.errors import ResolveError
-from orchestrator.model import GateResult, GateSpec
-from orchestrator.resolve import resolve_callable
+from orchestrator.bind.resolve import resolve_callable
+from orchestrator.core.errors import ResolveError
+from orchestrator.spec.context import StepContext
+from orchestrator.spec.model import GateResult, GateSpec
 
 __all__ = ["build_gate", "construct_gate", "FunctionGate", "AsyncFunctionGate"]
 

@@ -11,8 +11,8 @@ from typing import Any, ClassVar
 
 from gates.base import GateConfigError, register
 from gates.paths import FieldNotFound, describe, get_field, type_name
-from orchestrator.context import StepContext
-from orchestrator.model import GateResult
+from orchestrator.spec.context import StepContext
+from orchestrator.spec.model import GateResult
 
 
 @register

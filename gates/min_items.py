@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 
 from gates.base import GateConfigError, register
 from gates.paths import FieldNotFound, describe, fmt_number, get_field, is_number, is_sequence, type_name
-from orchestrator.context import StepContext
-from orchestrator.model import GateResult
+from orchestrator.spec.context import StepContext
+from orchestrator.spec.model import GateResult
 
 
 @register

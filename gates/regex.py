@@ -18,8 +18,8 @@ import re2
 
 from gates.base import GateConfigError, register
 from gates.paths import FieldNotFound, describe, get_field, preview, type_name
-from orchestrator.context import StepContext
-from orchestrator.model import GateResult
+from orchestrator.spec.context import StepContext
+from orchestrator.spec.model import GateResult
 
 
 @register

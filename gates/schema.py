@@ -14,10 +14,10 @@ from typing import Any, ClassVar
 
 from gates.base import GateConfigError, register
 from gates.paths import FieldNotFound, describe, get_field, to_jsonable
-from orchestrator.context import StepContext
-from orchestrator.errors import ResolveError
-from orchestrator.model import GateResult
-from orchestrator.resolve import resolve_callable
+from orchestrator.bind.resolve import resolve_callable
+from orchestrator.core.errors import ResolveError
+from orchestrator.spec.context import StepContext
+from orchestrator.spec.model import GateResult
 
 MAX_ERRORS_SHOWN = 3
 """How many validation errors a reason lists; the rest are counted and kept in details."""

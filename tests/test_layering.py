@@ -19,29 +19,24 @@ from tests.conftest import REPO
 PACKAGES = ("orchestrator", "gates", "tui")
 
 LAYERS: list[tuple[str, ...]] = [
-    # 0: data and pure functions: no I/O, no gates, no store
-    ("orchestrator.model", "orchestrator.graph", "orchestrator.errors", "orchestrator.jsonio",
-     "orchestrator.context", "orchestrator.records", "orchestrator.inputs", "orchestrator.events",
-     "orchestrator.jsonschema", "orchestrator.attribution.shapley", "orchestrator.llm.config",
-     "orchestrator.overrides", "orchestrator.conditions", "orchestrator.llm.template", "orchestrator.llm.errors",
-     "orchestrator.llm.records"),
-    # 1: binding a spec to code; gates; clients of models and tracing backends
-    ("orchestrator.resolve", "orchestrator.invoke", "orchestrator.threads", "orchestrator.isolation",
-     "orchestrator.binding", "orchestrator.spec", "orchestrator.files", "orchestrator.evaluation",
-     "orchestrator.pyapi", "gates", "orchestrator.llm", "orchestrator.telemetry", "orchestrator.approvals"),
-    # 2: the store
-    ("orchestrator.store", "orchestrator.stored_workflow", "orchestrator.workflow_filter"),
-    # 3: executing and explaining runs
-    ("orchestrator.runstate", "orchestrator.attempt", "orchestrator.executor", "orchestrator.attribution",
-     "orchestrator.outcomes", "orchestrator.documents", "orchestrator.group_commit", "orchestrator.blocking",
-     "orchestrator.lease_keeper", "orchestrator.lease_holder", "orchestrator.mapping", "orchestrator.looping",
-     "orchestrator.children", "orchestrator.tree"),
-    # 4: what every face calls
-    ("orchestrator.runner", "orchestrator.review", "orchestrator.review_tree", "orchestrator.labels",
-     "orchestrator.worker", "orchestrator.listing", "orchestrator.tool_decisions"),
-    # 5: the faces
+    # 0: the floor: errors, JSON, reading user files
+    ("orchestrator.core",),
+    # 1: the workflow as data and pure functions over it: no I/O, no gates, no store
+    ("orchestrator.spec",),
+    # 2: binding a spec to code; gates; clients of models and tracing backends
+    ("orchestrator.bind", "gates", "orchestrator.llm", "orchestrator.telemetry"),
+    # 3: the store
+    ("orchestrator.store",),
+    # 4: executing and explaining runs
+    ("orchestrator.engine", "orchestrator.attribution"),
+    # 5: what every face calls
+    ("orchestrator.service",),
+    # 6: the faces
     ("orchestrator.cli", "tui", "orchestrator.api", "orchestrator", "orchestrator.__main__"),
 ]
+
+#: Modules that may sit directly in ``orchestrator/``: the package, its entry point and the typed API.
+TOP_LEVEL_MODULES = {"orchestrator", "orchestrator.__main__", "orchestrator.api"}
 
 
 def module_name(path: Path) -> str:
@@ -125,6 +120,13 @@ def test_every_module_has_a_layer():
         layer_of(module)
 
 
+def test_the_package_root_holds_only_the_faces_and_layer_packages():
+    """Every other module lives in a package whose name says its layer."""
+    flat = {m for m in all_modules() if m.startswith("orchestrator.") and m.count(".") == 1}
+    packages = {m for m in flat if (REPO / m.replace(".", "/") / "__init__.py").exists()}
+    assert flat - packages - TOP_LEVEL_MODULES == set()
+
+
 def test_no_module_imports_a_higher_layer():
     upward = []
     for module, targets in import_graph().items():
@@ -136,10 +138,20 @@ def test_no_module_imports_a_higher_layer():
     assert upward == []
 
 
+#: The one tie allowed both ways: Textual's idiom is an App that pushes its screens, and screens that
+#: name their App's type to reach its shared state (``self.app``); both are faces, nothing below sees it.
+def allowed_back_edge(module: str, target: str) -> bool:
+    return module.startswith("tui.screens.") and target == "tui.app"
+
+
 def test_there_is_no_import_cycle():
-    graph = import_graph(runtime_only=True)
+    """Counted over every import, lazy and ``TYPE_CHECKING`` ones included: a type-only import is no
+    runtime cycle, but it still ties two modules so that neither can be read, moved or tested alone."""
+    graph = import_graph()
     # a package importing its own submodules (to re-export them) is not a cycle of the submodules
-    edges = {m: {t for t in ts if not (m in PACKAGES or t in PACKAGES)} for m, ts in graph.items()}
+    edges = {m: {t for t in ts if not (m in PACKAGES or t in PACKAGES)
+                 and not allowed_back_edge(m, t)}
+             for m, ts in graph.items()}
     cycles = []
     state: dict[str, int] = {}
     stack: list[str] = []
@@ -162,7 +174,8 @@ def test_there_is_no_import_cycle():
 
 
 @pytest.mark.parametrize("source, expected", [
-    ("from orchestrator.runner import start_run", {"orchestrator.runner", "orchestrator.runner.start_run"}),
+    ("from orchestrator.service.runner import start_run",
+     {"orchestrator.service.runner", "orchestrator.service.runner.start_run"}),
     ("def f():\n    import tui.app\n", {"tui.app"}),
 ])
 def test__project_imports_sees_imports_wherever_they_are(tmp_path, source, expected):

@@ -66,7 +66,7 @@ def test_run_on_sqlite_imports_neither_sqlalchemy_nor_sqlmodel(tmp_path) -> None
     assert textual_modules(modules) == []
 
 
-RUN_LOADS_ON_USE = ("orchestrator.attribution", "orchestrator.review", "orchestrator.documents",
+RUN_LOADS_ON_USE = ("orchestrator.attribution", "orchestrator.service.review", "orchestrator.engine.documents",
                     "orchestrator.llm.step", "orchestrator.store.analytics", "orchestrator.store.triage", "tenacity")
 """What a plain run never needs: attribution traces an incorrect outcome, review a pause, documents print
 ``--json``, ``llm.step`` binds a model step, the analytics and triage rows serve ``stats`` and ``runs``,
@@ -82,7 +82,7 @@ def test_a_plain_run_imports_none_of_what_it_does_not_use(tmp_path) -> None:
     assert first == 0, stdout
     code, modules, stdout = imported_modules(*args)
     assert code == 0, stdout
-    assert "orchestrator.runner" in modules, "the import log was not captured"
+    assert "orchestrator.service.runner" in modules, "the import log was not captured"
     assert sorted(m for m in modules if any(m == lazy or m.startswith(lazy + ".") for lazy in RUN_LOADS_ON_USE)) == []
 
 

@@ -1,6 +1,6 @@
 """The review app's writes: each is one call of the function the CLI calls for the same verb.
 
-``orchestrator approve`` and the ``a`` key both end in :func:`orchestrator.review.approve`, so a
+``orchestrator approve`` and the ``a`` key both end in :func:`orchestrator.service.review.approve`, so a
 decision is the same whichever face made it. No Textual here; the app runs these in thread
 workers and reports what they return or raise.
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from orchestrator.events import EventHook
-    from orchestrator.labels import LabelResult
-    from orchestrator.records import StepRecordView
-    from orchestrator.review import Decision
-    from orchestrator.runstate import RunResult
+    from orchestrator.engine.run_state import RunResult
+    from orchestrator.service.labels import LabelResult
+    from orchestrator.service.review import Decision
+    from orchestrator.spec.events import EventHook
+    from orchestrator.spec.records import StepRecordView
     from orchestrator.store import Lease, Store
 
 DECISION_VERBS = {"approve": "approved", "edit": "edited", "retry": "sent back for a retry", "reject": "rejected"}
@@ -31,8 +31,8 @@ def decide(store: Store, run_id: str, decision: str, *, step: str | None = None,
     A decision that continues the run claims the run's lease in its own transaction, as the CLI's
     does; :func:`continue_after_decision` continues under ``decision.lease``.
     """
-    from orchestrator import review
-    from orchestrator.executor import new_lease
+    from orchestrator.engine.executor import new_lease
+    from orchestrator.service import review
 
     if decision == "reject":
         return review.reject(store, run_id, step=step, reviewer=reviewer, comment=comment)
@@ -48,7 +48,7 @@ def decide(store: Store, run_id: str, decision: str, *, step: str | None = None,
 
 def _located(store: Store, run_id: str, step: str | None) -> tuple[str, str | None]:
     """The run holding ``step`` and the unit there (a path ``research > retrieve`` names a child run's unit)."""
-    from orchestrator.review_tree import locate
+    from orchestrator.service.review_tree import locate
 
     target = locate(store, run_id, step)
     return target.run_id, target.step
@@ -56,7 +56,7 @@ def _located(store: Store, run_id: str, step: str | None) -> tuple[str, str | No
 
 def is_fix(store: Store, run_id: str, step: str | None) -> bool:
     """Whether an edit or retry of ``step`` is a fix of a completed step rather than a decision on a pause."""
-    from orchestrator import review
+    from orchestrator.service import review
 
     run_id, step = _located(store, run_id, step)
     return review.is_tree_fix(store, run_id, step) or review.is_fix(store, run_id, step)
@@ -64,7 +64,7 @@ def is_fix(store: Store, run_id: str, step: str | None) -> bool:
 
 def fix_side_effects(store: Store, run_id: str, step: str, decision: str) -> list[str]:
     """Steps with side effects that fixing ``step`` would run again (ReviewError when it cannot be fixed)."""
-    from orchestrator import review
+    from orchestrator.service import review
 
     located, unit = _located(store, run_id, step)
     assert unit is not None
@@ -77,8 +77,8 @@ def fix_side_effects(store: Store, run_id: str, step: str, decision: str) -> lis
 def editable_record(store: Store, run_id: str, step: str | None) -> tuple[StepRecordView, list[str]]:
     """The record an edit would replace (the paused one, or a completed step's live one), and the
     labels of the gates the new output must pass."""
-    from orchestrator import review
-    from orchestrator.model import WorkflowSpec
+    from orchestrator.service import review
+    from orchestrator.spec.model import WorkflowSpec
 
     run_id, step = _located(store, run_id, step)
     if step is not None and review.is_tree_fix(store, run_id, step):
@@ -94,7 +94,7 @@ def editable_record(store: Store, run_id: str, step: str | None) -> tuple[StepRe
 
 def label(store: Store, run_id: str, *, correct: bool, reason: str | None, reviewer: str | None) -> LabelResult:
     """Record a human outcome through the CLI's ``label_run``; the single place the app labels a run."""
-    from orchestrator.labels import label_run
+    from orchestrator.service.labels import label_run
 
     return label_run(store, run_id, correct=correct, reason=reason or None, reviewer=reviewer)
 
@@ -102,6 +102,6 @@ def label(store: Store, run_id: str, *, correct: bool, reason: str | None, revie
 def continue_after_decision(store: Store, run_id: str, on_event: EventHook, lease: Lease | None = None) -> RunResult:
     """Resume the run in this thread, as ``orchestrator resume`` would, reporting step events; under
     ``lease`` when the decision claimed it."""
-    from orchestrator.runner import continue_run
+    from orchestrator.service.runner import continue_run
 
     return continue_run(store, run_id, on_event=on_event, lease=lease)

@@ -1,7 +1,7 @@
 """``orchestrator review``: a Textual app over paused runs.
 
 It reads and writes the same store as the CLI and makes decisions through the same functions
-(:mod:`tui.actions` calls :mod:`orchestrator.review` and :mod:`orchestrator.labels`). After a
+(:mod:`tui.actions` calls :mod:`orchestrator.service.review` and :mod:`orchestrator.service.labels`). After a
 decision the run continues in a thread worker inside the app, reporting step events back as
 messages; quitting stops it at the next step boundary, leaving it for ``orchestrator resume``.
 
@@ -21,7 +21,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 
-from orchestrator.events import Event, StepFinished, StepStarted
+from orchestrator.spec.events import Event, StepFinished, StepStarted
 from tui import actions
 from tui.messages import (
     ActionFailed,
@@ -276,7 +276,7 @@ def _is_stop(exc: BaseException) -> bool:
 
 
 def _error_text(exc: BaseException) -> str:
-    from orchestrator.errors import OrchestratorError
+    from orchestrator.core.errors import OrchestratorError
 
     if isinstance(exc, OrchestratorError):
         return str(exc)

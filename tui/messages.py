@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 if TYPE_CHECKING:
-    from orchestrator.events import Event
-    from orchestrator.labels import LabelResult
-    from orchestrator.records import StepRecordView
-    from orchestrator.review import Decision
+    from orchestrator.service.labels import LabelResult
+    from orchestrator.service.review import Decision
+    from orchestrator.spec.events import Event
+    from orchestrator.spec.records import StepRecordView
     from tui.queries import RunDetail, RunRow
 
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.records import PATH_SEPARATOR, parse_unit, path_head, unit_name
-from orchestrator.workflow_filter import workflows_with_runs
+from orchestrator.engine.workflow_filter import workflows_with_runs
+from orchestrator.spec.records import PATH_SEPARATOR, parse_unit, path_head, unit_name
 
 if TYPE_CHECKING:
-    from orchestrator.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView
+    from orchestrator.engine.tree import OpenPause
+    from orchestrator.spec.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView
     from orchestrator.store import Store
-    from orchestrator.tree import OpenPause
 
 RUN_STATUSES = ("paused", "running", "queued", "succeeded", "failed", "rejected")
-"""The filter choices, most actionable first (the closed set of ``orchestrator.model.RunStatus``)."""
+"""The filter choices, most actionable first (the closed set of ``orchestrator.spec.model.RunStatus``)."""
 
 FINISHED = frozenset({"succeeded", "failed", "rejected"})
 
@@ -55,7 +55,7 @@ class RunRow:
 def load_runs(store: Store, *, limit: int = 500) -> list[RunRow]:
     """Runs (not replays), paused ones first, then newest first, with what ``orchestrator runs`` shows
     of each (outcome, waiting step and gate reason, blamed step): one page query, not one per run."""
-    from orchestrator.listing import run_query
+    from orchestrator.service.listing import run_query
 
     rows = []
     for t in store.triage_runs(run_query(limit=limit)).rows:
@@ -183,7 +183,7 @@ class RunDetail:
     attribution: AttributionView | None = None
     """The run's most informative stored attribution record (``orchestrator.attribution.choice``)."""
     model_usage: dict[str, Any] | None = None
-    """Every model call of the run, summed and split by purpose (``orchestrator.documents.call_totals``)."""
+    """Every model call of the run, summed and split by purpose (``orchestrator.engine.documents.call_totals``)."""
 
     @property
     def waiting(self) -> list[str]:
@@ -200,9 +200,9 @@ class RunDetail:
 
 def load_run_detail(store: Store, run_id: str) -> RunDetail:
     from orchestrator.attribution.choice import explaining_record
-    from orchestrator.documents import call_totals
-    from orchestrator.review import waiting_records
-    from orchestrator.tree import child_pauses, children
+    from orchestrator.engine.documents import call_totals
+    from orchestrator.engine.tree import child_pauses, children
+    from orchestrator.service.review import waiting_records
 
     run = store.get_run(run_id)
     records = store.step_records(run_id)
@@ -302,8 +302,8 @@ def _consumed_unit(consumed: dict[str, Any], by_id: dict[int, StepRecordView]) -
 
 def _plan(definition: dict[str, Any]) -> tuple[list[str], dict[str, dict[str, Any]]]:
     """Topological step order and each step's declared fields (plus ``_deps``) from a stored definition."""
-    from orchestrator.graph import topological_order
-    from orchestrator.model import WorkflowSpec
+    from orchestrator.spec.graph import topological_order
+    from orchestrator.spec.model import WorkflowSpec
 
     declared = {s["id"]: dict(s) for s in definition.get("steps", []) if isinstance(s, dict) and "id" in s}
     try:

@@ -26,10 +26,10 @@ from typing import Any
 from generate import HERE, Task, X, chain_parents, expected_value
 from tasks import CORRUPT
 
-from orchestrator import review
-from orchestrator.binding import bind
-from orchestrator.model import WorkflowSpec
-from orchestrator.runner import continue_run, start_run
+from orchestrator.bind.binding import bind
+from orchestrator.service import review
+from orchestrator.service.runner import continue_run, start_run
+from orchestrator.spec.model import WorkflowSpec
 from orchestrator.store import Store
 
 AGENTS = ("retriever", "analyst", "pricer", "writer")

@@ -24,8 +24,8 @@ from typing import Any
 
 from tasks import COMPENSATE, CORRUPT, UNHELPFUL
 
-from orchestrator.binding import BoundWorkflow, bind
-from orchestrator.model import WorkflowSpec
+from orchestrator.bind.binding import BoundWorkflow, bind
+from orchestrator.spec.model import WorkflowSpec
 
 HERE = Path(__file__).parent
 FAILURES = ("propagated", "missed", "compensated", "confusion")

@@ -28,7 +28,7 @@ from families import FAMILIES  # noqa: E402
 from generate import COVERAGES, FAILURES, Task, generate  # noqa: E402
 
 from orchestrator.attribution.methods import attribute  # noqa: E402
-from orchestrator.runner import start_run  # noqa: E402
+from orchestrator.service.runner import start_run  # noqa: E402
 from orchestrator.store import Store, open_store  # noqa: E402
 
 METHODS = (("trace", "step"), ("counterfactual", "step"), ("difference", "step"), ("shapley", "step"),

@@ -1,7 +1,7 @@
 """What happens by itself when an outcome is incorrect: a backward trace, stored at once.
 
 Called by the executor when its evaluator scores a run below the workflow's threshold, and by
-:func:`orchestrator.labels.label_run` for an incorrect human label. Tracing reads only stored
+:func:`orchestrator.service.labels.label_run` for an incorrect human label. Tracing reads only stored
 records, so it costs no step execution and works after the workflow's code has changed.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from orchestrator.attribution.result import AttributionResult
 from orchestrator.attribution.trace import trace_run
-from orchestrator.model import WorkflowSpec
+from orchestrator.spec.model import WorkflowSpec
 from orchestrator.store import Store
 from orchestrator.store.analytics import PRODUCTION_KINDS
 

@@ -18,8 +18,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.model import StepSpec, parse_reference
-from orchestrator.records import StepRecordView
+from orchestrator.spec.model import StepSpec, parse_reference
+from orchestrator.spec.records import StepRecordView
 
 
 def digest(value: Any) -> str:
@@ -51,7 +51,7 @@ class FieldMissing(Exception):
 
 def get_field(value: Any, path: str) -> Any:
     """``STEP.field.sub`` extraction with the executor's semantics (dict keys, list indexes)."""
-    from orchestrator.model import field_value
+    from orchestrator.spec.model import field_value
 
     try:
         return field_value(value, path)

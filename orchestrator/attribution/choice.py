@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orchestrator.records import AttributionView
+from orchestrator.spec.records import AttributionView
 from orchestrator.store import Store
 from orchestrator.store.analytics import attribution_rank
 

@@ -31,8 +31,8 @@ from orchestrator.attribution.result import (
     require_evaluator,
 )
 from orchestrator.attribution.trace import agent_graph, iteration_of
-from orchestrator.binding import BoundWorkflow
-from orchestrator.records import iso
+from orchestrator.bind.binding import BoundWorkflow
+from orchestrator.spec.records import iso
 from orchestrator.store import Store
 
 

@@ -31,8 +31,8 @@ from orchestrator.attribution.result import (
     require_evaluator,
 )
 from orchestrator.attribution.trace import agent_graph, iteration_of
-from orchestrator.binding import BoundWorkflow
-from orchestrator.errors import InputError
+from orchestrator.bind.binding import BoundWorkflow
+from orchestrator.core.errors import InputError
 from orchestrator.store import Store
 
 BY = ("step", "agent")

@@ -13,11 +13,11 @@ from typing import Any
 from orchestrator.attribution.replay import MISSING, Evaluation, ReplayEngine, model_calls
 from orchestrator.attribution.result import METHODS, AttributionResult, require_evaluator, save
 from orchestrator.attribution.trace import select_outcome, trace_run
-from orchestrator.binding import BoundWorkflow
-from orchestrator.errors import InputError
-from orchestrator.records import AttributionView, RunView
+from orchestrator.bind.binding import BoundWorkflow
+from orchestrator.core.errors import InputError
+from orchestrator.engine.stored_workflow import load_run_workflow
+from orchestrator.spec.records import AttributionView, RunView
 from orchestrator.store import Store
-from orchestrator.stored_workflow import load_run_workflow
 
 
 def ensure_explainable(store: Store, run: RunView) -> None:

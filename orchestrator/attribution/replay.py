@@ -47,22 +47,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from orchestrator import graph, jsonio
-from orchestrator.approvals import gated_tools, is_tool_pause
-from orchestrator.attempt import critic_verdict
 from orchestrator.attribution.cache import InputKeys, StepCache, Value
 from orchestrator.attribution.replay_tracing import ReplayTracing
-from orchestrator.binding import BoundStep, BoundWorkflow
-from orchestrator.blocking import run_blocking
-from orchestrator.context import StepContext
-from orchestrator.documents import call_totals
-from orchestrator.errors import InputError, NotFoundError
-from orchestrator.evaluation import call_evaluator
-from orchestrator.executor import Executor
-from orchestrator.inputs import resolve_inputs
-from orchestrator.invoke import StepFunction, call_step
-from orchestrator.outcomes import record_score
-from orchestrator.records import (
+from orchestrator.bind.approvals import gated_tools, is_tool_pause
+from orchestrator.bind.binding import BoundStep, BoundWorkflow
+from orchestrator.bind.evaluation import call_evaluator
+from orchestrator.bind.invoke import StepFunction, call_step
+from orchestrator.bind.threads import DEFAULT_CONCURRENCY
+from orchestrator.core import jsonio
+from orchestrator.core.errors import InputError, NotFoundError
+from orchestrator.engine.attempt import critic_verdict
+from orchestrator.engine.documents import call_totals
+from orchestrator.engine.event_loops import run_blocking
+from orchestrator.engine.executor import Executor
+from orchestrator.engine.outcomes import record_score
+from orchestrator.engine.stored_workflow import load_run_workflow
+from orchestrator.engine.tree import children
+from orchestrator.spec import graph
+from orchestrator.spec.context import StepContext
+from orchestrator.spec.inputs import resolve_inputs
+from orchestrator.spec.records import (
     PATH_SEPARATOR,
     StepRecordView,
     join_path,
@@ -80,10 +84,7 @@ from orchestrator.store import (
     Store,
 )
 from orchestrator.store.delegating import DelegatingStore, concrete
-from orchestrator.stored_workflow import load_run_workflow
 from orchestrator.telemetry import ReplayOf
-from orchestrator.threads import DEFAULT_CONCURRENCY
-from orchestrator.tree import children
 
 MISSING: Any = object()
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import replace
 
-from orchestrator.events import Event, EventHook, RunStarted
+from orchestrator.spec.events import Event, EventHook, RunStarted
 from orchestrator.store import Store
 from orchestrator.telemetry import ReplayOf, StepSpan, get_tracer
 from orchestrator.telemetry.listener import TracingListener

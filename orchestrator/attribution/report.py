@@ -21,11 +21,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from orchestrator.jsonio import loads
-from orchestrator.records import iso
+from orchestrator.core.jsonio import loads
+from orchestrator.engine.workflow_filter import check_workflow_filter
+from orchestrator.spec.records import iso
 from orchestrator.store import Store
 from orchestrator.store.analytics import PRODUCTION_KINDS, NondeterminismCounts
-from orchestrator.workflow_filter import check_workflow_filter
 
 
 class Distribution(BaseModel):

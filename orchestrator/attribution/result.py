@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.binding import BoundWorkflow
-from orchestrator.errors import InputError
-from orchestrator.records import iso
+from orchestrator.bind.binding import BoundWorkflow
+from orchestrator.core.errors import InputError
+from orchestrator.spec.records import iso
 from orchestrator.store import NewAttribution
 from orchestrator.store.base import OutcomeStore
 
@@ -89,7 +89,7 @@ def rank(candidates: list[Candidate], order: list[str], units: Sequence[str] = (
     """Most blamed first: ascending credit, then earliest in the workflow (a loop's iterations by number, a
     map's instances by index); paths into child runs by their place in ``units`` (the candidates in workflow
     order), after the unit that starts them."""
-    from orchestrator.records import parse_unit, path_head
+    from orchestrator.spec.records import parse_unit, path_head
 
     position = {sid: i for i, sid in enumerate(order)}
     placed = {unit: i for i, unit in enumerate(units)}

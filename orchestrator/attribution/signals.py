@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator import graph
-from orchestrator.model import WorkflowSpec
-from orchestrator.records import GateView, ReviewView, StepRecordView
+from orchestrator.spec import graph
+from orchestrator.spec.model import WorkflowSpec
+from orchestrator.spec.records import GateView, ReviewView, StepRecordView
 
 STRONG, WARNING, RECOVERED = 3, 2, 1
 """Signal tiers, strongest first (see ``trace.TIERS``)."""

@@ -25,11 +25,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator import graph
 from orchestrator.attribution.result import AttributionResult, Candidate, agent_totals, save
 from orchestrator.attribution.signals import Signal, collect_signals
-from orchestrator.model import WorkflowSpec
-from orchestrator.records import (
+from orchestrator.engine.tree import MAX_DEPTH, children
+from orchestrator.spec import graph
+from orchestrator.spec.model import WorkflowSpec
+from orchestrator.spec.records import (
     OutcomeView,
     ReviewView,
     RunView,
@@ -40,7 +41,6 @@ from orchestrator.records import (
     split_path,
 )
 from orchestrator.store import Store
-from orchestrator.tree import MAX_DEPTH, children
 
 TIERS = {3: "failed or overridden gate, critic, rejection or error", 2: "gate warning",
          1: "retry or edit that recovered"}

@@ -1,6 +1,6 @@
 """CLI commands over outcomes and attribution: label, trace, attribute, replay, stats, report.
 
-Each command is a thin face over a function of :mod:`orchestrator.labels` or :mod:`orchestrator.attribution`,
+Each command is a thin face over a function of :mod:`orchestrator.service.labels` or :mod:`orchestrator.attribution`,
 the same functions the TUI calls.
 """
 
@@ -25,7 +25,7 @@ from orchestrator.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from orchestrator.records import AttributionView
+    from orchestrator.spec.records import AttributionView
 
 WorkflowOption = Annotated[str | None, typer.Option("--workflow", help="Only runs of this workflow.")]
 
@@ -100,8 +100,8 @@ def label(run_id: RunArgument,
     With ``--reference F`` (alone or besides a verdict) the run's reference answer is stored and the
     workflow's evaluator scores the run again: a new evaluator outcome, its reason included.
     """
-    from orchestrator.errors import InputError
-    from orchestrator.labels import label_run, set_reference
+    from orchestrator.core.errors import InputError
+    from orchestrator.service.labels import label_run, set_reference
 
     if correct and incorrect:
         raise InputError("--correct and --incorrect contradict each other; give one of them")
@@ -222,8 +222,8 @@ def replay(run_id: RunArgument,
     from orchestrator.attribution.methods import fork_run
     from orchestrator.attribution.replay import MISSING
     from orchestrator.cli.running import report_result
-    from orchestrator.model import RunStatus
-    from orchestrator.runstate import RunResult
+    from orchestrator.engine.run_state import RunResult
+    from orchestrator.spec.model import RunStatus
 
     value: Any = MISSING
     if output is not None:
@@ -253,7 +253,7 @@ def stats(workflow: WorkflowOption = None,
     from rich.table import Table
 
     from orchestrator.attribution.stats import blame_source, compute_stats, parse_since
-    from orchestrator.documents import usage_text
+    from orchestrator.engine.documents import usage_text
 
     start = parse_since(since) if since else None
     store = open_store(db, create=False)

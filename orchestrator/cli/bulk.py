@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from orchestrator.binding import BoundWorkflow
-    from orchestrator.runstate import RunResult
+    from orchestrator.bind.binding import BoundWorkflow
+    from orchestrator.engine.run_state import RunResult
     from orchestrator.store import Store
 
 
@@ -28,8 +28,8 @@ def is_bulk(path: Path) -> bool:
     """``.jsonl``, or a file with more than one non-empty line that each parse as JSON (a
     pretty-printed single object spans lines too, so it stays one run's inputs)."""
     from orchestrator.cli.common import read_json_text
-    from orchestrator.errors import InputError
-    from orchestrator.jsonio import loads_document
+    from orchestrator.core.errors import InputError
+    from orchestrator.core.jsonio import loads_document
 
     if path.suffix == ".jsonl":
         return True
@@ -49,9 +49,9 @@ def is_bulk(path: Path) -> bool:
 
 def read_lines(path: Path, option: str = "--input-file") -> list[tuple[int, dict[str, Any]]]:
     """(line number, inputs) of every non-empty line; InputError naming the file and line of the first bad one."""
-    from orchestrator import jsonio
     from orchestrator.cli.common import read_json_text
-    from orchestrator.errors import InputError
+    from orchestrator.core import jsonio
+    from orchestrator.core.errors import InputError
 
     text = read_json_text(path, option)
     rows: list[tuple[int, dict[str, Any]]] = []
@@ -143,7 +143,7 @@ class BulkProgress:
 def run_all(store: Store, workflow: BoundWorkflow, items: list[BulkItem], *, parallel: int,
             run: Callable[[Store, BoundWorkflow, BulkItem], RunResult], progress: BulkProgress) -> None:
     """Execute every item's run, at most ``parallel`` at once; each item gets its result or error."""
-    from orchestrator.errors import OrchestratorError
+    from orchestrator.core.errors import OrchestratorError
 
     def one(item: BulkItem) -> None:
         try:
@@ -180,9 +180,9 @@ def bulk_run(workflow: BoundWorkflow, input_file: Path, pairs: dict[str, Any], *
     from rich.table import Table
 
     from orchestrator.cli.common import err, exit_code, open_store, out, print_json, status_markup
-    from orchestrator.errors import InputError
-    from orchestrator.inputs import resolve_inputs
-    from orchestrator.runner import start_run, wait_for_review_timeouts
+    from orchestrator.core.errors import InputError
+    from orchestrator.service.runner import start_run, wait_for_review_timeouts
+    from orchestrator.spec.inputs import resolve_inputs
 
     items = []
     for number, values in read_lines(input_file):
@@ -195,7 +195,7 @@ def bulk_run(workflow: BoundWorkflow, input_file: Path, pairs: dict[str, Any], *
         items.append(BulkItem(number, given, reference=reference))
     store = open_store(db)
     if queue:
-        from orchestrator.runner import enqueue_run
+        from orchestrator.service.runner import enqueue_run
 
         ids = []
         for item in items:

@@ -76,7 +76,7 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn OrchestratorErrors into one line and their exit code; never show a traceback for bad input."""
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from orchestrator.errors import OrchestratorError, SpecError, StoreError
+        from orchestrator.core.errors import OrchestratorError, SpecError, StoreError
 
         try:
             with json_owns_stdout(bool(kwargs.get("as_json"))):
@@ -164,9 +164,9 @@ def quiet_stdout() -> None:
 
 def read_json_text(path: Path, option: str) -> str:
     """The text of a file named by an option: a regular UTF-8 file of at most
-    :data:`~orchestrator.files.MAX_JSON_BYTES`, else InputError (exit 2) naming the option and file."""
-    from orchestrator.errors import InputError
-    from orchestrator.files import MAX_JSON_BYTES, UnreadableFileError, read_capped
+    :data:`~orchestrator.core.files.MAX_JSON_BYTES`, else InputError (exit 2) naming the option and file."""
+    from orchestrator.core.errors import InputError
+    from orchestrator.core.files import MAX_JSON_BYTES, UnreadableFileError, read_capped
 
     try:
         return read_capped(path, MAX_JSON_BYTES).decode("utf-8")
@@ -181,8 +181,8 @@ def read_json_text(path: Path, option: str) -> str:
 
 def read_json_file(path: Path, option: str) -> Any:
     """A JSON file named by an option; InputError (exit 2) naming the option, line and column."""
-    from orchestrator import jsonio
-    from orchestrator.errors import InputError
+    from orchestrator.core import jsonio
+    from orchestrator.core.errors import InputError
 
     text = read_json_text(path, option)
     try:
@@ -222,7 +222,7 @@ def collect_after_start_up() -> None:
 def open_store(db: str | None, *, create: bool = True) -> Store:
     """The store of ``--db`` (else the default); ``create=False`` for commands that only read."""
     global _opened, _thresholds
-    from orchestrator.errors import InputError
+    from orchestrator.core.errors import InputError
     from orchestrator.store import open_store as open_url
 
     if db is not None and not db.strip():
@@ -288,7 +288,7 @@ def json_owns_stdout(active: bool) -> Iterator[None]:
 
 def print_json(doc: Any) -> None:
     """A JSON document on stdout, strict: a NaN or infinity (JSON has none) is written as null."""
-    from orchestrator.jsonio import strict
+    from orchestrator.core.jsonio import strict
 
     print(json.dumps(strict(doc), indent=2, default=str, allow_nan=False), file=_json_stdout or sys.stdout)
 

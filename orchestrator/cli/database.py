@@ -18,7 +18,7 @@ db = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
 def schema_url(option: str | None) -> tuple[str, str]:
     """(the SQLAlchemy URL of ``--db``, its display form); InputError for a database with no schema
     (``memory://``), an empty ``--db``, or a SQLite path that holds no database or a damaged one."""
-    from orchestrator.errors import InputError
+    from orchestrator.core.errors import InputError
     from orchestrator.store import default_url, normalize_url
 
     if option is not None and not option.strip():
@@ -48,7 +48,7 @@ def schema_url(option: str | None) -> tuple[str, str]:
 
 def cannot_open(display: str, exc: Exception) -> Exception:
     """A driver's error on connecting, as one line naming the database (exit 2)."""
-    from orchestrator.errors import InputError
+    from orchestrator.core.errors import InputError
 
     detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return InputError(f"cannot open the database {display}: {detail}; check --db or ORCHESTRATOR_DB")

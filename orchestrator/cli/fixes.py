@@ -31,7 +31,7 @@ def print_critic_fixes(store: Store, run_id: str) -> None:
     """For each waiting critic: its verdict, the verified outputs side by side, the fix commands."""
     from rich.table import Table
 
-    from orchestrator.review import critic_pauses
+    from orchestrator.service.review import critic_pauses
 
     for pause in critic_pauses(store, run_id):
         names = [sid for sid, _ in pause.verified]

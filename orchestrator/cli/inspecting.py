@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from orchestrator.approvals import AWAITING_APPROVAL
+from orchestrator.bind.approvals import AWAITING_APPROVAL
 from orchestrator.cli.common import (
     DbOption,
     JsonOption,
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from orchestrator.records import StepRecordView
+    from orchestrator.spec.records import StepRecordView
 
 
 def _age(ts: float) -> str:
@@ -59,9 +59,9 @@ def runs(status: Annotated[str | None, typer.Option("--status", help="Only runs 
          offset: Annotated[int, typer.Option("--offset", help="Runs to skip (newest first).")] = 0,
          as_json: JsonOption = False, db: DbOption = None) -> None:
     """List runs, newest first, for triage: outcome, where a paused run waits and why, blame, model cost."""
-    from orchestrator.documents import runs_page_document
-    from orchestrator.listing import run_query
-    from orchestrator.workflow_filter import check_workflow_filter
+    from orchestrator.engine.documents import runs_page_document
+    from orchestrator.engine.workflow_filter import check_workflow_filter
+    from orchestrator.service.listing import run_query
 
     query = run_query(status=status, workflow=workflow, outcome=outcome, blamed=blamed, since=since, kind=kind,
                       limit=limit, offset=offset)
@@ -132,7 +132,7 @@ NARROW = 110
 def step_note(step: dict[str, Any], width: int | None = 48) -> str:
     """A step's error, else its output as JSON (cut to ``width`` characters; None: in full), marked with
     how the output came to be when a reviewer gave it, and with any gate it passed despite failing."""
-    from orchestrator.overrides import override_note
+    from orchestrator.spec.overrides import override_note
 
     if step.get("summary"):
         return str(step["summary"])
@@ -263,7 +263,7 @@ def show(run_id: RunArgument, as_json: JsonOption = False, db: DbOption = None,
          traceback: Annotated[bool, typer.Option("--traceback", help="Also print the full traceback of every "
                                                                     "failed attempt.")] = False) -> None:
     """One run, step by step, with gate results, reviews and outcomes."""
-    from orchestrator.documents import run_document, usage_text
+    from orchestrator.engine.documents import run_document, usage_text
 
     store = open_store(db, create=False)
     run_id = resolve_run_id(store, run_id)

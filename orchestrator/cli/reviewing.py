@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
+from orchestrator.bind.threads import DEFAULT_CONCURRENCY
 from orchestrator.cli.common import (
     CommentOption,
     ConcurrencyOption,
@@ -22,7 +23,6 @@ from orchestrator.cli.common import (
     resolve_run_id,
 )
 from orchestrator.cli.running import Progress, report_result, resumable_on_interrupt
-from orchestrator.threads import DEFAULT_CONCURRENCY
 
 if TYPE_CHECKING:
     from orchestrator.store import Lease, Store
@@ -38,14 +38,14 @@ RerunSideEffectsOption = Annotated[bool, typer.Option(
 
 def _lease(run_id: str) -> "Lease":
     """The lease a continuing decision claims in its own transaction, so the run cannot be taken between."""
-    from orchestrator.executor import new_lease
+    from orchestrator.engine.executor import new_lease
 
     return new_lease(run_id)
 
 
 def _continue_after(store: "Store", decision: Any, as_json: bool, max_concurrency: int) -> None:
-    from orchestrator.runner import continue_run
-    from orchestrator.runstate import RunResult
+    from orchestrator.engine.run_state import RunResult
+    from orchestrator.service.runner import continue_run
 
     said = err if as_json else out  # with --json, stdout holds the JSON document alone
     forced = " (forced past its failing checks)" if decision.forced else ""
@@ -69,7 +69,7 @@ def approve(run_id: RunArgument, step: StepOption = None, comment: CommentOption
             reviewer: ReviewerOption = None, as_json: JsonOption = False,
             max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY, db: DbOption = None) -> None:
     """Accept the paused step's output as it is and continue the run."""
-    from orchestrator import review
+    from orchestrator.service import review
 
     store = open_store(db, create=False)
     run_id = resolve_run_id(store, run_id)
@@ -84,7 +84,7 @@ def retry(run_id: RunArgument, step: FixStepOption = None, comment: CommentOptio
           max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY, db: DbOption = None) -> None:
     """Run the paused step again (it sees the failed gates as ctx.gate_feedback), or any completed step
     and its descendants, and continue."""
-    from orchestrator import review
+    from orchestrator.service import review
 
     store = open_store(db, create=False)
     run_id = resolve_run_id(store, run_id)
@@ -103,7 +103,7 @@ def reject(run_id: RunArgument, step: StepOption = None, comment: ReasonOption =
            as_json: JsonOption = False, db: DbOption = None) -> None:
     """End the paused run as rejected (exit 1); a step paused at a tool call instead tells the model the
     call was rejected, with --reason, and the run goes on."""
-    from orchestrator import review
+    from orchestrator.service import review
 
     store = open_store(db, create=False)
     run_id = resolve_run_id(store, run_id)
@@ -120,7 +120,7 @@ def edit(run_id: RunArgument,
          max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY, db: DbOption = None) -> None:
     """Replace the output of the paused step, or of any completed step (its descendants run again), and
     continue. The output must pass the step's gates."""
-    from orchestrator import review
+    from orchestrator.service import review
 
     value = read_json_file(output, "--output")
     store = open_store(db, create=False)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
+from orchestrator.bind.threads import DEFAULT_CONCURRENCY
 from orchestrator.cli.common import (
     ConcurrencyOption,
     DbOption,
@@ -32,19 +33,18 @@ from orchestrator.cli.common import (
     status_markup,
 )
 from orchestrator.cli.fixes import print_critic_fixes
-from orchestrator.threads import DEFAULT_CONCURRENCY
 
 if TYPE_CHECKING:
-    from orchestrator.events import Event, StepFinished
-    from orchestrator.model import WorkflowSpec
-    from orchestrator.runstate import RunResult
+    from orchestrator.engine.run_state import RunResult
+    from orchestrator.spec.events import Event, StepFinished
+    from orchestrator.spec.model import WorkflowSpec
     from orchestrator.store import Store
 
 
 @guarded
 def validate(file: Annotated[Path, typer.Argument(help="Workflow file (.yaml or .py).")]) -> None:
     """Load and check a workflow; every problem is listed with file, line and step."""
-    from orchestrator.spec import load_workflow
+    from orchestrator.bind.loader import load_workflow
 
     workflow = load_workflow(file)
     spec = workflow.spec
@@ -73,14 +73,14 @@ def warn_about_model_keys(spec: "WorkflowSpec") -> None:
 @guarded
 def schema(output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file.")] = None) -> None:
     """Print the JSON Schema of the workflow YAML format (for editor completion)."""
-    from orchestrator.jsonschema import workflow_json_schema
+    from orchestrator.spec.json_schema import workflow_json_schema
 
     text = json.dumps(workflow_json_schema(), indent=2)
     if output:
         try:
             output.write_text(text + "\n")
         except OSError as exc:
-            from orchestrator.errors import InputError
+            from orchestrator.core.errors import InputError
 
             raise InputError(f"-o {output}: cannot write the schema: {exc.strerror}") from None
     else:
@@ -151,7 +151,7 @@ class Progress:
     def child_event(self, event: "Event") -> None:
         """An event of a child run: its steps by their path, or counted on the row of the mapped step whose
         instance runs the child."""
-        from orchestrator.events import RunStarted, StepFinished, StepStarted
+        from orchestrator.spec.events import RunStarted, StepFinished, StepStarted
 
         if isinstance(event, RunStarted):
             assert event.parent_run_id is not None
@@ -184,7 +184,7 @@ class Progress:
                              f"{event.duration:.3f}s{note}"), highlight=False, soft_wrap=True)
 
     def __call__(self, event: "Event") -> None:
-        from orchestrator.events import RunStarted, StepFinished, StepStarted
+        from orchestrator.spec.events import RunStarted, StepFinished, StepStarted
 
         if (isinstance(event, RunStarted) and event.parent_run_id is not None) or event.run_id in self.prefixes:
             self.child_event(event)
@@ -259,7 +259,7 @@ def _sigterm_as_interrupt() -> Iterator[_Stop]:
 def report_result(store: "Store", result: "RunResult", as_json: bool) -> None:
     """Print a finished (or paused) run and exit with its code."""
     if as_json:
-        from orchestrator.documents import run_document
+        from orchestrator.engine.documents import run_document
 
         print_json(run_document(store, result.run_id))
     else:
@@ -292,7 +292,7 @@ def report_result(store: "Store", result: "RunResult", as_json: bool) -> None:
 
 def announce_review_wait(paused: "RunResult", deadline: float) -> None:
     """What a long wait for a review timeout waits for, and until when (a silent wait looks hung)."""
-    from orchestrator.records import iso
+    from orchestrator.spec.records import iso
 
     steps = ", ".join(paused.paused_steps)
     err.print(f"run {escape(paused.run_id)} paused at {escape(steps)}: waiting for a review until {iso(deadline)}, "
@@ -320,10 +320,10 @@ def run(
     db: DbOption = None,
 ) -> None:
     """Run a workflow to its end or to its first pause for review (or one run per line of a .jsonl file)."""
-    from orchestrator.errors import InputError
-    from orchestrator.inputs import parse_pairs, resolve_inputs
-    from orchestrator.runner import start_run, wait_for_review_timeouts
-    from orchestrator.spec import load_workflow
+    from orchestrator.bind.loader import load_workflow
+    from orchestrator.core.errors import InputError
+    from orchestrator.service.runner import start_run, wait_for_review_timeouts
+    from orchestrator.spec.inputs import parse_pairs, resolve_inputs
 
     workflow = load_workflow(file)
     warn_about_model_keys(workflow.spec)
@@ -353,7 +353,7 @@ def run(
     show_warnings()
     store = open_store(db)
     if queue:
-        from orchestrator.runner import enqueue_run
+        from orchestrator.service.runner import enqueue_run
 
         run_id = enqueue_run(store, workflow, given, reference=answer)
         if as_json:
@@ -376,11 +376,11 @@ def resume(run_id: RunArgument, as_json: JsonOption = False,
            db: DbOption = None) -> None:
     """Continue a paused, interrupted or failed run; completed steps are not run again. A child run is
     continued through the run at the top of its tree, which one process executes as a whole."""
-    from orchestrator.review import apply_review_timeouts
-    from orchestrator.runner import continue_run
-    from orchestrator.runstate import RunResult
-    from orchestrator.stored_workflow import load_run_workflow
-    from orchestrator.tree import is_child, path_from_root, root_of
+    from orchestrator.engine.run_state import RunResult
+    from orchestrator.engine.stored_workflow import load_run_workflow
+    from orchestrator.engine.tree import is_child, path_from_root, root_of
+    from orchestrator.service.review import apply_review_timeouts
+    from orchestrator.service.runner import continue_run
 
     show_warnings()
     store = open_store(db, create=False)
@@ -419,7 +419,7 @@ def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queu
     SIGTERM or Ctrl-C drains: no more claims, the steps in flight finish and are recorded, unfinished
     runs are handed back (resumable at once), exit 0; a second signal stops at once (exit 130).
     """
-    from orchestrator.worker import open_when_answering, work
+    from orchestrator.service.worker import open_when_answering, work
 
     show_warnings()
     store = open_when_answering(lambda: open_store(db))

@@ -60,8 +60,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from orchestrator.llm.cache import ResponseCache, cache_key
     from orchestrator.llm.call import LLMOutcome, reask_message, run_llm
-    from orchestrator.llm.config import LLMConfig, merge
-    from orchestrator.llm.errors import LLMError, LLMStepError
     from orchestrator.llm.judge import CRITIC_VERDICT_SCHEMA, JUDGE_VERDICT_SCHEMA, JudgeVerdict
     from orchestrator.llm.pricing import PRICES, cost, price_table
     from orchestrator.llm.prompt import (
@@ -76,31 +74,33 @@ if TYPE_CHECKING:
         render_prompt,
     )
     from orchestrator.llm.providers.base import ChatProvider, ChatRequest, ChatResponse
-    from orchestrator.llm.records import LLMRecord, ModelTurn, ToolCallInfo, ToolTurn, Usage
     from orchestrator.llm.registry import get_provider, reset_providers
     from orchestrator.llm.structured import schema_of, validate
-    from orchestrator.llm.template import BUILTIN_NAMES, TemplateError, render, template_problems
     from orchestrator.llm.tools import ToolContext, ToolSpec, describe_tool
+    from orchestrator.spec.llm_config import LLMConfig, merge
+    from orchestrator.spec.llm_errors import LLMError, LLMStepError
+    from orchestrator.spec.llm_records import LLMRecord, ModelTurn, ToolCallInfo, ToolTurn, Usage
+    from orchestrator.spec.templates import BUILTIN_NAMES, TemplateError, render, template_problems
 
-_EXPORTS: dict[str, str] = {
-    "ResponseCache": "cache", "cache_key": "cache",
-    "LLMOutcome": "call", "reask_message": "call", "run_llm": "call",
-    "LLMConfig": "config", "merge": "config",
-    "LLMError": "errors", "LLMStepError": "errors",
-    "CRITIC_VERDICT_SCHEMA": "judge", "JUDGE_VERDICT_SCHEMA": "judge", "JudgeVerdict": "judge",
-    "PRICES": "pricing", "cost": "pricing", "price_table": "pricing",
-    "FEEDBACK_HEADING": "prompt", "NEEDS_HEADING": "prompt", "GateFeedback": "prompt", "NeedItem": "prompt",
-    "RenderedPrompt": "prompt", "build_messages": "prompt", "feedback_section": "prompt", "needs_section": "prompt",
-    "render_prompt": "prompt",
-    "ChatProvider": "providers.base", "ChatRequest": "providers.base", "ChatResponse": "providers.base",
-    "LLMRecord": "records", "ModelTurn": "records", "ToolCallInfo": "records", "ToolTurn": "records",
-    "Usage": "records",
-    "get_provider": "registry", "reset_providers": "registry",
-    "schema_of": "structured", "validate": "structured",
-    "BUILTIN_NAMES": "template", "TemplateError": "template", "render": "template",
-    "template_problems": "template",
-    "ToolContext": "tools", "ToolSpec": "tools", "describe_tool": "tools",
+_DEFINED_IN: dict[str, tuple[str, ...]] = {  # the module -> the names it defines (llm: settings live in spec/)
+    "orchestrator.llm.cache": ("ResponseCache", "cache_key"),
+    "orchestrator.llm.call": ("LLMOutcome", "reask_message", "run_llm"),
+    "orchestrator.spec.llm_config": ("LLMConfig", "merge"),
+    "orchestrator.spec.llm_errors": ("LLMError", "LLMStepError"),
+    "orchestrator.llm.judge": ("CRITIC_VERDICT_SCHEMA", "JUDGE_VERDICT_SCHEMA", "JudgeVerdict"),
+    "orchestrator.llm.pricing": ("PRICES", "cost", "price_table"),
+    "orchestrator.llm.prompt": (
+        "FEEDBACK_HEADING", "NEEDS_HEADING", "GateFeedback", "NeedItem", "RenderedPrompt",
+        "build_messages", "feedback_section", "needs_section", "render_prompt",
+    ),
+    "orchestrator.llm.providers.base": ("ChatProvider", "ChatRequest", "ChatResponse"),
+    "orchestrator.spec.llm_records": ("LLMRecord", "ModelTurn", "ToolCallInfo", "ToolTurn", "Usage"),
+    "orchestrator.llm.registry": ("get_provider", "reset_providers"),
+    "orchestrator.llm.structured": ("schema_of", "validate"),
+    "orchestrator.spec.templates": ("BUILTIN_NAMES", "TemplateError", "render", "template_problems"),
+    "orchestrator.llm.tools": ("ToolContext", "ToolSpec", "describe_tool"),
 }
+_EXPORTS: dict[str, str] = {name: module for module, names in _DEFINED_IN.items() for name in names}
 
 __all__ = [
     "BUILTIN_NAMES", "CRITIC_VERDICT_SCHEMA", "ChatProvider", "ChatRequest", "ChatResponse", "FEEDBACK_HEADING",
@@ -118,7 +118,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 

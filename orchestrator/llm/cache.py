@@ -2,7 +2,7 @@
 
 Replaying or resuming a run should not pay for, or wait on, model calls whose prompt did not
 change, and should give the same answer as before. A cache entry is a whole
-:class:`~orchestrator.llm.records.LLMRecord` (every model and tool turn of an attempt), keyed by
+:class:`~orchestrator.spec.llm_records.LLMRecord` (every model and tool turn of an attempt), keyed by
 what determines the answer: provider, model, the initial messages, sampling settings,
 response format and tools. Stored records carry that key (``cache_key``) so
 :meth:`ResponseCache.preload` can fill a cache from the store before a replay.
@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from orchestrator.llm.providers.base import ChatRequest
-from orchestrator.llm.records import LLMRecord
+from orchestrator.spec.llm_records import LLMRecord
 
 
 def cache_key(provider: str, request: ChatRequest) -> str:

@@ -3,8 +3,8 @@
 :func:`run_llm` is what the executor calls for an ``llm`` step (and what judge gates and
 critics build on). One call is one *attempt* of the step; gate retries are the executor's
 business and come back here with ``gate_feedback``. Whatever happens after the model first
-answers is captured in an :class:`~orchestrator.llm.records.LLMRecord`, including when the
-output never validates (:class:`~orchestrator.llm.errors.LLMStepError` carries it), because
+answers is captured in an :class:`~orchestrator.spec.llm_records.LLMRecord`, including when the
+output never validates (:class:`~orchestrator.spec.llm_errors.LLMStepError` carries it), because
 a failed attempt is exactly the one a reviewer needs to inspect.
 """
 
@@ -17,17 +17,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.approvals import ToolApprovalPending, ToolResume
-from orchestrator.context import CallLog, ModelCall
+from orchestrator.bind.approvals import ToolApprovalPending, ToolResume
 from orchestrator.llm.cache import ResponseCache, cache_key
-from orchestrator.llm.config import LLMConfig
-from orchestrator.llm.errors import LLMStepError
 from orchestrator.llm.pricing import cost
 from orchestrator.llm.prompt import FeedbackLike, NeedLike, render_prompt
 from orchestrator.llm.providers.base import ChatProvider, ChatRequest, ChatResponse
-from orchestrator.llm.records import LLMRecord, ModelTurn, ToolCallInfo, ToolTurn, Turn, Usage
 from orchestrator.llm.structured import schema_of, validate
 from orchestrator.llm.tools import ToolScope, ToolSpec, describe_tools, run_tool_call, tool_message_content
+from orchestrator.spec.context import CallLog, ModelCall
+from orchestrator.spec.llm_config import LLMConfig
+from orchestrator.spec.llm_errors import LLMStepError
+from orchestrator.spec.llm_records import LLMRecord, ModelTurn, ToolCallInfo, ToolTurn, Turn, Usage
 
 Checkpoint = Callable[[dict[str, Any]], Awaitable[None]]
 """Commits the tool loop's state durably (the step's ``ctx.checkpoint``)."""
@@ -249,8 +249,8 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
     state before and after an approved call runs. ``tool_scope`` (the run, step and step key) is what each
     call's :class:`~orchestrator.llm.tools.ToolContext` and idempotency key derive from.
 
-    Raises :class:`~orchestrator.llm.errors.LLMError` when the model cannot be called,
-    :class:`~orchestrator.llm.errors.LLMStepError` (with the record) when no answer validated.
+    Raises :class:`~orchestrator.spec.llm_errors.LLMError` when the model cannot be called,
+    :class:`~orchestrator.spec.llm_errors.LLMStepError` (with the record) when no answer validated.
     """
     from orchestrator.llm.registry import get_provider
 

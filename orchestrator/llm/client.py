@@ -2,7 +2,7 @@
 
 A Python step or a custom gate that calls a model through its own SDK leaves no trace in the
 run: no tokens, no cost, no span. Through this client every call lands in the attempt's
-:class:`~orchestrator.context.CallLog` (charged to the step, or to the gate being checked) and
+:class:`~orchestrator.spec.context.CallLog` (charged to the step, or to the gate being checked) and
 is stored with the attempt's record. The workflow's ``llm:`` block is the default config; any
 key may be overridden per call.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from orchestrator.context import CallLog
-from orchestrator.llm.config import LLMConfig, merge
-from orchestrator.llm.errors import LLMError
+from orchestrator.spec.context import CallLog
+from orchestrator.spec.llm_config import LLMConfig, merge
+from orchestrator.spec.llm_errors import LLMError
 
 _VERBATIM = "{{ text }}"
 _VERBATIM_SYSTEM = "{{ system_text }}"

@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from orchestrator.context import CallLog
-from orchestrator.llm.config import LLMConfig
-from orchestrator.llm.records import LLMRecord
+from orchestrator.spec.context import CallLog
+from orchestrator.spec.llm_config import LLMConfig
+from orchestrator.spec.llm_records import LLMRecord
 
 #: What a judge must answer.
 JUDGE_VERDICT_SCHEMA: dict[str, Any] = {
@@ -59,7 +59,7 @@ class JudgeVerdict(BaseModel):
 
 
 def _as_text(value: Any) -> str:
-    from orchestrator.llm.template import tojson
+    from orchestrator.spec.templates import tojson
 
     return value if isinstance(value, str) else tojson(value, indent=2)
 
@@ -69,7 +69,7 @@ async def judge(*, config: LLMConfig, rubric: str, output: Any, reference: Any |
     """Score ``output`` against ``rubric`` (and ``reference`` if given); ``passed`` is ``score >= threshold``.
     ``log`` records each of the judge's model calls.
 
-    Raises :class:`~orchestrator.llm.errors.LLMStepError` when the judge never returns a valid verdict.
+    Raises :class:`~orchestrator.spec.llm_errors.LLMStepError` when the judge never returns a valid verdict.
     """
     from orchestrator.llm.call import run_llm
 

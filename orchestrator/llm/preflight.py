@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from orchestrator.llm.errors import LLMError
-from orchestrator.model import WorkflowSpec
+from orchestrator.spec.llm_errors import LLMError
+from orchestrator.spec.model import WorkflowSpec
 
 JUDGE_GATE = "llm_judge"
 

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.llm.errors import LLMError
+from orchestrator.spec.llm_errors import LLMError
 
 PRICES_ENV = "ORCHESTRATOR_LLM_PRICES"
 
@@ -45,8 +45,8 @@ PRICES: dict[str, dict[str, float]] = {
 
 
 def _load_file(path: str) -> dict[str, dict[str, float]]:
-    from orchestrator.files import MAX_JSON_BYTES, UnreadableFileError, read_capped
-    from orchestrator.jsonio import loads_document
+    from orchestrator.core.files import MAX_JSON_BYTES, UnreadableFileError, read_capped
+    from orchestrator.core.jsonio import loads_document
 
     try:
         data = loads_document(read_capped(Path(path), MAX_JSON_BYTES).decode("utf-8"))

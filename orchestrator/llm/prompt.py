@@ -135,7 +135,7 @@ def render_prompt(prompt: str, variables: Mapping[str, Any], *, system: str | No
     ``next_needs`` and ``gate_feedback`` are available to the template as the section texts;
     a template that uses one gets it where it put it and not a second time at the end.
     """
-    from orchestrator.llm.template import render, used_names
+    from orchestrator.spec.templates import render, used_names
 
     names = used_names(prompt) | (used_names(system) if system else set())
     # ``previous`` among the variables is a loop's previous iteration (or an input of that name): the template

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import threading
 
-from orchestrator.llm.config import LLMConfig
 from orchestrator.llm.providers.base import ChatProvider
+from orchestrator.spec.llm_config import LLMConfig
 
 _lock = threading.Lock()
 _providers: dict[tuple[str, str | None, str], ChatProvider] = {}

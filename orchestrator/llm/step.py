@@ -3,7 +3,7 @@
 The function renders the prompt from the step's inputs (plus ``ctx``, ``next_needs`` and
 ``gate_feedback``, and on a ``repeat:`` step ``previous`` and ``iteration``), calls the model through
 :func:`~orchestrator.llm.call.run_llm`, and puts
-the attempt's :class:`~orchestrator.llm.records.LLMRecord` on ``ctx.llm_records``, where the
+the attempt's :class:`~orchestrator.spec.llm_records.LLMRecord` on ``ctx.llm_records``, where the
 executor stores it with the step record (also when the call fails). A critic with a prompt
 answers with the built-in verdict schema; an ``llm`` step with ``run`` hands the model's answer
 to that function (``reply=``) to post-process.
@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.context import StepContext
-from orchestrator.llm.config import LLMConfig, merge
-from orchestrator.model import StepSpec, WorkflowSpec
+from orchestrator.spec.context import StepContext
+from orchestrator.spec.llm_config import LLMConfig, merge
+from orchestrator.spec.model import StepSpec, WorkflowSpec
 
 REPLY_PARAMETER = "reply"
 """The parameter through which a post-processing function receives the model's answer."""
@@ -44,10 +44,10 @@ class LLMStep:
 
     async def __call__(self, ctx: StepContext, **inputs: Any) -> Any:
         from orchestrator.llm.call import ToolCallPaused, run_llm
-        from orchestrator.llm.errors import LLMStepError
-        from orchestrator.llm.template import tojson
         from orchestrator.llm.tools import ToolScope
-        from orchestrator.records import unit_name
+        from orchestrator.spec.llm_errors import LLMStepError
+        from orchestrator.spec.records import unit_name
+        from orchestrator.spec.templates import tojson
 
         needs = [n.to_json() for n in ctx.next_needs]
         feedback = [{"gate": str(g.details.get("gate", "check")), "reason": g.reason} for g in ctx.gate_feedback]
@@ -100,8 +100,8 @@ def step_config(workflow: WorkflowSpec, step: StepSpec) -> LLMConfig:
 
 def template_problems(step: StepSpec, input_names: Sequence[str]) -> list[tuple[str, int | None, str]]:
     """``(key, line within the template, message)`` for the step's prompt and system templates."""
-    from orchestrator.llm.template import BUILTIN_NAMES
-    from orchestrator.llm.template import template_problems as check
+    from orchestrator.spec.templates import BUILTIN_NAMES
+    from orchestrator.spec.templates import template_problems as check
 
     known = [*input_names, *BUILTIN_NAMES, *(("iteration",) if step.loops else ())]
     out: list[tuple[str, int | None, str]] = []

@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from orchestrator.llm.records import ToolTurn
+from orchestrator.spec.llm_records import ToolTurn
 
 CONTEXT_PARAMETERS = ("ctx", "idempotency_key")
 """Parameters a tool may declare to receive its call's :class:`ToolContext` or its key (never the model's)."""
@@ -118,7 +118,7 @@ def describe_tools(functions: Sequence[Callable[..., Any]]) -> dict[str, ToolSpe
     for function in functions:
         spec = describe_tool(function)
         if spec.name in specs:
-            from orchestrator.llm.errors import LLMError
+            from orchestrator.spec.llm_errors import LLMError
 
             raise LLMError(f"two tools are named {spec.name!r}")
         specs[spec.name] = spec
@@ -131,7 +131,7 @@ async def run_tool_call(specs: dict[str, ToolSpec], name: str, arguments: str,
     raises for the tool's own failures: they are the turn's ``error``."""
     import anyio.to_thread
 
-    from orchestrator.jsonio import dumps
+    from orchestrator.core.jsonio import dumps
 
     started = time.perf_counter()
     try:

@@ -67,7 +67,7 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
     ``url`` is an InputError too.
     """
     if url is not None and not url.strip():
-        from orchestrator.errors import InputError
+        from orchestrator.core.errors import InputError
 
         raise InputError("the database URL is empty; give one such as sqlite:///path/to/orchestrator.db")
     url = normalize_url(url or default_url())

@@ -13,7 +13,7 @@ reads analytics. :class:`Store` combines every role, as one object on one databa
 Every method is synchronous and safe to call from several threads of one process; the executor
 calls it from its event loop (a commit costs tens of microseconds on SQLite). What is written
 arrives as the typed rows of :mod:`orchestrator.store.rows`, what is read comes back as the views
-of :mod:`orchestrator.records`.
+of :mod:`orchestrator.spec.records`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.errors import LeaseLostError, ReviewError
-from orchestrator.records import (
+from orchestrator.core.errors import LeaseLostError, ReviewError
+from orchestrator.spec.records import (
     AttributionView,
     ModelCallView,
     OutcomeView,
@@ -172,7 +172,7 @@ class RecordStore(ABC):
         """Commit attempts and their gate verdicts in one transaction, all or none; returns the record
         ids in order. Under a lease (a record naming its lease's token) nothing is written once the
         run's lease has another token: LeaseLostError. Steps finishing together share a commit
-        (:mod:`orchestrator.group_commit`). With ``end``, the run's end is written in the same
+        (:mod:`orchestrator.engine.group_commit`). With ``end``, the run's end is written in the same
         transaction, as :meth:`end_lease` would (LeaseLostError, and nothing written, when the lease
         was taken over)."""
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from orchestrator.errors import InputError
+from orchestrator.core.errors import InputError
 
 if TYPE_CHECKING:
     from alembic.config import Config

@@ -1,7 +1,7 @@
 """A stored row's Python side, typed once: what is written, its column values, and the view it reads back as.
 
 What is written arrives as typed rows (:class:`NewStepRecord`, :class:`GateRow`, ...), what is read
-comes back as the views of :mod:`orchestrator.records`. JSON columns of a step record arrive
+comes back as the views of :mod:`orchestrator.spec.records`. JSON columns of a step record arrive
 already encoded: the executor encodes each output once and keeps the text. Every store writes
 the values built here and reads rows back through the views built here, so they agree by
 construction; free of SQLAlchemy, so the SQLite run path never imports it to get at them. A row
@@ -16,9 +16,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator import jsonio
-from orchestrator.context import ModelCall as ModelCall
-from orchestrator.records import (
+from orchestrator.core import jsonio
+from orchestrator.spec.context import ModelCall as ModelCall
+from orchestrator.spec.records import (
     AttributionView,
     GateView,
     ModelCallView,

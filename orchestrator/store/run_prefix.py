@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.errors import InputError, NotFoundError
+from orchestrator.core.errors import InputError, NotFoundError
 from orchestrator.store.base import Store
 
 SHOWN_CANDIDATES = 8

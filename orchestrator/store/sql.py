@@ -22,9 +22,9 @@ from sqlalchemy.sql.elements import ColumnElement
 
 import orchestrator.store.sql_analytics as sql_analytics
 import orchestrator.store.sql_live_analytics as sql_live_analytics
-from orchestrator import jsonio
-from orchestrator.errors import DatabaseUnreachableError, InputError, NotFoundError, RunBusyError
-from orchestrator.records import (
+from orchestrator.core import jsonio
+from orchestrator.core.errors import DatabaseUnreachableError, InputError, NotFoundError, RunBusyError
+from orchestrator.spec.records import (
     AttributionView,
     GateView,
     ModelCallView,

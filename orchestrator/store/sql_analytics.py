@@ -12,7 +12,6 @@ non-determinism counts come from :mod:`orchestrator.store.sql_live_analytics`.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from sqlalchemy import case, func, select, text
 
@@ -41,12 +40,8 @@ from orchestrator.store.sql_live_analytics import (
     live_nondeterminism_counts,
     live_step_period_counts,
 )
-from orchestrator.store.sql_summary import Summary, run_rows_sql
+from orchestrator.store.sql_summary import SqlDatabase, Summary, run_rows_sql
 from orchestrator.store.tables import TABLES, interrupted
-
-if TYPE_CHECKING:
-
-    from orchestrator.store.sql import SqlStore
 
 # -- the Store methods ----------------------------------------------------------------------------------
 
@@ -62,7 +57,7 @@ def _partial_runs(dialect: str) -> str:
             f"AND started_at < :until AND {day_expr('started_at', dialect)} = :since_day")
 
 
-def step_period_counts(store: SqlStore, workflow: str, period: str, since: float | None) -> list[StepPeriodCounts]:
+def step_period_counts(store: SqlDatabase, workflow: str, period: str, since: float | None) -> list[StepPeriodCounts]:
     """The per-day rows of the workflow's steps summed into periods (plus, with ``since``, the runs of the
     day it cuts through, counted from their records)."""
     summary = Summary(store)
@@ -97,7 +92,7 @@ def _states_by_day(runs: str, where: str, dialect: str) -> str:
                FROM {runs} ar WHERE {where} GROUP BY 1, 2, 3, 4"""
 
 
-def outcome_counts(store: SqlStore, workflow: str, period: str, since: float | None) -> list[OutcomeCounts]:
+def outcome_counts(store: SqlDatabase, workflow: str, period: str, since: float | None) -> list[OutcomeCounts]:
     """Summed from the summary's per-day outcome counts (plus, with ``since``, the runs of the day it cuts
     through), or (when the summary cannot be written) from the per-run rows it would hold, computed live."""
     summary = Summary(store)
@@ -125,7 +120,7 @@ def outcome_counts(store: SqlStore, workflow: str, period: str, since: float | N
             for (start, bad, who, method), n in sorted(counts.items(), key=lambda kv: kv[0][0]) if n]
 
 
-def trajectory_counts(store: SqlStore, workflow: str | None) -> list[TrajectoryCounts]:
+def trajectory_counts(store: SqlDatabase, workflow: str | None) -> list[TrajectoryCounts]:
     """Summed from the summary's trajectory counts, or (when the summary cannot be written) from the per-run rows
     it would hold, computed from the records (each row one run)."""
     summary = Summary(store)
@@ -140,7 +135,7 @@ def trajectory_counts(store: SqlStore, workflow: str | None) -> list[TrajectoryC
     return [TrajectoryCounts(steps=int(r.steps), attempts=int(r.attempts), runs=int(r.runs)) for r in rows if r.runs]
 
 
-def nondeterminism_counts(store: SqlStore, workflow: str) -> list[NondeterminismCounts]:
+def nondeterminism_counts(store: SqlDatabase, workflow: str) -> list[NondeterminismCounts]:
     summary = Summary(store)
     if summary.update() is None:
         return live_nondeterminism_counts(store.read, summary.dialect, workflow)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 
-from orchestrator.approvals import AWAITING_APPROVAL, TOOL_CHECKPOINT
+from orchestrator.bind.approvals import AWAITING_APPROVAL, TOOL_CHECKPOINT
 from orchestrator.store.analytics import (
     BY_AGENT_RANK,
     METHOD_PREFERENCE,

@@ -49,7 +49,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
@@ -78,9 +78,26 @@ from orchestrator.store.sql_counting import (
 )
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Connection
+    import threading
 
-    from orchestrator.store.sql import SqlStore
+    from sqlalchemy.engine import Connection, Engine
+
+
+class SqlDatabase(Protocol):
+    """What the analytics need of a SQL store: its engine, its held connection, the lock that serialises
+    that connection, and a read in one short transaction. Named by shape, so the store imports the
+    analytics and never the other way round."""
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def conn(self) -> Connection: ...
+
+    @property
+    def lock(self) -> threading.RLock: ...
+
+    def read(self, *statements: Any) -> Any: ...
 
 CHUNK = 250_000
 """Step records summarised per transaction. The first read of a large database summarises it in
@@ -199,7 +216,7 @@ _NEW_RECORDS = "SELECT run_pk FROM step_records WHERE id > :lo_records AND id <=
 class Summary:
     """The analytics summary of one SQL store's database: brought up to date, then read."""
 
-    def __init__(self, store: SqlStore) -> None:
+    def __init__(self, store: SqlDatabase) -> None:
         self.store = store
         self.dialect = store.engine.dialect.name
 
@@ -578,7 +595,7 @@ def _add_counts(conn: Connection, table: str, key: Sequence[str], deltas: dict[t
             conn.execute(text(f"DELETE FROM {table} WHERE {where} AND runs <= 0"), params)
 
 
-def forget(store: SqlStore) -> None:
+def forget(store: SqlDatabase) -> None:
     """Empty the summary: the next read summarises every record again (benchmarks time that first read)."""
     from orchestrator.store.tables import ANALYTICS_TABLES
 

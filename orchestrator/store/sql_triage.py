@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import and_, exists, false, func, literal_column, or_, select, true
 from sqlalchemy.sql.elements import ColumnElement
 
-from orchestrator.approvals import is_approval
-from orchestrator.records import unit_name
+from orchestrator.bind.approvals import is_approval
+from orchestrator.spec.records import unit_name
 from orchestrator.store.rows import run_view
 from orchestrator.store.sql_counting import explaining_attribution_sql
 from orchestrator.store.tables import TABLES, interrupted, live_record, running

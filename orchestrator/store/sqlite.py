@@ -25,9 +25,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import jsonio
-from orchestrator.errors import InputError, NotFoundError
-from orchestrator.records import ModelCallView, OutcomeView, ReviewView, RunView, StepRecordView
+from orchestrator.core import jsonio
+from orchestrator.core.errors import InputError, NotFoundError
+from orchestrator.spec.records import ModelCallView, OutcomeView, ReviewView, RunView, StepRecordView
 from orchestrator.store.base import Store, lease_lost
 from orchestrator.store.bounded import BoundedCache
 from orchestrator.store.delegating import DelegatingStore

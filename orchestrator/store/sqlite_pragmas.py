@@ -12,7 +12,7 @@ import sqlite3
 import time
 from typing import Any
 
-from orchestrator.errors import InputError
+from orchestrator.core.errors import InputError
 
 BUSY_ENV = "ORCHESTRATOR_SQLITE_BUSY"
 BUSY_TIMEOUT_SECONDS = 30.0

@@ -6,7 +6,7 @@ nothing about the run, so the store retries the call, as DBOS's ``db_retry`` doe
 exponential back-off with jitter (from 50 ms, doubling to 2 s), a fresh connection from the
 pool before each new try, for up to ``ORCHESTRATOR_DB_RETRY_SECONDS`` (default 30 s) from the
 first failure, each try logged. Past that, or for an error that a retry cannot cure, the call
-raises a :class:`~orchestrator.errors.StoreError` whose message is the driver's one-line
+raises a :class:`~orchestrator.core.errors.StoreError` whose message is the driver's one-line
 reason: SQLAlchemy's text would add the statement and its bound parameters (a run's inputs
 and outputs) to every log and terminal it reaches.
 
@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeVar
 
-from orchestrator.errors import InputError, StoreError, StoreFullError, StoreUnavailableError
+from orchestrator.core.errors import InputError, StoreError, StoreFullError, StoreUnavailableError
 
 log = logging.getLogger("orchestrator.store")
 

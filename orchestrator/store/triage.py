@@ -11,7 +11,7 @@ subqueries (a page costs the same few queries whatever the number of runs). The 
 - **A run's blamed step** is the ``blamed_step`` of its explaining attribution record
   (:func:`~orchestrator.store.analytics.attribution_rank`: the most informative method, newest within it).
 - **The waiting step** of a paused run is its earliest-started live ``gate_failed`` record that no
-  review answered (as :func:`orchestrator.review.waiting_records` orders them); ``gate_reason`` is
+  review answered (as :func:`orchestrator.service.review.waiting_records` orders them); ``gate_reason`` is
   the reason of that record's first failing gate.
 - ``since`` keeps runs created at or after it; ``kind`` is ``run``, ``replay`` or
   ``counterfactual`` (None: every kind); ``status`` works as in ``list_runs`` (``interrupted``
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from orchestrator.records import RunView
+from orchestrator.spec.records import RunView
 
 OutcomeFilter = Literal["correct", "incorrect"]
 

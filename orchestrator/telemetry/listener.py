@@ -13,8 +13,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from orchestrator.context import ModelCall
-from orchestrator.events import (
+from orchestrator.spec.context import ModelCall
+from orchestrator.spec.events import (
     Event,
     EventHook,
     OutcomeScored,

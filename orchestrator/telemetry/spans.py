@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
-from orchestrator.errors import OrchestratorError
+from orchestrator.core.errors import OrchestratorError
 
 INSTALL_HINT = "pip install 'orchestrator[otel]'"
 DEFAULT_SERVICE_NAME = "orchestrator"

@@ -119,7 +119,7 @@ def test_validate_names_the_file_and_line_of_what_an_approval_step_cannot_have(c
 
 
 def test_the_python_twin_declares_the_same_workflow_and_pauses_the_same_way(cli, pay_log):
-    from orchestrator.spec import load_workflow
+    from orchestrator.bind.loader import load_workflow
 
     twin = FIXTURES / "refund_approval_py.py"
     assert load_workflow(twin).content_hash == load_workflow(FLOW).content_hash

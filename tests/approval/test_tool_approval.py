@@ -158,8 +158,8 @@ def test_a_tool_call_nobody_decided_in_time_is_rejected_and_the_model_goes_on(cl
 
 
 def test_a_worker_rejects_a_tool_call_nobody_decided_in_time_and_the_run_goes_on(cli, model, refund_log, store):
-    from orchestrator.review import apply_review_timeouts
-    from orchestrator.stored_workflow import load_run_workflow
+    from orchestrator.engine.stored_workflow import load_run_workflow
+    from orchestrator.service.review import apply_review_timeouts
 
     res = cli("run", str(FIXTURES / "tool_timeout.yaml"), "--input", TICKET, "--json", "--queue")
     assert res.exit_code == 0, res.stderr
@@ -178,7 +178,7 @@ def test_a_worker_rejects_a_tool_call_nobody_decided_in_time_and_the_run_goes_on
 
 def test_the_python_twin_marks_the_same_tool_for_approval(cli, model, refund_log):
     from orchestrator import ToolRef, Workflow
-    from orchestrator.spec import load_workflow
+    from orchestrator.bind.loader import load_workflow
 
     typed = Workflow("tool-approval", inputs={"ticket": {"type": "string"}}, output="resolve",
                      llm={"provider": "openai", "model": "gpt-4o-mini", "temperature": 0})

@@ -75,7 +75,7 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 def test_sigkill_right_after_the_approval_was_stored_runs_the_call_once_on_resume(tmp_path, durable_url, model, env):
     run_id = _paused(durable_url, env)
     decide = ("import os, signal, sys\n"
-              "from orchestrator import review\nfrom orchestrator.executor import new_lease\n"
+              "from orchestrator.service import review\nfrom orchestrator.engine.executor import new_lease\n"
               "from orchestrator.store import open_store\n"
               "run_id = sys.argv[2]\n"
               "review.approve(open_store(sys.argv[1]), run_id, lease=new_lease(run_id))\n"

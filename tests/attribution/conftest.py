@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.executor import RunResult
-from orchestrator.runner import start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.engine.executor import RunResult
+from orchestrator.service.runner import start_run
 from orchestrator.store import Store
 
 FIX = Path(__file__).parent / "fixtures"

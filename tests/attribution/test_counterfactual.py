@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import review
 from orchestrator.attribution.counterfactual import counterfactual
 from orchestrator.attribution.methods import attribute
-from orchestrator.errors import InputError
-from orchestrator.runner import continue_run
+from orchestrator.core.errors import InputError
+from orchestrator.service import review
+from orchestrator.service.runner import continue_run
 from tests.attribution.conftest import snapshot
 from tests.conftest import calls
 

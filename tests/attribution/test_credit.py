@@ -6,7 +6,7 @@ import pytest
 
 from orchestrator.attribution.credit import difference_attribution, shapley_attribution
 from orchestrator.attribution.methods import attribute
-from orchestrator.errors import InputError
+from orchestrator.core.errors import InputError
 from tests.attribution.conftest import snapshot
 from tests.conftest import calls
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from orchestrator.evaluation import EvaluatorScoreError, Score, as_score, call_evaluator
+from orchestrator.bind.evaluation import EvaluatorScoreError, Score, as_score, call_evaluator
 from tests.attribution.conftest import FIX
 
 WORKFLOW = (FIX / "side_effects.yaml").read_text().replace("outcome: attr_steps:score",

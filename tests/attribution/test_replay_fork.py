@@ -7,7 +7,7 @@ import json
 import pytest
 
 from orchestrator.attribution.methods import fork_run
-from orchestrator.errors import NotFoundError
+from orchestrator.core.errors import NotFoundError
 from tests.attribution.conftest import FIX, snapshot
 from tests.conftest import calls
 

@@ -7,7 +7,7 @@ import json
 from orchestrator.attribution.counterfactual import counterfactual
 from orchestrator.attribution.credit import shapley_attribution
 from orchestrator.attribution.methods import fork_run
-from orchestrator.runner import start_run
+from orchestrator.service.runner import start_run
 from tests.attribution.conftest import FIX
 from tests.conftest import calls
 

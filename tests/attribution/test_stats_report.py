@@ -9,7 +9,7 @@ import pytest
 from orchestrator.attribution.methods import attribute
 from orchestrator.attribution.report import build_report
 from orchestrator.attribution.stats import compute_stats, parse_since
-from orchestrator.errors import InputError
+from orchestrator.core.errors import InputError
 from orchestrator.store import GateRow, NewAttribution, NewOutcome, NewRun, NewStepRecord
 from tests.attribution.conftest import FIX
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from orchestrator import review
 from orchestrator.attribution.trace import backward_trace, trace_run, workflow_structure
-from orchestrator.labels import label_run
-from orchestrator.runner import continue_run
+from orchestrator.service import review
+from orchestrator.service.labels import label_run
+from orchestrator.service.runner import continue_run
 
 
 def _signals(result, step_id):

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator.attempt import idempotency_key
+from orchestrator.engine.attempt import idempotency_key
 from orchestrator.store import Store, open_store
 from tests.conftest import REPO
 from tests.flow.conftest import FLOW, executions

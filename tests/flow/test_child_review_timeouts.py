@@ -9,10 +9,10 @@ import shutil
 import time
 from collections import Counter
 
-from orchestrator.runner import start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.service.runner import start_run
+from orchestrator.service.worker import ReviewTimeouts, work
 from orchestrator.store import open_store
-from orchestrator.worker import ReviewTimeouts, work
 from tests.flow.conftest import FLOW, executions, keys
 
 EACH_ONCE = Counter({"tree-timeout-map.tickets": 1, "tree-timeout-triage.classify": 3,

@@ -13,8 +13,8 @@ import json
 import pytest
 
 from orchestrator import Workflow
-from orchestrator.errors import SpecError
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.core.errors import SpecError
 from tests.flow.conftest import FLOW
 
 

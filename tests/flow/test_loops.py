@@ -212,7 +212,7 @@ def test_a_loop_without_max_is_refused(cli, tmp_path):
 
 
 def test_the_python_twin_gives_an_equal_spec_and_hash():
-    from orchestrator.spec import load_workflow
+    from orchestrator.bind.loader import load_workflow
 
     yaml_twin, python_twin = load_workflow(FLOW / "loop.yaml"), load_workflow(FLOW / "loop_py.py")
     assert python_twin.spec == yaml_twin.spec and python_twin.content_hash == yaml_twin.content_hash

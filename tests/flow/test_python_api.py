@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator import Workflow
-from orchestrator.errors import SpecError
-from orchestrator.model import ConditionCall
-from orchestrator.runner import start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.core.errors import SpecError
+from orchestrator.service.runner import start_run
+from orchestrator.spec.model import ConditionCall
 from orchestrator.store import Store
 from tests.conftest import REPO
 from tests.flow.conftest import FLOW

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from gates import build_gate
-from orchestrator.context import StepContext
-from orchestrator.model import GateSpec
+from orchestrator.spec.context import StepContext
+from orchestrator.spec.model import GateSpec
 
 
 def _make_ctx(**upstream: Any) -> StepContext:

@@ -22,7 +22,7 @@ def test_importing_gates_registers_every_builtin():
 
 
 def test_a_gate_object_given_from_python_is_bound_unchanged():
-    from orchestrator.pyapi import Workflow
+    from orchestrator.bind.python_workflow import Workflow
 
     wf = Workflow("g")
     gate = MaxWords(limit=5)
@@ -92,7 +92,7 @@ def test_custom_function_gate_rejects_unknown_and_missing_params(build, tmp_path
 def test_custom_gate_class_is_instantiated_with_params(build, ctx, tmp_path):
     name = _module(tmp_path, (
         "from dataclasses import dataclass\n"
-        "from orchestrator.model import GateResult\n"
+        "from orchestrator.spec.model import GateResult\n"
         "@dataclass(frozen=True)\n"
         "class HasWord:\n"
         "    name = 'has_word'\n"

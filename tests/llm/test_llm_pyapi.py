@@ -15,11 +15,11 @@ import pytest
 from pydantic import BaseModel
 
 from orchestrator import Workflow
-from orchestrator.binding import step_object_key
-from orchestrator.errors import SpecError
-from orchestrator.llm.config import LLMConfig
-from orchestrator.resolve import import_module
-from orchestrator.spec import load_workflow
+from orchestrator.bind.binding import step_object_key
+from orchestrator.bind.loader import load_workflow
+from orchestrator.bind.resolve import import_module
+from orchestrator.core.errors import SpecError
+from orchestrator.spec.llm_config import LLMConfig
 from tests.llm.fake_openai_server import FakeOpenAI, completion, tool_call
 
 WORKFLOWS = Path(__file__).parent / "workflows"

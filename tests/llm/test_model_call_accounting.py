@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import EditRefusedError
+from orchestrator.core.errors import EditRefusedError
 from orchestrator.store import open_store
 from tests.llm.fake_openai_server import completion
 from tui import actions

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.llm.call import run_llm
-from orchestrator.llm.config import LLMConfig
-from orchestrator.llm.errors import LLMError, LLMStepError
 from orchestrator.llm.registry import reset_providers
+from orchestrator.spec.llm_config import LLMConfig
+from orchestrator.spec.llm_errors import LLMError, LLMStepError
 from tests.llm.fake_openai_server import FakeOpenAI, completion, tool_call
 from tests.llm.llama_server import LlamaServer
 

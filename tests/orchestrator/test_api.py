@@ -11,8 +11,8 @@ import pytest
 from orchestrator import Orchestrator, RunDetail, Workflow
 from orchestrator.api import AttributionDetail, LabelDetail, RunList
 from orchestrator.attribution.stats import StatsReport
-from orchestrator.errors import InputError, ReviewError
-from orchestrator.runner import InsideEventLoopError
+from orchestrator.core.errors import InputError, ReviewError
+from orchestrator.service.runner import InsideEventLoopError
 from tests.conftest import FIXTURES
 
 GATED = FIXTURES / "gated.yaml"
@@ -130,8 +130,8 @@ async def test_blocking_methods_inside_a_running_loop_name_their_async_twin(orch
         orch.run(GATED)
     with pytest.raises(InsideEventLoopError, match=r"Orchestrator.approve\(\) .* use await Orchestrator.aapprove"):
         orch.approve("r-none")
-    from orchestrator.runner import start_run
-    from orchestrator.spec import load_workflow
+    from orchestrator.bind.loader import load_workflow
+    from orchestrator.service.runner import start_run
 
     with pytest.raises(InsideEventLoopError, match=r"start_run\(\) cannot run inside a running event loop"):
         start_run(store, load_workflow(GATED), {})

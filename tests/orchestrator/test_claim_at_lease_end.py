@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.runner import claim
+from orchestrator.service.runner import claim
 from orchestrator.store import Lease, Store, open_store
 from orchestrator.store.delegating import DelegatingStore, concrete
 from tests.store.rows import add_run, add_workflow, lease

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.spec import MAX_ALIAS_NODES
+from orchestrator.bind.loader import MAX_ALIAS_NODES
 from orchestrator.store import open_store
 from tests.conftest import FIXTURES, REPO
 
@@ -258,7 +258,7 @@ def test_an_evaluator_that_breaks_is_recorded_on_the_succeeded_run(cli, store, n
 
 
 def test_an_evaluator_score_in_range_is_still_stored():
-    from orchestrator.outcomes import EvaluatorScoreError, evaluator_score
+    from orchestrator.engine.outcomes import EvaluatorScoreError, evaluator_score
 
     assert evaluator_score(True) == 1.0 and evaluator_score(0) == 0.0 and evaluator_score(0.25) == 0.25
     for bad in (math.nan, -0.1, 1.5, "0.5", None, math.inf):

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
-from orchestrator.resolve import import_module
+from orchestrator.bind.resolve import import_module
 
 MODULE = '''
 import builtins

@@ -152,8 +152,8 @@ def test_one_runs_store_error_does_not_stop_the_workers_other_run(
                       ORCHESTRATOR_DB_RETRY_SECONDS="1", ORCHESTRATOR_LEASE_SECONDS="3")
     store = open_store(database)
     try:
-        from orchestrator.runner import enqueue_run
-        from orchestrator.spec import load_workflow
+        from orchestrator.bind.loader import load_workflow
+        from orchestrator.service.runner import enqueue_run
 
         workflow = load_workflow(WORKFLOW)
         held, other = (enqueue_run(store, workflow, {"n": n}) for n in (1, 2))
@@ -184,8 +184,8 @@ def test_a_worker_started_before_its_database_waits_for_it(
         private_cluster: PrivateCluster, database: str, tmp_path: Path) -> None:  # noqa: F811
     store = open_store(database)
     try:
-        from orchestrator.runner import enqueue_run
-        from orchestrator.spec import load_workflow
+        from orchestrator.bind.loader import load_workflow
+        from orchestrator.service.runner import enqueue_run
 
         run_id = enqueue_run(store, load_workflow(WORKFLOW), {"n": 5})
     finally:
@@ -216,8 +216,8 @@ def test_chaos_workers_finish_every_run_with_each_step_once_through_restarts_and
     shorter than the store's retries and the lease, so every step's code runs exactly once."""
     store = open_store(database)
     try:
-        from orchestrator.runner import enqueue_run
-        from orchestrator.spec import load_workflow
+        from orchestrator.bind.loader import load_workflow
+        from orchestrator.service.runner import enqueue_run
 
         workflow = load_workflow(WORKFLOW)
         runs = [enqueue_run(store, workflow, {"n": n}) for n in range(8)]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.lease_holder import holder_name, this_holder
+from orchestrator.engine.leases.holder import holder_name, this_holder
 from orchestrator.store import Lease, open_store
 from tests.conftest import REPO
 

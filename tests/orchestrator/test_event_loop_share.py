@@ -10,8 +10,8 @@ import time
 import anyio
 
 from orchestrator import Workflow, open_store, start_run
-from orchestrator.context import StepContext
-from orchestrator.runner import start_run_async
+from orchestrator.service.runner import start_run_async
+from orchestrator.spec.context import StepContext
 
 
 def where_am_i(value: int) -> str:

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import review
-from orchestrator.errors import ReviewError
-from orchestrator.executor import new_lease
-from orchestrator.runner import continue_run, start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.core.errors import ReviewError
+from orchestrator.engine.executor import new_lease
+from orchestrator.service import review
+from orchestrator.service.runner import continue_run, start_run
 from orchestrator.store import NewReview, open_store
 from tests.conftest import REPO, calls
 

@@ -16,12 +16,12 @@ import time
 
 import pytest
 
-from orchestrator import review
-from orchestrator.errors import ReviewError
-from orchestrator.runner import start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.core.errors import ReviewError
+from orchestrator.service import review
+from orchestrator.service.runner import start_run
+from orchestrator.service.worker import ReviewTimeouts
 from orchestrator.store import NewReview, open_store
-from orchestrator.worker import ReviewTimeouts
 from tests.conftest import FIXTURES, REPO, calls
 
 

@@ -117,7 +117,7 @@ def test_stats_trace_and_report_print_names_as_written(cli, runs):
 
 def test_every_status_has_a_colour():
     from orchestrator.cli.common import STATUS_STYLE
-    from orchestrator.model import RunStatus, StepStatus
+    from orchestrator.spec.model import RunStatus, StepStatus
 
     for literal in (RunStatus, StepStatus):
         missing = set(typing.get_args(literal)) - set(STATUS_STYLE)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.files import MAX_JSON_BYTES, MAX_WORKFLOW_BYTES
+from orchestrator.core.files import MAX_JSON_BYTES, MAX_WORKFLOW_BYTES
 from tests.conftest import FIXTURES, REPO
 
 INPUTS = FIXTURES.parent / "inputs"

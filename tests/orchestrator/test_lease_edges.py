@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runner import enqueue_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.service.runner import enqueue_run
 from orchestrator.store import open_store
 from tests.conftest import FIXTURES, REPO
 

@@ -15,9 +15,9 @@ import anyio
 import pytest
 
 from orchestrator import Workflow, open_store, start_run
-from orchestrator.errors import LeaseLostError
-from orchestrator.events import Event, StepFinished
-from orchestrator.runner import RESUMABLE
+from orchestrator.core.errors import LeaseLostError
+from orchestrator.service.runner import RESUMABLE
+from orchestrator.spec.events import Event, StepFinished
 from orchestrator.store import Lease, Store
 from orchestrator.store.delegating import DelegatingStore
 

@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from orchestrator.events import Event, StepFinished
-from orchestrator.runner import start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.service.runner import start_run
+from orchestrator.spec.events import Event, StepFinished
 from orchestrator.store import Store
 from tests.conftest import FIXTURES
 

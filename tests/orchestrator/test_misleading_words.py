@@ -49,12 +49,12 @@ def test_ctrl_c_in_a_read_command_says_interrupted_and_nothing_about_resuming(cl
 
 def test_ctrl_c_while_a_decision_continues_the_run_names_that_run(cli, monkeypatch):
     run_id = cli("run", str(FIXTURES / "gated.yaml"), "--json").json()["run_id"]
-    import orchestrator.runner
+    import orchestrator.service.runner
 
     def interrupted(*_args, **_kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(orchestrator.runner, "continue_run", interrupted)
+    monkeypatch.setattr(orchestrator.service.runner, "continue_run", interrupted)
     result = cli("approve", run_id)
     assert result.exit_code == 130
     assert result.stderr.strip().splitlines()[-1] == (

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runner import start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.service.runner import start_run
 from orchestrator.store import Store
 
 FLOW = """name: {name}

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.api import Orchestrator
-from orchestrator.errors import SpecError
-from orchestrator.pyapi import Workflow
+from orchestrator.bind.python_workflow import Workflow
+from orchestrator.core.errors import SpecError
 from tests.conftest import FIXTURES
 
 
@@ -70,7 +70,7 @@ def test_a_custom_gate_score_outside_0_1_is_a_failed_verdict(cli):
 
 def test_a_context_parameter_is_recognised_by_name_or_annotation():
     from gates.factory import FunctionGate
-    from orchestrator.context import StepContext
+    from orchestrator.spec.context import StepContext
 
     def named(output, ctx):
         return True

@@ -10,10 +10,10 @@ import threading
 
 import pytest
 
-from orchestrator import review
-from orchestrator.errors import ReviewError
-from orchestrator.runner import continue_run, start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.core.errors import ReviewError
+from orchestrator.service import review
+from orchestrator.service.runner import continue_run, start_run
 from orchestrator.store import open_store
 from tests.conftest import FIXTURES
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
 from tests.conftest import FIXTURES
 
 

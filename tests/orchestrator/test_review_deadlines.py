@@ -16,8 +16,8 @@ import sys
 import time
 from collections import Counter
 
-from orchestrator.runner import enqueue_run, start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.service.runner import enqueue_run, start_run
 from orchestrator.store import open_store
 from tests.conftest import REPO
 

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from orchestrator import Orchestrator
-from orchestrator.errors import InputError, NotFoundError
+from orchestrator.core.errors import InputError, NotFoundError
 from orchestrator.store import open_store
 from tests.conftest import FIXTURES
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator import Workflow
-from orchestrator.errors import SpecError
-from orchestrator.runner import start_run
+from orchestrator.core.errors import SpecError
+from orchestrator.service.runner import start_run
 from orchestrator.store import Store
 from tests.conftest import REPO
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from orchestrator.runner import start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.service.runner import start_run
 from orchestrator.store import NewAttribution, NewOutcome, open_store
 from tests.conftest import FIXTURES
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from orchestrator.threads import CallHistory, DaemonPool
+from orchestrator.bind.threads import CallHistory, DaemonPool
 
 THREADS = 4
 CALLS = 10

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.errors import SpecError
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.core.errors import SpecError
 from orchestrator.store import open_store
 from tests.conftest import FIXTURES
 
@@ -99,5 +99,5 @@ def test_json_schema_of_the_yaml_format_ships(cli):
     assert result.exit_code == 0
     schema = json.loads(result.stdout)
     assert {"name", "steps", "inputs", "output", "outcome"} <= set(schema["properties"])
-    shipped = json.loads((REPO / "orchestrator" / "workflow.schema.json").read_text())
-    assert shipped == schema, "regenerate with: orchestrator schema -o orchestrator/workflow.schema.json"
+    shipped = json.loads((REPO / "orchestrator" / "spec" / "workflow.schema.json").read_text())
+    assert shipped == schema, "regenerate with: orchestrator schema -o orchestrator/spec/workflow.schema.json"

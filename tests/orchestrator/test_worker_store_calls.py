@@ -11,11 +11,11 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator.runner import enqueue_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.service.runner import enqueue_run
+from orchestrator.service.worker import Worker, WorkOptions
 from orchestrator.store import Store, open_store
 from orchestrator.store.delegating import DelegatingStore, concrete
-from orchestrator.worker import Worker, WorkOptions
 from tests.conftest import FIXTURES
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
 
 CHECKED = """\
 name: versioned

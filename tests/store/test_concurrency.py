@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.errors import ReviewError
+from orchestrator.core.errors import ReviewError
 from orchestrator.store import Store
 from tests.store.conftest import Backend
 from tests.store.rows import add_run, add_workflow, lease, paused_run, review, step

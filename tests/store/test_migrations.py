@@ -24,7 +24,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from orchestrator.errors import InputError
+from orchestrator.core.errors import InputError
 from orchestrator.store import normalize_url, open_store
 from orchestrator.store.migrate import (
     HEAD_REVISION,

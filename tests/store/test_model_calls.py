@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.errors import LeaseLostError
+from orchestrator.core.errors import LeaseLostError
 from orchestrator.store import ModelCall, Store
 from tests.store.rows import add_run, add_workflow, lease, paused_run, step
 

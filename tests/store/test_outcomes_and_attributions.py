@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from orchestrator.errors import NotFoundError
+from orchestrator.core.errors import NotFoundError
 from orchestrator.store import NewAttribution, NewOutcome, NewRun, Store
 from tests.store.rows import add_run, add_workflow
 

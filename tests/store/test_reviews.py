@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from orchestrator.errors import ReviewError
+from orchestrator.core.errors import ReviewError
 from orchestrator.store import NewDecision, Store
 from tests.store.rows import gate, lease, paused_run, review, step
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from orchestrator.errors import LeaseLostError, NotFoundError
+from orchestrator.core.errors import LeaseLostError, NotFoundError
 from orchestrator.store import Lease, ModelCall, NewAttribution, NewOutcome, NewRun, RunEnd, Store
 from tests.store.rows import DEFINITION, add_run, add_workflow, lease, paused_run, review, step
 

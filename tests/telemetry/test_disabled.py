@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import OrchestratorError
+from orchestrator.core.errors import OrchestratorError
 from orchestrator.telemetry import (
     NoopRunTracer,
     RunTracer,

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from orchestrator.events import RunFinished, StepFinished
-from orchestrator.runner import start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.service.runner import start_run
+from orchestrator.spec.events import RunFinished, StepFinished
 from orchestrator.store import Store
 from tests.orchestrator.test_listener_errors import CHAIN, Breaks, warnings_of
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from orchestrator import review
-from orchestrator.runner import continue_run, start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.service import review
+from orchestrator.service.runner import continue_run, start_run
 from orchestrator.store import Store
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -62,8 +62,8 @@ def frozen(start: float = EPOCH, step: float = 0.0, first_id: int = 1) -> Iterat
         return next(ids)
 
     with mock.patch("orchestrator.store.sql.time", clock), mock.patch("orchestrator.store.sqlite.time", clock), \
-            mock.patch("orchestrator.store.rows.time", clock), mock.patch("orchestrator.attempt.time", clock), \
-            mock.patch("orchestrator.review.time", clock), \
+            mock.patch("orchestrator.store.rows.time", clock), mock.patch("orchestrator.engine.attempt.time", clock), \
+            mock.patch("orchestrator.service.review.time", clock), \
             mock.patch("orchestrator.store.sql.new_run_id", next_id), \
             mock.patch("orchestrator.store.sqlite.new_run_id", next_id):
         yield

@@ -23,10 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator import review
-from orchestrator.labels import label_run
-from orchestrator.runner import continue_run, start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.service import review
+from orchestrator.service.labels import label_run
+from orchestrator.service.runner import continue_run, start_run
 from orchestrator.store import Store
 from tests.tui.seed import EPOCH, FIXTURES, frozen
 

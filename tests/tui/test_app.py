@@ -9,7 +9,7 @@ import time
 import anyio
 import pytest
 
-from orchestrator.runner import continue_run
+from orchestrator.service.runner import continue_run
 from orchestrator.store import Store
 from tests.tui.seed import DEMO, Seeded, start
 from tests.tui.waiting import settle, wait_for
@@ -78,8 +78,8 @@ class TestStartUp:
     def test_the_app_module_defers_the_engine(self) -> None:
         """Importing tui.app loads Textual but not the executor, spec loader or networkx: workers load those."""
         code = ("import sys, tui.app\n"
-                "heavy = [m for m in ('networkx', 'orchestrator.executor', 'orchestrator.runner',"
-                " 'orchestrator.spec', 'tenacity') if m in sys.modules]\n"
+                "heavy = [m for m in ('networkx', 'orchestrator.engine.executor', 'orchestrator.service.runner',"
+                " 'orchestrator.bind.loader', 'tenacity') if m in sys.modules]\n"
                 "assert not heavy, heavy\n")
         subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
 

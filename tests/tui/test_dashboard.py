@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Select, Sparkline
 
-from orchestrator.labels import label_run
-from orchestrator.runner import start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.service.labels import label_run
+from orchestrator.service.runner import start_run
 from orchestrator.store import Store
 from tests.flow.conftest import FLOW
 from tests.tui.seed import NOW, seed_demo

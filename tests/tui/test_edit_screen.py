@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import review
+from orchestrator.service import review
 from orchestrator.store import Store
 from tests.tui.seed import Seeded, start
 from tests.tui.waiting import settle, wait_for

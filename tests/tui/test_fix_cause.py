@@ -10,8 +10,8 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from orchestrator.runner import start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.service.runner import start_run
 from orchestrator.store import Store
 from tests.tui.waiting import settle, wait_for
 from tui.app import make_app

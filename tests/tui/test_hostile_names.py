@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runner import start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.service.runner import start_run
 from orchestrator.store import Store
 from tests.orchestrator.test_hostile_names import HOSTILE, NAME, interrupted_run
 from tests.tui.waiting import settle, wait_for

@@ -10,7 +10,7 @@ import pytest
 from rich.text import Text
 from textual.widgets import Static
 
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
 from orchestrator.store import NewRun, NewStepRecord, Store
 from tests.tui.seed import EPOCH
 from tests.tui.waiting import settle, wait_for

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from orchestrator import review
-from orchestrator.runner import continue_run
+from orchestrator.service import review
+from orchestrator.service.runner import continue_run
 from orchestrator.store import Store
 from tests.tui.seed import Seeded
 from tui.format import format_age, format_duration, step_status_words

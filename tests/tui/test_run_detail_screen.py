@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from orchestrator import review
+from orchestrator.service import review
 from orchestrator.store import Store, open_store
 from tests.tui.seed import FIXTURES, Seeded, start
 from tests.tui.waiting import settle, wait_for
@@ -152,7 +152,7 @@ class TestDecisions:
                                                                seeded: Seeded) -> None:
         """A label of a run whose score was approved despite failing stores a trace blaming score; the run
         screen's header names the step of that stored record."""
-        from orchestrator.runner import continue_run
+        from orchestrator.service.runner import continue_run
 
         def approve_and_finish() -> None:
             review.approve(store, seeded.paused_twice, reviewer="bob")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import review
 from orchestrator.attribution.choice import explaining_record
 from orchestrator.attribution.result import AttributionResult, Candidate, save
-from orchestrator.runner import continue_run, start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.service import review
+from orchestrator.service.runner import continue_run, start_run
 from orchestrator.store import Store
 from tests.attribution.conftest import FIX as ATTRIBUTION_FIXTURES
 from tests.tui.seed import NOW

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.runner import start_run
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
+from orchestrator.service.runner import start_run
 from orchestrator.store import Store
 from tests.tui.seed import NOW
 from tests.tui.seed_history import DASHBOARD, History, seed_history

@@ -19,13 +19,13 @@ import yaml
 
 from gates.base import evaluate, normalize
 from gates.factory import build_gate
-from orchestrator.context import NextNeed, StepContext
-from orchestrator.model import GateResult, WorkflowSpec, parse_reference
-from orchestrator.resolve import resolve_callable
-from orchestrator.runner import start_run
-from orchestrator.runstate import RunResult
-from orchestrator.spec import load_spec as load_any_spec
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_spec as load_any_spec
+from orchestrator.bind.loader import load_workflow
+from orchestrator.bind.resolve import resolve_callable
+from orchestrator.engine.run_state import RunResult
+from orchestrator.service.runner import start_run
+from orchestrator.spec.context import NextNeed, StepContext
+from orchestrator.spec.model import GateResult, WorkflowSpec, parse_reference
 from orchestrator.store import Store
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"

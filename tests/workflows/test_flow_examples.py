@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.spec import load_workflow
+from orchestrator.bind.loader import load_workflow
 from tests.conftest import REPO
 
 ROUTING = REPO / "workflows" / "routing" / "routing.yaml"
@@ -35,7 +35,7 @@ def test_the_python_twins_give_equal_specs_and_content_hashes(yaml_path: Path, t
 
 
 def test_retrieval_returns_as_many_documents_as_match() -> None:
-    from orchestrator.resolve import resolve_callable
+    from orchestrator.bind.resolve import resolve_callable
 
     retrieve = resolve_callable("mapreduce:retrieve", MAPREDUCE.parent)
     assert [d["id"] for d in retrieve(QUESTION)["docs"]] == ["gloves", "goggles", "earplugs"]

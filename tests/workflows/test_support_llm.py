@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from gates.llm_judge import LLMJudge
-from orchestrator.context import StepContext
-from orchestrator.llm.config import LLMConfig
+from orchestrator.spec.context import StepContext
+from orchestrator.spec.llm_config import LLMConfig
 from tests.conftest import REPO
 
 pytest.importorskip("llama_cpp", reason="the embedded model needs the local-llm extra: pip install -e '.[local-llm]'")

@@ -1,5 +1,5 @@
 """Replace a paused step's output, or a completed step's (a fix at the pause's cause: its
-descendants are superseded and run again). Saving goes through ``orchestrator.review.edit``, the
+descendants are superseded and run again). Saving goes through ``orchestrator.service.review.edit``, the
 function behind ``orchestrator edit``, so the new output must be valid JSON and pass all of the
 step's gates; when it does not, the reason is shown here and nothing is stored or lost. An output the
 gates refuse (an approval step's: its ``output_schema``) may be stored anyway once the reviewer
@@ -25,8 +25,8 @@ from tui import actions
 from tui.messages import DecisionMade, EditRejected, EditTargetLoaded
 
 if TYPE_CHECKING:
-    from orchestrator.errors import EditRefusedError
-    from orchestrator.records import StepRecordView
+    from orchestrator.core.errors import EditRefusedError
+    from orchestrator.spec.records import StepRecordView
     from tui.app import ReviewApp
 
 
@@ -127,7 +127,7 @@ class EditScreen(Screen[None]):
     @work(thread=True, exit_on_error=False)
     def save(self, value: object, comment: str | None, rerun_side_effects: bool = False,
              force: bool = False, checked: object = None) -> None:
-        from orchestrator.errors import EditRefusedError
+        from orchestrator.core.errors import EditRefusedError
 
         try:
             if not rerun_side_effects and self.step is not None and actions.is_fix(self.app.store, self.run_id,
@@ -214,7 +214,7 @@ class EditScreen(Screen[None]):
 
 
 def _error_text(exc: Exception) -> str:
-    from orchestrator.errors import OrchestratorError
+    from orchestrator.core.errors import OrchestratorError
 
     if isinstance(exc, OrchestratorError):
         return str(exc)

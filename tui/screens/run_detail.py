@@ -160,7 +160,7 @@ class RunDetailScreen(Screen[None]):
             if outcome.reason:
                 text.append(f": {truncate(outcome.reason, 120)}")
         if detail.model_usage:
-            from orchestrator.documents import usage_text
+            from orchestrator.engine.documents import usage_text
 
             usage = detail.model_usage
             split = ", ".join(f"{purpose} {u['calls']}" for purpose, u in usage["by_purpose"].items())
@@ -336,7 +336,7 @@ class RunDetailScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="trace-load", exit_on_error=False)
     def _load_trace(self) -> None:
         from orchestrator.attribution.choice import explaining_view
-        from orchestrator.errors import OrchestratorError
+        from orchestrator.core.errors import OrchestratorError
 
         try:
             view = explaining_view(self.app.store, self.run_id)
@@ -364,7 +364,7 @@ class RunDetailScreen(Screen[None]):
 
 
 def _error_text(exc: Exception) -> str:
-    from orchestrator.errors import OrchestratorError
+    from orchestrator.core.errors import OrchestratorError
 
     if isinstance(exc, OrchestratorError):
         return str(exc)

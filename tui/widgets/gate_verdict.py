@@ -7,7 +7,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
-from orchestrator.records import GateView
+from orchestrator.spec.records import GateView
 from tui.format import format_score
 
 

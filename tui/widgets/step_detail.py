@@ -11,8 +11,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Button, Static
 
-from orchestrator.approvals import is_approval, waiting_words
-from orchestrator.records import StepRecordView, unit_name
+from orchestrator.bind.approvals import is_approval, waiting_words
+from orchestrator.spec.records import StepRecordView, unit_name
 from tui.format import STATUS_STYLE, format_age, format_duration, step_status_words
 from tui.messages import JumpToStep
 from tui.queries import StepItem

@@ -3,14 +3,14 @@
 A plain ✓ says "its gates passed". A step a reviewer approved despite failing verdicts, edited after
 they failed, or whose warn-severity gates failed did not earn that: it gets its own glyph and a
 line naming the verdicts, from the same pairing of records and reviews ``orchestrator show`` uses
-(:mod:`orchestrator.overrides`).
+(:mod:`orchestrator.spec.overrides`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.overrides import overrides, warned
+from orchestrator.spec.overrides import overrides, warned
 from tui.format import STATUS_STYLE, STEP_ICON
 from tui.queries import StepItem
 

@@ -1,6 +1,6 @@
 """A run's backward trace: the method, the blamed step, the confidence and the ranked candidates.
 
-Shows an :class:`~orchestrator.records.AttributionView` as :func:`orchestrator.attribution.trace_view`
+Shows an :class:`~orchestrator.spec.records.AttributionView` as :func:`orchestrator.attribution.trace_view`
 returns it, or the reason there is none (a run without an outcome yet). The run screen reads the
 store and hands the view over.
 """
@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 if TYPE_CHECKING:
-    from orchestrator.records import AttributionView
+    from orchestrator.spec.records import AttributionView
 
 SIGNAL_WORDS = {
     "approved_despite_failing": "approved despite failing",

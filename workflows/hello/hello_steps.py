@@ -1,7 +1,7 @@
 """Step functions of the hello example, shared by ``hello.yaml`` and ``hello.py``.
 
 Both files register these same functions, so the YAML and the Python definition load into
-the same :class:`~orchestrator.model.WorkflowSpec` (``run: hello_steps:greet`` and so on).
+the same :class:`~orchestrator.spec.model.WorkflowSpec` (``run: hello_steps:greet`` and so on).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from orchestrator.context import StepContext
+    from orchestrator.spec.context import StepContext
 
 
 def greet(name: str) -> dict[str, Any]:

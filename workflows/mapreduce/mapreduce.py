@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from orchestrator.model import GateResult
+from orchestrator.spec.model import GateResult
 
 CORPUS = Path(__file__).with_name("corpus")
 STOPWORDS = {"what", "which", "when", "with", "from", "that", "this", "they", "there", "about", "have", "does"}

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from orchestrator.model import GateResult
+from orchestrator.spec.model import GateResult
 
 if TYPE_CHECKING:
-    from orchestrator.context import StepContext
+    from orchestrator.spec.context import StepContext
 
 HERE = Path(__file__).resolve().parent
 CORPUS: dict[str, Any] = json.loads((HERE / "vendors.json").read_text(encoding="utf-8"))

@@ -15,10 +15,10 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.model import GateResult
+from orchestrator.spec.model import GateResult
 
 if TYPE_CHECKING:
-    from orchestrator.context import StepContext
+    from orchestrator.spec.context import StepContext
 
 HERE = Path(__file__).resolve().parent
 NOTES: list[dict[str, Any]] = json.loads((HERE / "notes.json").read_text(encoding="utf-8"))["notes"]

@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from orchestrator.llm.records import ToolCallInfo
+from orchestrator.spec.llm_records import ToolCallInfo
 
 
 class ChatRequest(BaseModel):
@@ -63,5 +63,5 @@ class ChatProvider(Protocol):
     name: str
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
-        """Answer one request; raise :class:`~orchestrator.llm.errors.LLMError` for anything a user must fix."""
+        """Answer one request; raise :class:`~orchestrator.spec.llm_errors.LLMError` for anything a user must fix."""
         ...

@@ -26,9 +26,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.llm.errors import LLMError
 from orchestrator.llm.providers.base import ChatRequest, ChatResponse
-from orchestrator.llm.records import ToolCallInfo
+from orchestrator.spec.llm_errors import LLMError
+from orchestrator.spec.llm_records import ToolCallInfo
 
 if TYPE_CHECKING:
     from llama_cpp import Llama

@@ -6,7 +6,7 @@ waiting. One :class:`anyio.CapacityLimiter` per endpoint (per event loop) caps c
 steps of a run, because rate limits are per endpoint and key, not per step.
 
 Errors a user must fix (no key, wrong URL, unknown model, rejected key) become one
-:class:`~orchestrator.llm.errors.LLMError` line naming the endpoint and model.
+:class:`~orchestrator.spec.llm_errors.LLMError` line naming the endpoint and model.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import weakref
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from orchestrator.llm.errors import LLMError
 from orchestrator.llm.providers.base import ChatRequest, ChatResponse
-from orchestrator.llm.records import ToolCallInfo
+from orchestrator.spec.llm_errors import LLMError
+from orchestrator.spec.llm_records import ToolCallInfo
 
 if TYPE_CHECKING:
     import anyio

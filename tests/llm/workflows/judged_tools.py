@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.model import GateResult
+from orchestrator.spec.model import GateResult
 
 
 def echo(text: str) -> str:
