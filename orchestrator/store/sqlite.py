@@ -6,9 +6,10 @@ per statement than SQLite's own INSERT + COMMIT of a small row, so everything a 
 and ``show`` do is hand-written SQL on one ``sqlite3`` connection here, storing exactly the
 values :class:`~orchestrator.store.sql.SqlStore` stores (the contract suite in ``tests/store/``
 checks both). Everything else (schema creation and upgrades, analytics, attribution, review
-decisions) is handed to a :class:`~orchestrator.store.sqlite_sql.SqliteSqlStore` on the same
-file, opened the first time it is needed: a Store method this class does not implement is
-forwarded to it by :class:`~orchestrator.store.delegating.DelegatingStore`.
+decisions) is handed to a :class:`~orchestrator.store.sqlite_sql.SqliteSqlStore` on this store's
+own connection, made the first time it is needed: a Store method this class does not implement is
+forwarded to it by :class:`~orchestrator.store.delegating.DelegatingStore`. One process holds one
+connection per database, and each statement is written once, on one side or the other.
 """
 
 from __future__ import annotations
@@ -279,9 +280,7 @@ class SqliteStore(RetriedStore, DelegatingStore):
                 self.connection.close()
                 raise InputError(f"the database {path} cannot be written here and was written by another version "
                                  "of orchestrator; `orchestrator db upgrade` it where it can be written")
-            from orchestrator.store.sqlite_sql import ensure_schema
-
-            ensure_schema(self.sql_url, self.synchronous)
+            self.sql()  # opening the SQLAlchemy side creates the missing tables and columns, on this connection
 
     def refuse_unless_ours(self, display: str, create: bool) -> None:
         """InputError, having written nothing, for another application's database, or for an empty one
@@ -313,7 +312,7 @@ class SqliteStore(RetriedStore, DelegatingStore):
             if self.delegate is None:
                 from orchestrator.store.sqlite_sql import SqliteSqlStore
 
-                self.delegate = SqliteSqlStore(self.sql_url, self.synchronous)
+                self.delegate = SqliteSqlStore(self.sql_url, self.connection, self.lock)
             return self.delegate
 
     def close(self) -> None:

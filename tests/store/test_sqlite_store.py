@@ -98,3 +98,45 @@ def test_a_memory_store_runs_without_importing_sqlalchemy():
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def open_files_of(path: Path) -> list[str]:
+    """The descriptors this process holds on ``path`` itself (not its -wal or -shm files)."""
+    fds = Path("/proc/self/fd")
+    found = []
+    for fd in fds.iterdir():
+        try:
+            if Path(fd.readlink()) == path:
+                found.append(fd.name)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors through /proc")
+def test_both_sides_of_the_store_share_one_connection_to_the_file(tmp_path: Path):
+    path = (tmp_path / "one.db").resolve()
+    store = open_store(f"sqlite:///{path}")
+    run_id = add_run(store, add_workflow(store))
+    assert len(open_files_of(path)) == 1
+    assert store.step_history("wf") == []  # answered by the SQLAlchemy side
+    assert [r.run_id for r in store.sql().list_runs()] == [run_id]
+    assert len(open_files_of(path)) == 1  # ... on the same connection
+    store.close()
+    assert open_files_of(path) == []
+
+
+def test_a_transaction_of_the_sqlalchemy_side_is_all_or_nothing(tmp_path: Path):
+    """The shared connection is in autocommit mode for the raw side; the SQLAlchemy side still writes
+    several statements as one transaction."""
+    from sqlalchemy import text
+
+    store = open_store(f"sqlite:///{tmp_path / 'tx.db'}")
+    wf = add_workflow(store)
+    engine = store.sql().engine
+    with pytest.raises(RuntimeError), engine.begin() as conn:
+        conn.execute(text("UPDATE workflows SET source = 'first' WHERE id = :id"), {"id": wf})
+        conn.execute(text("UPDATE workflows SET source = 'second' WHERE id = :id"), {"id": wf})
+        raise RuntimeError("halfway")
+    assert store.workflow_definition(wf)[1] == "wf.yaml"  # neither update stayed
+    store.close()
