@@ -75,6 +75,7 @@ from orchestrator.spec.records import (
     path_head,
     split_path,
     unit_name,
+    unit_ran,
 )
 from orchestrator.store import (
     GateRow,
@@ -305,8 +306,10 @@ class ReplayEngine:
                 units = [r.unit for r in its]
             elif step.mapped and step.repeat is None and items:
                 units = [r.unit for r in items]
-            else:
+            elif unit_ran(self.latest.get(sid)):
                 units = [sid]
+            else:  # skipped, or never reached: it cannot have caused the outcome, so no replay is spent on it
+                units = []
             for unit in units:
                 engine = self.child_engine(unit)
                 if engine is not None and engine.candidates:
