@@ -68,6 +68,7 @@ from orchestrator.spec.context import StepContext
 from orchestrator.spec.inputs import resolve_inputs
 from orchestrator.spec.records import (
     PATH_SEPARATOR,
+    RunView,
     StepRecordView,
     join_path,
     live_records,
@@ -75,6 +76,7 @@ from orchestrator.spec.records import (
     path_head,
     split_path,
     unit_name,
+    unit_ran,
 )
 from orchestrator.store import (
     GateRow,
@@ -105,7 +107,27 @@ NEVER_RAN = "side-effecting step that never ran in the original run (no recorded
 GATED_CHANGED = "step with a tool that needs approval ({tools}), reached with changed inputs: a replay never calls it"
 GATED_NEVER_RAN = ("step with a tool that needs approval ({tools}) that never finished in the original run (no "
                    "recorded output): a replay never calls it")
-NO_CHILD_RUN = "workflow step whose unit started no child run in the original run, so there is none to replay"
+
+
+@dataclass(frozen=True)
+class UnstartedChild:
+    """A child run the original run never started: its workflow, and the original parent run and unit that
+    would have started it (a replay of it is linked to them: ``parent_run_id``, ``parent_step``)."""
+
+    workflow: BoundWorkflow
+    parent_run_id: str
+    unit: str
+
+    def view(self, store: Store) -> RunView:
+        """The run as the engine reads an original: no records, no reviews, no child runs, the parent's id
+        (what its replay runs link to) and the child workflow, registered like any child run's."""
+        workflow_id = store.register_workflow(self.workflow.name, str(self.workflow.spec.version),
+                                              dict(self.workflow.definition), self.workflow.source,
+                                              self.workflow.content_hash)
+        now = time.time()
+        return RunView(id=0, run_id=self.parent_run_id, workflow=self.workflow.name, workflow_id=workflow_id,
+                       status="succeeded", kind="child", inputs={}, output=None, error=None,
+                       parent_run_id=self.parent_run_id, parent_step=self.unit, created_at=now, updated_at=now)
 
 
 class ChildReplayFailed(RuntimeError):
@@ -225,13 +247,19 @@ class ReplayEngine:
 
     def __init__(self, store: Store, run_id: str, *, workflow: BoundWorkflow | None = None,
                  failure_value: float = 0.0, max_concurrency: int = DEFAULT_CONCURRENCY, otel: str | None = None,
-                 tracing: ReplayTracing | None = None) -> None:
+                 tracing: ReplayTracing | None = None, unstarted: UnstartedChild | None = None) -> None:
         """``otel`` (else the OTEL_EXPORTER_OTLP_* settings) exports each replay run as a trace of its own;
-        ``tracing``: the one a parent run's engine already has (a child run's engine shares it)."""
+        ``tracing``: the one a parent run's engine already has (a child run's engine shares it); ``unstarted``:
+        this engine replays the child run a unit of ``run_id`` would have started, which it never did (nothing
+        was recorded, so every step of it executes, and one that acts is simulated or blocks by name)."""
         self.store = store
-        self.run = store.get_run(run_id)
-        if self.run.status in ("running", "queued"):
-            raise InputError(f"run {run_id} is {self.run.status}; replay a finished or paused run")
+        self.unstarted = unstarted
+        if unstarted is None:
+            self.run = store.get_run(run_id)
+            if self.run.status in ("running", "queued"):
+                raise InputError(f"run {run_id} is {self.run.status}; replay a finished or paused run")
+        else:
+            self.run = unstarted.view(store)
         self.workflow = workflow if workflow is not None else load_run_workflow(store, run_id)[0]
         self.tracing = tracing if tracing is not None else ReplayTracing(store, otel)
         self.spec = self.workflow.spec
@@ -242,7 +270,7 @@ class ReplayEngine:
         self.output_step = self.spec.output_step
         relevant = graph.ancestors(self.spec, self.output_step) | {self.output_step}
         self.relevant = [sid for sid in self.order if sid in relevant]
-        records = store.step_records(run_id)
+        records = store.step_records(run_id) if unstarted is None else []
         self.llm_cache = response_cache(records)
         """The original run's model answers: a replay whose prompt is unchanged reuses them (no model call)."""
         self.step_of_record = {r.id: r.step_id for r in records}
@@ -254,7 +282,7 @@ class ReplayEngine:
         self.instances = {unit: r for unit, r in live.items()
                           if r.index is not None and r.iteration is None and r.status == "succeeded"}
         """The completed instances of the run's mapped steps, by unit (``summarize[7]``)."""
-        self.child_runs = children(store, run_id)
+        self.child_runs = children(store, run_id) if unstarted is None else {}
         """The original child run of each unit of a ``workflow:`` step (``research``, ``per_ticket[3]``)."""
         self._child_engines: dict[str, ReplayEngine] = {}
         self.child_replays: dict[str, dict[str, str | None]] = {}
@@ -267,7 +295,8 @@ class ReplayEngine:
             if r.gates:
                 self.gated[r.step_id] = r
         self.edits = {(self.records_by_id[r.record_id].unit if r.record_id in self.records_by_id else r.step_id):
-                      Value.of(r.output_after) for r in store.reviews(run_id) if r.decision == "edit"}
+                      Value.of(r.output_after) for r in (store.reviews(run_id) if unstarted is None else [])
+                      if r.decision == "edit"}
         self.cache = StepCache()
         self.keys = InputKeys(self.steps, self.run.inputs, self.cache)
         self.original: dict[str, Value] = {}
@@ -305,8 +334,10 @@ class ReplayEngine:
                 units = [r.unit for r in its]
             elif step.mapped and step.repeat is None and items:
                 units = [r.unit for r in items]
-            else:
+            elif unit_ran(self.latest.get(sid)):
                 units = [sid]
+            else:  # skipped, or never reached: it cannot have caused the outcome, so no replay is spent on it
+                units = []
             for unit in units:
                 engine = self.child_engine(unit)
                 if engine is not None and engine.candidates:
@@ -325,6 +356,19 @@ class ReplayEngine:
             self._child_engines[unit] = ReplayEngine(self.store, self.child_runs[unit].run_id, workflow=step.child,
                                                      failure_value=self.failure_value,
                                                      max_concurrency=self.max_concurrency, tracing=self.tracing)
+        return self._child_engines[unit]
+
+    def unstarted_child_engine(self, unit: str) -> ReplayEngine:
+        """The engine that runs, in replays, the child run ``unit`` never started in the original run (a router
+        that sent the original elsewhere, a loop that would need one more iteration): part of the
+        counterfactual world, so a replay may start it."""
+        step = self.workflow.step(parse_unit(unit)[0])
+        assert step.child is not None, "only a workflow: step's unit starts a child run"
+        if unit not in self._child_engines:
+            self._child_engines[unit] = ReplayEngine(
+                self.store, self.run.run_id, workflow=step.child, failure_value=self.failure_value,
+                max_concurrency=self.max_concurrency, tracing=self.tracing,
+                unstarted=UnstartedChild(step.child, self.run.run_id, unit))
         return self._child_engines[unit]
 
     def owner(self, path: str) -> tuple[ReplayEngine, str]:
@@ -570,6 +614,8 @@ class ReplayEngine:
         on what its parent's replay gave it), and score it."""
         same = inputs is None or Value.of(inputs).digest == Value.of(self.run.inputs).digest
         inputs = self.run.inputs if inputs is None else inputs
+        if self.unstarted is not None:  # linked to the unit of the original parent run that would have started it
+            label = self.unstarted.unit
         run_id = self.store.create_run(NewRun(self.run.workflow_id, self.run.workflow, inputs, kind=kind,
                                               parent_run_id=self.run.run_id, parent_step=label))
         self._plans[run_id] = plan
@@ -696,12 +742,7 @@ class ReplayEngine:
 
     async def _replay_child(self, step: BoundStep, unit: str, plan: Plan, kwargs: dict[str, Any], run_id: str) -> Any:
         """The output of ``unit``'s child run replayed under ``plan`` on the inputs the parent's replay gave it."""
-        engine = self.child_engine(unit)
-        if engine is None:
-            blocked = ReplayBlocked(unit, NO_CHILD_RUN)
-            self.blocked.setdefault(run_id, blocked)
-            self._marks[(run_id, unit)] = "blocked"
-            raise blocked
+        engine = self.child_engine(unit) or self.unstarted_child_engine(unit)
         assert step.child is not None
         inputs = jsonio.loads(jsonio.dumps(resolve_inputs(step.child.spec, kwargs)))
         before, counted = engine.executions, dict(engine.executions_by_step)

@@ -39,6 +39,7 @@ from orchestrator.spec.records import (
     join_path,
     parse_unit,
     split_path,
+    unit_ran,
 )
 from orchestrator.store import Store
 
@@ -125,6 +126,8 @@ def _units(spec: WorkflowSpec, status: str, records: list[StepRecordView], revie
     paths_of: dict[str, list[str]] = {}
     """Each local unit's candidates: itself and the paths into its child run."""
     for unit in local:
+        if not unit_ran(latest.get(unit)):  # a unit that did not run cannot have caused the outcome through its output
+            continue
         step_id = parse_unit(unit)[0]
         before = graph.ancestors(spec, step_id)
         upstream = [*above, *(p for u in local if u in paths_of and _feeds(u, unit, before) for p in paths_of[u])]

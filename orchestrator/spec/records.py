@@ -293,3 +293,9 @@ class RunView:
         return {"run_id": self.run_id, "workflow": self.workflow, "status": self.status,
                 "created_at": iso(self.created_at), "updated_at": iso(self.updated_at), "kind": self.kind,
                 "parent_run_id": self.parent_run_id}
+
+
+def unit_ran(record: StepRecordView | None) -> bool:
+    """Whether a unit's record says it ran (it succeeded, failed or waited at its gates): a skipped unit, or one
+    the run never reached, produced nothing a later step could have consumed, so attribution never blames it."""
+    return record is not None and record.status not in ("skipped", "pending")

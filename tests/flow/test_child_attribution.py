@@ -247,3 +247,36 @@ def test_a_fork_from_a_child_step_replays_the_child_from_it_then_the_parent(cli,
     assert "unit 'plan' of run" in missing.stderr and "started no child run" in missing.stderr
     unknown = cli("replay", run_id, "--from", "research > nope")
     assert unknown.exit_code == 2 and "workflow 'tree-attr-research' has no step 'nope'" in unknown.stderr
+
+
+def test_a_replay_starts_the_child_run_a_misrouted_original_never_started(cli, step_log):
+    """route_child.yaml routes a charge to ``refund`` (wrong: the evaluator wants a fix); the right branch,
+    ``technical``, is a child run the original never started. The counterfactual world may start it: the
+    router is blamed, and the replay's child run is linked to the unit that would have started it."""
+    res = cli("run", str(FLOW / "route_child.yaml"), "--input", "ticket=I was charged twice", "--json")
+    assert res.exit_code == 0, res.stderr
+    run_id = res.json()["run_id"]
+    attributed = cli("attribute", run_id, "--method", "counterfactual", "--json")
+    assert attributed.exit_code == 0, attributed.stderr
+    doc = attributed.json()
+    assert doc["blamed_step"] == "classify"
+    by_step = {c["step_id"]: c for c in doc["candidates"]}
+    assert by_step["classify"]["credit"] == -1.0 and "blocked_by" not in by_step["classify"]["evidence"]
+    assert "technical" not in by_step  # it did not run in the original
+    replay = cli("show", by_step["classify"]["evidence"]["replay_run_id"], "--json").json()
+    assert {s["unit"]: s["status"] for s in replay["steps"]}["technical"] == "succeeded"
+    children = cli("runs", "--kind", "counterfactual", "--json").json()
+    started = [r for r in children if r["workflow"] == "route-child-tech"]
+    assert len(started) == 1
+    child = cli("show", started[0]["run_id"], "--json").json()
+    assert (child["parent_run_id"], child["parent_step"]) == (run_id, "technical")
+    assert {s["unit"]: s["origin"] for s in child["steps"]} == {"lookup": "executed", "notify": "simulated"}
+
+
+def test_a_step_that_acts_inside_a_child_the_original_never_started_blocks_by_its_path(cli, step_log):
+    res = cli("run", str(FLOW / "route_child_acting.yaml"), "--input", "ticket=I was charged twice", "--json")
+    run_id = res.json()["run_id"]
+    doc = cli("attribute", run_id, "--method", "counterfactual", "--json").json()
+    classify = {c["step_id"]: c for c in doc["candidates"]}["classify"]
+    assert classify["evidence"]["blocked_by"] == "technical > notify"
+    assert "never ran in the original run" in classify["evidence"]["blocked_reason"]

@@ -122,3 +122,19 @@ def test_stats_show_how_often_each_conditional_step_ran(cli, step_log):
     assert steps["refund"]["trend"][-1]["skipped_runs"] == 3
     shown = cli("stats", "--workflow", "route")
     assert "1 ran, 3 skipped" in shown.stdout and "2 ran, 2 skipped" in shown.stdout
+
+
+def test_a_skipped_branch_is_no_candidate_of_any_method_and_costs_no_replay(cli, step_log):
+    """A step that did not run produced nothing a later step consumed: the trace does not list it (not even
+    as unchecked), counterfactual spends no replay on it, and it is no Shapley player."""
+    res = cli("run", str(FLOW / "route_scored.yaml"), "--input", "ticket=I was charged twice", "--json")
+    run_id = res.json()["run_id"]
+    traced = cli("trace", run_id, "--json").json()
+    assert "technical" not in [c["step_id"] for c in traced["candidates"]]
+    assert "technical" not in traced["evidence"]["coverage"]["unchecked"]
+    counterfactual = cli("attribute", run_id, "--method", "counterfactual", "--json").json()
+    assert sorted(c["step_id"] for c in counterfactual["candidates"]) == ["classify", "refund", "reply"]
+    assert len(counterfactual["evidence"]["replays"]) == 3  # one per unit that ran
+    shapley = cli("attribute", run_id, "--method", "shapley", "--json").json()
+    assert shapley["params"]["players"] == 3
+    assert "technical" not in [c["step_id"] for c in shapley["candidates"]]

