@@ -17,7 +17,10 @@ async twin, which executes on the caller's loop instead::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import asyncio
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import aclosing
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -43,12 +46,14 @@ from orchestrator.service.runner import (
     start_run,
     start_run_async,
 )
+from orchestrator.service.streaming import DEFAULT_CAPACITY, EventBuffer, EventsDropped, StreamItem
+from orchestrator.spec.events import EventHook
 from orchestrator.store import Store, open_store
 from orchestrator.store.run_prefix import resolve_run_id
 
 __all__ = ["Orchestrator", "RunDetail", "RunList", "RunSummary", "StepDetail", "GateVerdict", "ReviewDetail",
            "OutcomeDetail", "AttributionDetail", "Candidate", "LabelDetail", "InsideEventLoopError",
-           "WorkflowLike"]
+           "WorkflowLike", "EventsDropped", "StreamItem"]
 
 WorkflowLike = str | Path | Workflow | BoundWorkflow
 """A workflow file (``.yaml``/``.py``), a :class:`~orchestrator.bind.python_workflow.Workflow` or a bound workflow."""
@@ -240,39 +245,144 @@ class Orchestrator:
     # -- running -------------------------------------------------------------------------------
 
     def run(self, workflow: WorkflowLike, inputs: Mapping[str, object] | None = None, *,
-            max_concurrency: int | None = None) -> RunDetail:
+            max_concurrency: int | None = None, on_event: EventHook | None = None) -> RunDetail:
         """Start a run and execute it to its end or first pause (status ``paused``: review it).
 
-        Inputs are checked, converted and given their declared defaults as with ``--input``.
+        Inputs are checked, converted and given their declared defaults as with ``--input``. ``on_event`` is
+        called with each event (:mod:`orchestrator.spec.events`) on the executor's loop as it happens; one
+        that raises is logged once and changes nothing that happened.
         """
         refuse_inside_event_loop("Orchestrator.run()", "await Orchestrator.arun(...)")
         result = start_run(self.store, self._bind(workflow), dict(inputs or {}),
-                           max_concurrency=max_concurrency or self.max_concurrency)
+                           max_concurrency=max_concurrency or self.max_concurrency, on_event=on_event)
         return self.get_run(result.run_id)
 
     async def arun(self, workflow: WorkflowLike, inputs: Mapping[str, object] | None = None, *,
-                   max_concurrency: int | None = None) -> RunDetail:
+                   max_concurrency: int | None = None, on_event: EventHook | None = None) -> RunDetail:
         """:meth:`run` on the caller's event loop: steps run concurrently with whatever else it does."""
         bound = await anyio.to_thread.run_sync(self._bind, workflow)
         result = await start_run_async(self.store, bound, dict(inputs or {}),
-                                       max_concurrency=max_concurrency or self.max_concurrency)
+                                       max_concurrency=max_concurrency or self.max_concurrency, on_event=on_event)
         return await self._detail(result.run_id)
 
-    def resume(self, run_id: str) -> RunDetail:
+    def resume(self, run_id: str, *, on_event: EventHook | None = None) -> RunDetail:
         """Continue a paused, interrupted or failed run; completed steps never run again."""
         refuse_inside_event_loop("Orchestrator.resume()", "await Orchestrator.aresume(...)")
         run_id = self._run_id(run_id)
-        continue_run(self.store, run_id, max_concurrency=self.max_concurrency)
+        continue_run(self.store, run_id, max_concurrency=self.max_concurrency, on_event=on_event)
         return self.get_run(run_id)
 
-    async def aresume(self, run_id: str) -> RunDetail:
+    async def aresume(self, run_id: str, *, on_event: EventHook | None = None) -> RunDetail:
         """:meth:`resume` on the caller's event loop."""
         from orchestrator.service.runner import claim
 
         run_id = await anyio.to_thread.run_sync(self._run_id, run_id)
         lease = await anyio.to_thread.run_sync(claim, self.store, run_id)
-        await continue_run_async(self.store, run_id, lease=lease, max_concurrency=self.max_concurrency)
+        await continue_run_async(self.store, run_id, lease=lease, max_concurrency=self.max_concurrency,
+                                 on_event=on_event)
         return await self._detail(run_id)
+
+    # -- streaming -----------------------------------------------------------------------------
+
+    def stream(self, workflow: WorkflowLike, inputs: Mapping[str, object] | None = None, *,
+               max_concurrency: int | None = None, buffer: int = DEFAULT_CAPACITY) -> Iterator[StreamItem]:
+        """:meth:`run`, yielding its events as they happen, in order, ending with the run's ``RunFinished``.
+
+        The run executes in a thread of its own; ``buffer`` events wait for a consumer that reads slowly,
+        and beyond that new ones are dropped (an :class:`EventsDropped` says how many): a slow consumer
+        never stalls the run, and nothing stored is ever dropped. A consumer that stops early waits for
+        the run to end or pause. Read the run with :meth:`get_run` (the ``run_id`` of any event).
+        """
+        refuse_inside_event_loop("Orchestrator.stream()", "Orchestrator.astream(...)")
+        bound = self._bind(workflow)  # a bad workflow is refused here, before anything starts
+        concurrency = max_concurrency or self.max_concurrency
+        return self._stream(lambda hook: start_run(self.store, bound, dict(inputs or {}),
+                                                   max_concurrency=concurrency, on_event=hook), buffer)
+
+    def resume_stream(self, run_id: str, *, buffer: int = DEFAULT_CAPACITY) -> Iterator[StreamItem]:
+        """:meth:`resume`, yielding its events as :meth:`stream` does."""
+        refuse_inside_event_loop("Orchestrator.resume_stream()", "Orchestrator.aresume_stream(...)")
+        run_id = self._run_id(run_id)
+        return self._stream(lambda hook: continue_run(self.store, run_id, max_concurrency=self.max_concurrency,
+                                                      on_event=hook), buffer)
+
+    async def astream(self, workflow: WorkflowLike, inputs: Mapping[str, object] | None = None, *,
+                      max_concurrency: int | None = None, buffer: int = DEFAULT_CAPACITY) -> AsyncIterator[StreamItem]:
+        """:meth:`arun`, yielding its events as they happen (on the caller's event loop), as :meth:`stream`."""
+        bound = await anyio.to_thread.run_sync(self._bind, workflow)
+        concurrency = max_concurrency or self.max_concurrency
+        async with aclosing(self._astream(lambda hook: start_run_async(
+                self.store, bound, dict(inputs or {}), max_concurrency=concurrency, on_event=hook), buffer)) as items:
+            async for item in items:  # closed with this generator: a consumer that stops early waits for the run
+                yield item
+
+    async def aresume_stream(self, run_id: str, *, buffer: int = DEFAULT_CAPACITY) -> AsyncIterator[StreamItem]:
+        """:meth:`aresume`, yielding its events as :meth:`stream` does."""
+        from orchestrator.service.runner import claim
+
+        run_id = await anyio.to_thread.run_sync(self._run_id, run_id)
+        lease = await anyio.to_thread.run_sync(claim, self.store, run_id)
+        async with aclosing(self._astream(lambda hook: continue_run_async(
+                self.store, run_id, lease=lease, max_concurrency=self.max_concurrency, on_event=hook),
+                buffer)) as items:
+            async for item in items:
+                yield item
+
+    @staticmethod
+    def _stream(execute: Callable[[EventHook], object], capacity: int) -> Iterator[StreamItem]:
+        buffer = EventBuffer(capacity)
+
+        def work() -> None:
+            error: BaseException | None = None
+            try:
+                execute(buffer.put)
+            except BaseException as exc:  # handed to the consumer, raised there once it has the events
+                error = exc
+            finally:
+                buffer.close(error)
+
+        thread = threading.Thread(target=work, name="orchestrator-stream", daemon=True)
+        thread.start()
+        try:
+            while (item := buffer.get()) is not None:
+                yield item
+        finally:
+            thread.join()  # a consumer that stops early leaves no execution behind it
+        buffer.raise_if_failed()
+
+    @staticmethod
+    async def _astream(execute: Callable[[EventHook], Awaitable[object]], capacity: int) -> AsyncGenerator[StreamItem, None]:
+        buffer = EventBuffer(capacity)
+        arrived = asyncio.Event()
+
+        def hook(event: Any) -> None:
+            buffer.put(event)
+            arrived.set()
+
+        async def work() -> None:
+            error: BaseException | None = None
+            try:
+                await execute(hook)
+            except BaseException as exc:  # handed to the consumer, raised there once it has the events
+                error = exc
+            finally:
+                buffer.close(error)
+                arrived.set()
+
+        task = asyncio.get_running_loop().create_task(work())
+        try:
+            while not buffer.finished:
+                item = buffer.get(timeout=0)
+                if item is not None:
+                    yield item
+                    continue
+                arrived.clear()
+                if buffer.finished or buffer.get_ready():
+                    continue
+                await arrived.wait()
+        finally:
+            await task  # a consumer that stops early leaves no execution behind it
+        buffer.raise_if_failed()
 
     # -- reading -------------------------------------------------------------------------------
 
