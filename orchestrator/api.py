@@ -351,7 +351,8 @@ class Orchestrator:
         buffer.raise_if_failed()
 
     @staticmethod
-    async def _astream(execute: Callable[[EventHook], Awaitable[object]], capacity: int) -> AsyncGenerator[StreamItem, None]:
+    async def _astream(execute: Callable[[EventHook], Awaitable[object]],
+                       capacity: int) -> AsyncGenerator[StreamItem, None]:
         buffer = EventBuffer(capacity)
         arrived = asyncio.Event()
 
