@@ -36,6 +36,7 @@ from orchestrator.cli.fixes import print_critic_fixes
 
 if TYPE_CHECKING:
     from orchestrator.engine.run_state import RunResult
+    from orchestrator.service.metrics import WorkerMetrics
     from orchestrator.spec.events import Event, StepFinished
     from orchestrator.spec.model import WorkflowSpec
     from orchestrator.store import Store
@@ -404,6 +405,21 @@ def resume(run_id: RunArgument, as_json: JsonOption = False,
 
 
 @guarded
+def serve_metrics(store: "Store", host: str, port: int) -> "WorkerMetrics":
+    """The worker's metrics, served at ``http://HOST:PORT/metrics``; a port that cannot be bound is exit 2."""
+    from orchestrator.core.errors import InputError
+    from orchestrator.service.metrics import WorkerMetrics
+
+    metrics = WorkerMetrics(store)
+    try:
+        metrics.serve(port, host)
+    except OSError as exc:
+        raise InputError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}; "
+                         "choose another --metrics-port") from None
+    err.print(f"metrics at http://{host}:{port}/metrics", highlight=False)
+    return metrics
+
+
 def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queue is empty.")] = False,
            poll: Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between queue checks.")] = 1.0,
            max_runs: Annotated[int | None, typer.Option("--max-runs", min=1, help="Exit after this many runs.")]
@@ -413,6 +429,11 @@ def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queu
                                                     "under its own lease.")] = 1,
            recover: Annotated[bool, typer.Option("--recover/--no-recover", help="Also take over interrupted runs "
                                                  "(their executor died).")] = True,
+           metrics_port: Annotated[int | None, typer.Option("--metrics-port", min=1, max=65535,
+                                                             help="Serve Prometheus metrics on this port "
+                                                                  "(/metrics).")] = None,
+           metrics_host: Annotated[str, typer.Option("--metrics-host", help="The address the metrics are "
+                                                     "served on.")] = "127.0.0.1",
            db: DbOption = None) -> None:
     """Claim and execute queued runs from a shared database (run several for more throughput).
 
@@ -434,9 +455,11 @@ def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queu
         err.print(f"{signal_name}: draining {runs} run(s): the steps in flight finish, then their runs are handed "
                   "back; send it again to stop at once", highlight=False, soft_wrap=True)
 
+    metrics = serve_metrics(store, metrics_host, metrics_port) if metrics_port is not None else None
     summary = work(store, once=once, poll=poll, max_runs=max_runs, concurrency=concurrency,
                    max_concurrency=max_concurrency, on_result=report, recover=recover, stop_on_signals=True,
-                   on_stopping=stopping)
+                   on_stopping=stopping, on_event=metrics.listen if metrics else None,
+                   on_takeover=metrics.took_over if metrics else None)
     if summary.signal is None:
         err.print(f"worker done: {summary.executed} run(s) executed", highlight=False)
         return

@@ -111,7 +111,8 @@ class WorkOptions:
 def work(store: Store, *, once: bool = False, poll: float = 1.0, max_runs: int | None = None,
          concurrency: int = 1, max_concurrency: int = DEFAULT_CONCURRENCY, on_event: EventHook | None = None,
          on_result: Callable[[RunResult], None] | None = None, recover: bool = True,
-         stop_on_signals: bool = False, on_stopping: Callable[[str, int], None] | None = None) -> WorkSummary:
+         stop_on_signals: bool = False, on_stopping: Callable[[str, int], None] | None = None,
+         on_takeover: Callable[[str], None] | None = None) -> WorkSummary:
     """Claim and execute queued runs until the queue is empty (``once``) or ``max_runs`` were claimed.
 
     Several workers may share one database (PostgreSQL, or a SQLite file on one host): each run
@@ -119,9 +120,11 @@ def work(store: Store, *, once: bool = False, poll: float = 1.0, max_runs: int |
     (a process died mid-run). Paused runs whose review timed out are decided here too.
     ``stop_on_signals`` (the CLI's worker; needs the main thread) drains on SIGTERM or SIGINT as the
     module docstring says, calling ``on_stopping(signal name, runs in flight)`` when the drain starts.
+    ``on_takeover(run id)`` is called for each interrupted run the worker takes over.
     """
     options = WorkOptions(once, poll, max_runs, max(1, concurrency), max_concurrency, recover)
-    worker = Worker(store, options, on_event=on_event, on_result=on_result, on_stopping=on_stopping)
+    worker = Worker(store, options, on_event=on_event, on_result=on_result, on_stopping=on_stopping,
+                    on_takeover=on_takeover)
     try:
         anyio.run(worker.run, stop_on_signals)
     except BaseExceptionGroup as group:  # one run's internal error: report it, not the task group
@@ -134,8 +137,10 @@ class Worker:
 
     def __init__(self, store: Store, options: WorkOptions, *, on_event: EventHook | None = None,
                  on_result: Callable[[RunResult], None] | None = None,
-                 on_stopping: Callable[[str, int], None] | None = None) -> None:
+                 on_stopping: Callable[[str, int], None] | None = None,
+                 on_takeover: Callable[[str], None] | None = None) -> None:
         self.store = store
+        self.on_takeover = on_takeover
         self.options = options
         self.on_event = on_event
         self.on_result = on_result
@@ -206,8 +211,13 @@ class Worker:
     def claim_one(self, lease: Lease) -> str | None:
         """Claim a run under ``lease``, interrupted runs first: a run whose executor died is taken over within
         about a lease, not after the whole backlog of queued runs. In a thread, off the event loop."""
-        return (recover_one(self.store, lease) if self.options.recover else None) \
-            or self.store.claim_queued_run(lease)
+        if self.options.recover:
+            taken = recover_one(self.store, lease)
+            if taken is not None:
+                if self.on_takeover is not None:
+                    self.on_takeover(taken)
+                return taken
+        return self.store.claim_queued_run(lease)
 
     def idle_checks(self) -> bool:
         """Nothing to claim: decide the reviews that timed out (an approval queues its run), end the leases of

@@ -52,6 +52,18 @@ Kind = Literal["transient", "full", "other"]
 T = TypeVar("T")
 
 _calls = threading.local()
+
+
+class RetryTally:
+    """How often this process's store calls met a transient database error, and tried again: what a worker's
+    metrics report (plain counters; a lost update under a race costs one count, never a call)."""
+
+    def __init__(self) -> None:
+        self.transient_errors = 0
+        self.retries = 0
+
+
+TALLY = RetryTally()
 """Per thread: ``depth``, whether a store call is in progress (an inner one then runs as part of it);
 ``retry``, False inside :func:`unretried`."""
 
@@ -199,6 +211,8 @@ def _retry(store: Any, call: Callable[[], T]) -> T:
             began = began or now
             if classify(first) != "transient" or now - began + pause > budget:
                 raise store_error(first, store.display_url, waited=now - began, tries=tries) from None
+            TALLY.transient_errors += 1
+            TALLY.retries += 1
             slept = pause * (0.5 + random.random())
             log.warning("the database %s did not answer (%s); try %d in %.2f s", store.display_url,
                         reason(first), tries + 1, slept)
