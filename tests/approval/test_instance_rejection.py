@@ -112,7 +112,7 @@ def test_rejecting_a_plain_instances_gate_pause_ends_the_instance_and_its_consum
         assert cli("approve", run_id, "--step", unit).exit_code == 3
     done = cli("approve", run_id, "--step", "summarize[3]", "--json")
     assert done.exit_code == 0, done.stderr
-    units = {a["unit"]: a for a in done.json()["attempts"] if not a["superseded"]}
+    units = {s["unit"]: s for s in done.json()["steps"]}
     assert units["summarize[1]"]["status"] == "skipped"
     assert units["summarize"]["output"][1] is None
     assert "document 1" not in done.json()["output"]
