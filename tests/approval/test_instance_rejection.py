@@ -57,8 +57,8 @@ def test_rejecting_one_instances_child_ends_that_instance_and_the_map_goes_on(cl
         assert cli("approve", run_id, "--step", path).exit_code == 3
     done = cli("approve", run_id, "--step", PATHS[4], "--json")
     assert done.exit_code == 0, done.stderr
-    assert done.json()["output"] == ("refunded 20 on order o0 | refunded 20 on order o1 | - | refunded 20 on order o3 | "
-                                     "refunded 20 on order o4")
+    assert done.json()["output"] == ("refunded 20 on order o0 | refunded 20 on order o1 | - | "
+                                     "refunded 20 on order o3 | refunded 20 on order o4")
     assert store.get_run(run_id).status == "succeeded"
     assert _children(store, run_id) == {"per_ticket[0]": "succeeded", "per_ticket[1]": "succeeded",
                                         "per_ticket[2]": "rejected", "per_ticket[3]": "succeeded",
