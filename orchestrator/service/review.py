@@ -801,6 +801,8 @@ def reject(store: Store, run_id: str, *, step: str | None = None, reviewer: str 
         continuable(store, plan.continues)
         if lease is None and run_status == "running":
             lease = new_lease(plan.continues)
+        elif lease is not None:  # the run that goes on may be above the one named (an instance's child rejected)
+            lease = replace(lease, run_id=plan.continues)
         decided = _decided_meanwhile(store, answered.run_id, answered) if answered is not None else _nobody
         with holding_root(store, plan.continues, lease, decided) as held:
             going_on.lease, going_on.run_status = held, run_status

@@ -43,7 +43,8 @@ def _paused_map(cli) -> str:
     return res.json()["run_id"]
 
 
-def test_rejecting_one_instances_child_ends_that_instance_and_the_map_goes_on(cli, db_url, pay_log):
+def test_rejecting_one_instances_child_ends_that_instance_and_the_map_goes_on(durable_cli, durable_url, pay_log):
+    cli, db_url = durable_cli, durable_url
     run_id = _paused_map(cli)
     assert cli("approve", run_id, "--step", PATHS[0]).exit_code == 3  # the others still wait
     res = cli("reject", run_id, "--step", PATHS[2], "--reason", "not our order", "--json")
@@ -70,7 +71,8 @@ def test_rejecting_one_instances_child_ends_that_instance_and_the_map_goes_on(cl
     assert cli("runs", "--kind", "child", "--status", "paused", "--json").json() == []
 
 
-def test_rejecting_the_run_as_a_whole_closes_every_open_pause_of_its_tree(cli, db_url, pay_log):
+def test_rejecting_the_run_as_a_whole_closes_every_open_pause_of_its_tree(durable_cli, durable_url, pay_log):
+    cli, db_url = durable_cli, durable_url
     run_id = _paused_map(cli)
     assert cli("approve", run_id, "--step", PATHS[0]).exit_code == 3
     res = cli("reject", run_id, "--reason", "the whole batch is fraudulent")
@@ -132,3 +134,34 @@ def test_the_python_api_rejects_one_instance_and_then_the_run_as_a_whole(db_url,
         assert ended.status == "rejected"
         assert set(_children(store, run.run_id).values()) == {"rejected"}
     assert _payments(pay_log) == []
+
+
+def test_rejecting_a_mapped_approval_instance_pays_the_others_and_not_it(cli, db_url, pay_log):
+    res = cli("run", str(APPROVAL / "refund_items.yaml"), "--json")
+    assert res.exit_code == 3, res.stderr
+    run_id = res.json()["run_id"]
+    assert res.json()["paused_steps"] == ["confirm[0]", "confirm[1]", "confirm[2]"]
+    rejected = cli("reject", run_id, "--step", "confirm[1]", "--reason", "order o1 was never delivered", "--json")
+    assert rejected.exit_code == 3, rejected.stderr
+    assert rejected.json()["paused_steps"] == ["confirm[0]", "confirm[2]"]
+    assert cli("approve", run_id, "--step", "confirm[0]").exit_code == 3
+    done = cli("approve", run_id, "--step", "confirm[2]", "--json")
+    assert done.exit_code == 0, done.stderr
+    assert done.json()["output"] == "refunded 20 on order o0 | - | refunded 20 on order o2"
+    assert sorted(_payments(pay_log)) == ["o0", "o2"]
+    store = open_store(db_url)
+    assert [(r.step_id, r.decision) for r in store.reviews(run_id)] == [
+        ("confirm[1]", "reject"), ("confirm[0]", "approve"), ("confirm[2]", "approve")]
+
+
+def test_rejecting_an_instances_child_run_as_a_whole_ends_only_that_instance(cli, db_url, pay_log):
+    run_id = _paused_map(cli)
+    store = open_store(db_url)
+    child = next(c for c in store.child_runs(run_id) if c.parent_step == "per_ticket[3]")
+    res = cli("reject", child.run_id, "--reason", "wrong customer", "--json")
+    assert res.exit_code == 3, res.stderr  # the parent goes on, and waits at the other four
+    assert f"run {child.run_id} rejected as a whole" in res.stderr
+    assert store.get_run(child.run_id).status == "rejected"
+    assert store.get_run(run_id).status == "paused"
+    assert res.json()["run_id"] == run_id
+    assert res.json()["paused_steps"] == PATHS[:3] + PATHS[4:]

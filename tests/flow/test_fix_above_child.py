@@ -20,8 +20,9 @@ def _children(store: Store, run_id: str) -> list[tuple[str, str]]:
     return [(c.parent_step or "", c.status) for c in store.child_runs(run_id)]
 
 
-def test_editing_a_step_above_a_pause_inside_a_child_runs_the_child_again_in_a_new_run(cli, db_url, step_log,
-                                                                                       tmp_path):
+def test_editing_a_step_above_a_pause_inside_a_child_runs_the_child_again_in_a_new_run(durable_cli, durable_url,
+                                                                                       step_log, tmp_path):
+    cli, db_url = durable_cli, durable_url
     res = cli("run", str(FLOW / "tree_map.yaml"), "--input", "count=3", "--input", "unclear=[1, 2]", "--json")
     assert res.exit_code == 3, res.stderr
     run_id = res.json()["run_id"]
