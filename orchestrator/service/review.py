@@ -622,6 +622,8 @@ class FixLevel:
     """What its review is bound to: the pause (or failure) the fix answers, in the top run; the unit's own
     record in a run between (a child run that had succeeded)."""
     superseded: list[StepRecordView]
+    held: list[HeldPause] = field(default_factory=list)
+    """Units downstream of ``unit`` waiting inside their own child runs (top run): ended, and run again."""
 
 
 @dataclass
@@ -681,12 +683,19 @@ def plan_tree_fix(store: Store, run_id: str, step: str, *, rerun_step: bool) -> 
                 (r for r in parent_live.values() if r.status == "failed"), key=lambda r: (r.started_at, r.id))
             ids = {r.id for r in affected}
             answers = next((r for r in open_records if r.id in ids), None)
+            below = parent_workflow.descendants([parse_unit(unit)[0]])
+            inside = held_pauses(store, parent.run_id, parent_live) if parent.status == "paused" else []
+            held = [h for h in inside if parse_unit(h.unit)[0] in below]
+            if answers is None and held:
+                answers = held[0].first
             if answers is None:
-                where = ", ".join(repr(r.unit) for r in open_records) or "no step"
+                where = ", ".join([repr(r.unit) for r in open_records]
+                                  + [repr(p.path) for h in inside for p in h.pauses]) or "no step"
                 raise ReviewError(f"step {step!r} of child run {run_id} is not upstream of the "
                                   f"{'pause' if parent.status == 'paused' else 'failure'} of run {parent.run_id} "
                                   f"(at {where}), so fixing it cannot answer it; decide that step instead")
-            levels.append(FixLevel(parent.run_id, parent.status, unit, answers, affected))
+            effects += [path for h in held for path in side_effects_inside(store, h)]
+            levels.append(FixLevel(parent.run_id, parent.status, unit, answers, affected, held))
             break
         if parent.status != "succeeded" or not is_child(parent):
             raise ReviewError(f"run {parent.run_id} is {parent.status}; a completed step of its child run can be "
@@ -713,18 +722,29 @@ def _store_tree_fix(store: Store, fix: TreeFix, review: NewReview, new_records: 
                                    reviewer=review.reviewer, comment=review.comment,
                                    output_before=level.answers.output, rerun_side_effects=rerun_side_effects),
                          lease=replace(lease, run_id=level.run_id), supersede=[r.id for r in level.superseded],
-                         from_statuses=(level.status, "running"))
+                         from_statuses=(level.status, "running"), superseded_records=_wait_records(store, level))
              for level, path in reversed(list(zip(fix.levels, paths, strict=True)))]
+    ended = [d for level, path in zip(fix.levels, paths, strict=True) for h in level.held
+             for d in end_children(store, h, path, level.run_id)]
     review.record_id = fix.bottom.record.id
     review.step_id = fix.bottom.step
     review.rerun_side_effects = rerun_side_effects
     child = NewDecision(review, new_records, lease=replace(lease, run_id=review.run_id),
                         supersede=[r.id for r in fix.bottom.superseded], from_statuses=("succeeded",))
-    review_id = store.decide_all([*above, child])[-1]
+    review_id = store.decide_all([*above, child, *ended])[len(above)]
     superseded = fix.paths(0, [r.unit for r in fix.bottom.superseded])
     for i, level in enumerate(fix.levels, start=1):
-        superseded += fix.paths(i, [r.unit for r in level.superseded])
+        superseded += fix.paths(i, [r.unit for r in level.superseded] + [h.unit for h in level.held])
     return Decision(review.run_id, fix.bottom.step, review.decision, review_id, True, lease, superseded)
+
+
+def _wait_records(store: Store, level: FixLevel) -> list[NewStepRecord]:
+    """The level's records of its units' waits inside the child runs the fix ends (written superseded)."""
+    if not level.held:
+        return []
+    run = store.get_run(level.run_id)
+    attempts = {r.unit: r.attempt for r in store.step_records(level.run_id)}
+    return [wait_record(store, run, h, attempts.get(h.unit, 0) + 1) for h in level.held]
 
 
 @dataclass

@@ -165,3 +165,18 @@ def test_rejecting_an_instances_child_run_as_a_whole_ends_only_that_instance(cli
     assert store.get_run(run_id).status == "paused"
     assert res.json()["run_id"] == run_id
     assert res.json()["paused_steps"] == PATHS[:3] + PATHS[4:]
+
+
+def test_rejecting_an_iteration_of_an_instance_that_loops_ends_the_instance(cli, db_url, step_log):
+    res = cli("run", str(FLOW / "loop_mapped_gated.yaml"), "--json")
+    assert res.exit_code == 3, res.stderr
+    run_id = res.json()["run_id"]
+    assert res.json()["paused_steps"] == ["draft[0]#2"]
+    before = len(executions(step_log))
+    rejected = cli("reject", run_id, "--step", "draft[0]#2", "--reason", "off brief", "--json")
+    assert rejected.exit_code == 0, rejected.stderr
+    assert rejected.json()["output"] == "- | b v1"
+    assert executions(step_log)[before:] == ["publish"]  # the rejected loop ran no further iteration
+    units = {s["unit"]: s for s in rejected.json()["steps"]}
+    assert units["draft[0]"]["status"] == "skipped"
+    assert open_store(db_url).get_run(run_id).status == "succeeded"

@@ -78,3 +78,23 @@ def test_the_python_api_fixes_above_a_pause_inside_a_child(db_url, step_log):
         assert store.get_run(paused_child.run_id).status == "failed"
         assert done.status == "paused"
     assert Counter(executions(step_log))["tree-research.retrieve"] == 2
+
+
+def test_a_fix_inside_one_child_answers_a_pause_held_inside_a_later_child(cli, db_url, step_log, tmp_path):
+    """research (a child run) fed triage (another child run), which waits at its classify: editing the finding
+    inside research runs research's summarize again, ends triage's child and runs triage in a new one."""
+    res = cli("run", str(FLOW / "tree_two_children.yaml"), "--json")
+    assert res.exit_code == 3, res.stderr
+    run_id = res.json()["run_id"]
+    assert res.json()["paused_steps"] == ["triage > classify"]
+    fixed = tmp_path / "findings.json"
+    fixed.write_text(json.dumps({"findings": ["wind fact", "sun fact"]}))
+    edited = cli("edit", run_id, "--step", "research > retrieve", "--output", str(fixed), "--json")
+    assert edited.exit_code == 0, edited.stderr
+    assert "superseded (kept, and run again now): research > summarize, research, triage" in edited.stderr
+    assert edited.json()["output"] == "wind fact; sun fact: billing"
+    store = open_store(db_url)
+    assert _children(store, run_id) == [("research", "succeeded"), ("triage", "failed"), ("triage", "succeeded")]
+    assert Counter(executions(step_log)) == Counter({"tree-two-children.plan": 1, "tree-research.retrieve": 1,
+                                                     "tree-research.summarize": 2, "tree-triage.classify": 2,
+                                                     "tree-triage.answer": 1})
