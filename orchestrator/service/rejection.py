@@ -28,6 +28,10 @@ REJECTED = "Rejected"
 """``error_type`` of the records a rejection writes: an instance it ended, steps of an ended run that never ran."""
 
 
+ENDED = ("succeeded", "rejected")
+"""States of a run that nothing below it changes any more."""
+
+
 @dataclass
 class RejectionPlan:
     """What one rejection changes, worked out before anything is stored; stored by ``decide_all`` at once."""
@@ -88,7 +92,14 @@ def _upward(store: Store, plan: RejectionPlan, run: RunView, why: str, reviewer:
     while is_child(run):
         assert run.parent_run_id is not None and run.parent_step is not None
         parent = store.get_run(run.parent_run_id)
+        if parent.status in ENDED:  # a child left open under a run that ended (before this rule): it closes alone
+            return plan
         instance = instance_of(run.parent_step)
+        if instance is not None and parent.status == "failed":  # the instance ends; the run stays failed
+            plan.decisions.append(NewDecision(None, [_ended_instance(store, parent, instance, why)],
+                                              run_status="failed", from_statuses=("failed",), run_id=parent.run_id,
+                                              error=parent.error))
+            return plan
         if instance is not None:
             plan.decisions.append(NewDecision(None, [_ended_instance(store, parent, instance, why)],
                                               run_id=parent.run_id))

@@ -846,7 +846,9 @@ def _paused_tree(store: Store, run_id: str) -> None:
     run = store.get_run(run_id)
     if run.status == "running" and open_pauses(store, run_id):
         run = wait_until_paused_again(store, run_id)
-    if run.status != "paused" and not (run.status == "interrupted" and open_pauses(store, run_id)):
+    if run.status in ("paused", "failed", "interrupted") and open_pauses(store, run_id):
+        return  # a failed run may still hold pauses inside its child runs: rejecting it closes them
+    if run.status != "paused":
         raise ReviewError(f"run {run_id} is {run.status}, not paused; there is nothing to decide")
 
 

@@ -180,3 +180,20 @@ def test_rejecting_an_iteration_of_an_instance_that_loops_ends_the_instance(cli,
     units = {s["unit"]: s for s in rejected.json()["steps"]}
     assert units["draft[0]"]["status"] == "skipped"
     assert open_store(db_url).get_run(run_id).status == "succeeded"
+
+
+def test_a_pause_left_open_under_a_rejected_run_by_an_older_version_can_be_closed_from_its_child(cli, db_url,
+                                                                                                 pay_log):
+    """Stored before this rule, a root could end rejected over paused children; rejecting such a child closes it
+    and changes nothing above it."""
+    run_id = _paused_map(cli)
+    store = open_store(db_url)
+    assert store.set_run_status(run_id, "rejected", expect=("paused",))  # as the older rejection left it
+    child = next(c for c in store.child_runs(run_id) if c.parent_step == "per_ticket[1]")
+    assert cli("approve", child.run_id).exit_code == 2  # its root ended: nothing continues it
+    res = cli("reject", child.run_id, "--reason", "closing what was left open")
+    assert res.exit_code == 1, res.stderr
+    assert store.get_run(child.run_id).status == "rejected"
+    assert store.get_run(run_id).status == "rejected"
+    assert len(cli("runs", "--kind", "child", "--status", "paused", "--json").json()) == 4
+    assert _payments(pay_log) == []
