@@ -21,7 +21,16 @@ from dataclasses import dataclass, field
 from orchestrator.engine.children import CHILD_KIND
 from orchestrator.engine.tree import is_child, path_from_root, waiting_in
 from orchestrator.spec.model import WorkflowSpec
-from orchestrator.spec.records import RunView, StepRecordView, join_path, live_records, parse_unit, path_head, unit_name
+from orchestrator.spec.records import (
+    RunView,
+    StepRecordView,
+    join_path,
+    live_records,
+    parse_unit,
+    path_head,
+    split_path,
+    unit_name,
+)
 from orchestrator.store import NewDecision, NewReview, NewStepRecord, Store
 
 REJECTED = "Rejected"
@@ -56,6 +65,17 @@ def instance_of(unit: str) -> str | None:
     """The instance a unit belongs to (``summarize[3]`` for ``summarize[3]`` and ``summarize[3]#2``), or None."""
     step_id, index, _ = parse_unit(path_head(unit))
     return None if index is None else unit_name(step_id, index)
+
+
+def ended_instance_on(path: str) -> str | None:
+    """The instance a rejection of the pause at ``path`` (named from the run asked) ends: the innermost instance
+    on the path (``per_ticket[2]`` of ``per_ticket[2] > confirm``), or None when it ends the run."""
+    units = split_path(path)
+    for depth in range(len(units) - 1, -1, -1):
+        instance = instance_of(units[depth])
+        if instance is not None:
+            return join_path(*units[:depth], instance)
+    return None
 
 
 def plan_pause_rejection(store: Store, rec: StepRecordView, review: NewReview) -> RejectionPlan:
