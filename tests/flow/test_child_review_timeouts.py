@@ -67,3 +67,24 @@ def test_a_worker_decides_a_timed_out_pause_inside_a_child_and_runs_the_tree_on(
     assert store.get_run(paused.run_id).status == "succeeded"
     assert Counter(executions(step_log)) == EACH_ONCE
     assert all(len(found) == EACH_ONCE[unit] for unit, found in keys(step_log).items())
+
+
+def test_a_worker_rejects_a_timed_out_pause_inside_an_instances_child_and_the_map_goes_on(step_log, tmp_path):
+    for name in ("tree_timeout_map.yaml", "tree_steps.py"):
+        shutil.copy(FLOW / name, tmp_path / name)
+    child = (FLOW / "tree_timeout_triage.yaml").read_text()
+    (tmp_path / "tree_timeout_triage.yaml").write_text(child.replace("on_review_timeout: approve",
+                                                                     "on_review_timeout: reject"))
+    store = open_store(f"sqlite:///{tmp_path / 'orchestrator.db'}")
+    paused = start_run(store, load_workflow(tmp_path / "tree_timeout_map.yaml"), {})
+    assert paused.status == "paused" and paused.paused_steps == ["per_ticket[1] > classify"]
+    time.sleep(0.6)  # past the child step's review_timeout (0.5 s)
+    ReviewTimeouts(store).decide()
+    root = store.get_run(paused.run_id)
+    assert (root.status, root.lease_expires_at) == ("queued", None)  # the instance ended: the map goes on
+    assert _reviews_of_children(store, paused.run_id) == [("per_ticket[1]", "classify", "reject", "review-timeout")]
+    work(store, once=True)
+    done = store.get_run(paused.run_id)
+    assert (done.status, done.output) == ("succeeded", "ticket 0: billing | None | ticket 2: billing")
+    assert {c.parent_step: c.status for c in store.child_runs(paused.run_id)}["per_ticket[1]"] == "rejected"
+    assert executions(step_log).count("tree-timeout-map.combine") == 1
