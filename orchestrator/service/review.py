@@ -510,7 +510,7 @@ def plan_fix(store: Store, run_id: str, step: str, workflow: BoundWorkflow, *, r
     answers = next((r for r in open_records if r.step_id in below
                     or (loop is not None and _later_in_loop(r, loop, iteration))), None)
     # a pause held inside a child run of a unit downstream is answered as a plain one (its child ends)
-    held = downstream_held(held_pauses(store, run_id, live), affected) if run.status == "paused" else []
+    held = downstream_held(held_pauses(store, run_id, live), affected)
     if answers is None and held:
         answers = held[0].first
     if answers is None:
@@ -684,7 +684,7 @@ def plan_tree_fix(store: Store, run_id: str, step: str, *, rerun_step: bool) -> 
             ids = {r.id for r in affected}
             answers = next((r for r in open_records if r.id in ids), None)
             below = parent_workflow.descendants([parse_unit(unit)[0]])
-            inside = held_pauses(store, parent.run_id, parent_live) if parent.status == "paused" else []
+            inside = held_pauses(store, parent.run_id, parent_live)
             held = [h for h in inside if parse_unit(h.unit)[0] in below]
             if answers is None and held:
                 answers = held[0].first
