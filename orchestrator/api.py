@@ -445,13 +445,18 @@ class Orchestrator:
 
     def reject(self, run_id: str, *, step: str | None = None, reviewer: str | None = None,
                comment: str | None = None) -> RunDetail:
-        """End the paused run as ``rejected``; the steps that never ran are recorded as skipped."""
+        """Reject a pause (``step``) or, without ``step``, the run as a whole: it ends ``rejected``, every open
+        pause of its tree closed with it, and the steps that never ran are recorded as skipped.
+
+        A pause of a mapped instance, or one inside an instance's child run, ends only that instance (its
+        consumers read null) and the run goes on, as does a rejected tool call (the model reads ``comment``);
+        any other pause ends the run. The run returned is ``run_id``'s."""
         from orchestrator.service import review
 
         run_id = self._run_id(run_id)
         decision = review.reject(self.store, run_id, step=step, reviewer=self._who(reviewer), comment=comment)
-        if decision.continue_run:  # a rejected tool call: the model reads the reason and the step goes on
-            continue_run(self.store, run_id, max_concurrency=self.max_concurrency, lease=decision.lease)
+        if decision.continue_run:
+            continue_run(self.store, decision.run_id, max_concurrency=self.max_concurrency, lease=decision.lease)
         return self.get_run(run_id)
 
     async def aapprove(self, run_id: str, *, step: str | None = None, reviewer: str | None = None,

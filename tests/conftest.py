@@ -109,16 +109,26 @@ class Result:
         return json.loads(self.stdout)
 
 
-@pytest.fixture
-def cli(db_url: str):
-    """Invoke the CLI in-process with this test's database; returns exit code and both streams."""
+def _cli_on(url: str):
     runner = CliRunner()
 
     def invoke(*args: str, db: bool = True) -> Result:
-        argv = list(args) + (["--db", db_url] if db else [])
+        argv = list(args) + (["--db", url] if db else [])
         res = runner.invoke(app, argv, env={**os.environ, "COLUMNS": "200"})
         if res.exception is not None and not isinstance(res.exception, SystemExit):
             raise res.exception
         return Result(res.exit_code, res.stdout, res.stderr)
 
     return invoke
+
+
+@pytest.fixture
+def cli(db_url: str):
+    """Invoke the CLI in-process with this test's database; returns exit code and both streams."""
+    return _cli_on(db_url)
+
+
+@pytest.fixture
+def durable_cli(durable_url: str):
+    """The CLI in-process on ``durable_url``: a SQLite file, and a PostgreSQL schema."""
+    return _cli_on(durable_url)

@@ -111,13 +111,21 @@ class ReviewApp(App[None]):
         if decision != "reject":
             self._decide(run_id, decision, step, None)
             return
+        from orchestrator.service.rejection import ended_instance_on
         from tui.screens.confirm import ConfirmScreen
 
-        where = f"step {step}" if step else "its paused step"
+        instance = ended_instance_on(step) if step else None
+        if instance is not None:
+            title = f"Reject {step} of run {run_id}?"
+            body = (f"Instance {instance} ends as rejected (its consumers read null) and the run goes on. "
+                    "This cannot be undone.")
+        else:
+            where = f"step {step}" if step else "its paused steps"
+            title = f"Reject run {run_id}?"
+            body = (f"The run ends as rejected at {where}; steps that never ran are recorded as skipped. "
+                    "This cannot be undone.")
         self.push_screen(
-            ConfirmScreen(f"Reject run {run_id}?",
-                          f"The run ends as rejected at {where}; steps that never ran are recorded as skipped. "
-                          "This cannot be undone.", confirm_label="Reject", cursor_blink=self.cursor_blink),
+            ConfirmScreen(title, body, confirm_label="Reject", cursor_blink=self.cursor_blink),
             lambda comment: None if comment is None else self._decide(run_id, "reject", step, comment or None))
 
     def _decide(self, run_id: str, decision: str, step: str | None, comment: str | None) -> None:

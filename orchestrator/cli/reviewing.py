@@ -43,14 +43,27 @@ def _lease(run_id: str) -> "Lease":
     return new_lease(run_id)
 
 
+def decision_summary(decision: Any, forced: str = "") -> str:
+    """The decision's first line: what was decided, and for a rejection how far it reached."""
+    if decision.whole_run:
+        said = f"run {decision.shown_run_id} rejected as a whole"
+    else:
+        said = f"{decision.decision} recorded for step {decision.shown_step!r} of run {decision.shown_run_id}{forced}"
+    if decision.rejected_instance:
+        said += (f"; instance {decision.rejected_instance} of run {decision.run_id} ended rejected (its consumers "
+                 "read null) and the run goes on")
+    if decision.closed:
+        said += f"; pauses closed with it: {', '.join(decision.closed)}"
+    return said
+
+
 def _continue_after(store: "Store", decision: Any, as_json: bool, max_concurrency: int) -> None:
     from orchestrator.engine.run_state import RunResult
     from orchestrator.service.runner import continue_run
 
     said = err if as_json else out  # with --json, stdout holds the JSON document alone
     forced = " (forced past its failing checks)" if decision.forced else ""
-    said.print(escape(f"{decision.decision} recorded for step {decision.shown_step!r} of run "
-                      f"{decision.shown_run_id}{forced}"), highlight=False)
+    said.print(escape(decision_summary(decision, forced)), highlight=False)
     if decision.superseded:
         said.print(escape(f"superseded (kept, and run again now): {', '.join(decision.superseded)}"),
                    highlight=False)
@@ -100,14 +113,19 @@ ReasonOption = Annotated[str | None, typer.Option(
 
 @guarded
 def reject(run_id: RunArgument, step: StepOption = None, comment: ReasonOption = None, reviewer: ReviewerOption = None,
-           as_json: JsonOption = False, db: DbOption = None) -> None:
-    """End the paused run as rejected (exit 1); a step paused at a tool call instead tells the model the
-    call was rejected, with --reason, and the run goes on."""
+           as_json: JsonOption = False, max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY,
+           db: DbOption = None) -> None:
+    """Reject a pause, or the whole run. Without --step the run ends rejected as a whole (exit 1), every open
+    pause of its tree closed with it. With --step, a pause of a mapped instance (or one inside an instance's
+    child run) ends that instance rejected, its consumers reading null, and the run goes on; any other pause
+    ends the run (and the runs above a child's pause). A step paused at a tool call is told the call was
+    rejected, with --reason, and the run goes on (also without --step when that is the run's only pause)."""
     from orchestrator.service import review
 
     store = open_store(db, create=False)
     run_id = resolve_run_id(store, run_id)
-    _continue_after(store, review.reject(store, run_id, step=step, reviewer=reviewer, comment=comment), as_json, 1)
+    _continue_after(store, review.reject(store, run_id, step=step, reviewer=reviewer, comment=comment,
+                                         lease=_lease(run_id)), as_json, max_concurrency)
 
 
 @guarded

@@ -10,7 +10,8 @@ parent waits at ``research > retrieve``; the child's failure fails the step, nam
 Which child run a unit continues, so that no completed step of a child ever runs again: the unit's
 latest child run, when it was started with the same inputs, unless the parent already recorded a result
 of it and now runs the unit again (a fix upstream superseded that record, or the step's gates or a
-reviewer sent the output back): then a new child run starts. A child left behind before it ended is
+reviewer sent the output back), or a fix upstream superseded the unit while it waited at a pause inside the
+child (the fix ended that child): then a new child run starts. A child left behind before it ended is
 marked failed, naming the one that replaced it.
 """
 
@@ -35,6 +36,10 @@ from orchestrator.store.off_loop import store_call
 
 CHILD_KIND = "child"
 """``runs.kind`` of a run a ``workflow:`` step started."""
+
+CHILD_WAIT = "ChildPaused"
+"""``error_type`` of a parent's record of a unit's wait at a pause inside its child run, written (superseded at
+once) by a fix upstream that ended that child: the unit runs again in a new child run."""
 
 RESUMABLE_CHILD = ("paused", "failed", "running", "queued")
 """A child run's states from which its parent's execution continues it (``running`` once its lease lapsed,
@@ -137,7 +142,7 @@ class ChildRuns:
             return None
         same_inputs = jsonio.loads(jsonio.dumps(inputs)) == child.inputs
         if same_inputs and child.status != "rejected" and unit not in self.delivered \
-                and not self.result_recorded(unit, child):
+                and not self.result_recorded(unit, child) and not self.superseded_since(unit, child):
             return child
         self.leave(child)
         return None
@@ -151,6 +156,12 @@ class ChildRuns:
         rec = self.last_record.get(unit)
         return rec is not None and rec.ended_at >= child.created_at and (
             rec.status in ("succeeded", "gate_failed") or rec.error_type == "GateFailed")
+
+    def superseded_since(self, unit: str, child: RunView) -> bool:
+        """Whether a fix upstream ended the child while the unit waited at its pause (the parent's record of that
+        wait, superseded by the fix): the unit runs again, in a new child run."""
+        rec = self.last_record.get(unit)
+        return rec is not None and rec.superseded and rec.error_type == CHILD_WAIT and rec.ended_at >= child.created_at
 
     def leave(self, child: RunView) -> None:
         """A child left behind by a new one: ended as failed unless it already ended."""

@@ -170,6 +170,8 @@ class PriorState:
                         (resume := tool_resume(rec.output, rec.llm, review.decision, output_after=review.output_after,
                                                comment=review.comment)) is not None:
                     state.tool_resumes[sid] = resume  # a decided tool call: the step's loop goes on
+                elif review is not None and review.decision == "reject":
+                    pass  # a rejected iteration of an instance: the instance's own record says it ended
                 else:
                     state.waiting.add(sid)  # approve/edit add a newer record; anything else keeps it waiting
         return state

@@ -127,16 +127,22 @@ def child_pauses(store: Store, run_id: str, live: dict[str, StepRecordView] | No
     return _pauses(store, run_id, live, own=False, depth=0)
 
 
+def waiting_in(store: Store, run_id: str, live: dict[str, StepRecordView] | None = None) -> list[StepRecordView]:
+    """The run's own waiting records no decision answered (not those inside its child runs), in the order their
+    steps started, instances by index."""
+    if live is None:
+        live = live_records(store.step_records(run_id))
+    decided = {r.record_id for r in store.reviews(run_id)}
+    waiting = [r for r in live.values() if r.status == "gate_failed" and r.id not in decided]
+    began: dict[str, float] = {}
+    for r in waiting:
+        began[r.step_id] = min(began.get(r.step_id, r.started_at), r.started_at)
+    waiting.sort(key=lambda r: (began[r.step_id], r.step_id, -1 if r.index is None else r.index))
+    return waiting
+
+
 def _pauses(store: Store, run_id: str, live: dict[str, StepRecordView], *, own: bool, depth: int) -> list[OpenPause]:
-    found: list[OpenPause] = []
-    if own:
-        decided = {r.record_id for r in store.reviews(run_id)}
-        waiting = [r for r in live.values() if r.status == "gate_failed" and r.id not in decided]
-        began: dict[str, float] = {}
-        for r in waiting:
-            began[r.step_id] = min(began.get(r.step_id, r.started_at), r.started_at)
-        waiting.sort(key=lambda r: (began[r.step_id], r.step_id, -1 if r.index is None else r.index))
-        found = [OpenPause(r.unit, r) for r in waiting]
+    found = [OpenPause(r.unit, r) for r in waiting_in(store, run_id, live)] if own else []
     if depth >= MAX_DEPTH:
         return found
     for unit, child in children(store, run_id).items():

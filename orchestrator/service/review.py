@@ -41,8 +41,17 @@ from orchestrator.core.errors import (
 from orchestrator.engine.attempt import gate_row, idempotency_key, logged_calls
 from orchestrator.engine.leases.holder import holder_name
 from orchestrator.engine.stored_workflow import load_run_workflow
-from orchestrator.engine.tree import StepTimeouts, ancestors, child_pauses, is_child
+from orchestrator.engine.tree import StepTimeouts, child_pauses, is_child, open_pauses, root_of
 from orchestrator.llm.client import LLMClient
+from orchestrator.service.held_pauses import (
+    HeldPause,
+    downstream_held,
+    end_children,
+    held_pauses,
+    side_effects_inside,
+    wait_record,
+)
+from orchestrator.service.rejection import plan_pause_rejection, plan_run_rejection
 from orchestrator.service.review_tree import Target, holding_root, locate
 from orchestrator.service.tool_decisions import check_arguments, review_of
 from orchestrator.spec.context import CallLog, StepContext
@@ -72,6 +81,14 @@ class Decision:
     """The decided step as named from ``asked_run_id`` (``research > retrieve``; else ``step_id``)."""
     forced: bool = False
     """An edit stored past the checks that refused it (``--force``, or the review app's confirmation)."""
+    rejected_instance: str = ""
+    """The instance a rejection ended (in ``run_id``, which goes on), when it ended one rather than its run."""
+    whole_run: bool = False
+    """A rejection of the run as a whole (no step named)."""
+    ended: list[str] = field(default_factory=list)
+    """Runs a rejection ended, innermost first."""
+    closed: list[str] = field(default_factory=list)
+    """Other open pauses a rejection closed with the runs it ended, by path from their root."""
 
     @property
     def shown_run_id(self) -> str:
@@ -451,6 +468,8 @@ class FixPlan:
     step itself for a retry."""
     side_effects: list[str]
     """Steps among them with ``side_effects: true`` that already ran: a fix would run them again."""
+    held: list[HeldPause] = field(default_factory=list)
+    """Units downstream waiting inside their child runs: the fix ends those children, and the units run again."""
 
 
 def is_fix(store: Store, run_id: str, step: str | None) -> bool:
@@ -480,15 +499,28 @@ def plan_fix(store: Store, run_id: str, step: str, workflow: BoundWorkflow, *, r
         open_records = sorted((r for r in live.values() if r.status == "failed"), key=lambda r: (r.started_at, r.id))
     below = workflow.descendants([step_id])
     loop = unit_name(step_id, index) if iteration is not None else None
+
+    def affected(unit: str) -> bool:
+        """Downstream of the fix; an iteration's fix also answers its own loop's later iterations."""
+        sid, idx, it = parse_unit(unit)
+        return sid in below or (loop is not None and unit_name(sid, idx) == loop and it is not None
+                                and iteration is not None and it > iteration)
+
     # an iteration's fix also answers its own loop's pause (a later iteration's, or its repeat gate's)
     answers = next((r for r in open_records if r.step_id in below
                     or (loop is not None and _later_in_loop(r, loop, iteration))), None)
+    # a pause held inside a child run of a unit downstream is answered as a plain one (its child ends)
+    held = downstream_held(held_pauses(store, run_id, live), affected)
+    if answers is None and held:
+        answers = held[0].first
     if answers is None:
-        where = ", ".join(repr(r.unit) for r in open_records) or "no step"
+        where = ", ".join([repr(r.unit) for r in open_records]
+                          + [repr(p.path) for h in held_pauses(store, run_id, live) for p in h.pauses]) or "no step"
         raise ReviewError(f"step {step!r} is not upstream of the {kind} of run {run_id} (at {where}), so fixing it "
                           "cannot answer it; decide that step instead")
     superseded, side_effects = _downstream(live, workflow, step, rerun_step=rerun_step)
-    return FixPlan(step, run.status, rec, answers, superseded, side_effects)
+    side_effects += [path for h in held for path in side_effects_inside(store, h)]
+    return FixPlan(step, run.status, rec, answers, superseded, side_effects, held)
 
 
 def _checked_unit(run_id: str, step: str, workflow: BoundWorkflow) -> tuple[str, int | None, int | None]:
@@ -563,10 +595,15 @@ def _store_fix(store: Store, plan: FixPlan, review: NewReview, new_records: list
     review.record_id = plan.answers.id
     review.step_id = plan.step
     review.rerun_side_effects = rerun_side_effects
-    review_id = store.decide(review, new_records=new_records, lease=lease,
-                             supersede=[r.id for r in plan.superseded], from_statuses=(plan.run_status,))
+    run = store.get_run(review.run_id)
+    attempts = {r.unit: r.attempt for r in store.step_records(review.run_id)}
+    waits = [wait_record(store, run, h, attempts.get(h.unit, 0) + 1) for h in plan.held]
+    ended = [d for h in plan.held for d in end_children(store, h, plan.step, review.run_id)]
+    fix = NewDecision(review, new_records, lease=lease, supersede=[r.id for r in plan.superseded],
+                      from_statuses=(plan.run_status,), superseded_records=waits)
+    review_id = store.decide_all([fix, *ended])[0]
     return Decision(review.run_id, plan.step, review.decision, review_id, True, lease,
-                    [r.unit for r in plan.superseded])
+                    [r.unit for r in plan.superseded] + [h.unit for h in plan.held])
 
 
 # -- fixing a completed step of a child run whose output its parent already took ---------------------
@@ -585,6 +622,8 @@ class FixLevel:
     """What its review is bound to: the pause (or failure) the fix answers, in the top run; the unit's own
     record in a run between (a child run that had succeeded)."""
     superseded: list[StepRecordView]
+    held: list[HeldPause] = field(default_factory=list)
+    """Units downstream of ``unit`` waiting inside their own child runs (top run): ended, and run again."""
 
 
 @dataclass
@@ -644,12 +683,19 @@ def plan_tree_fix(store: Store, run_id: str, step: str, *, rerun_step: bool) -> 
                 (r for r in parent_live.values() if r.status == "failed"), key=lambda r: (r.started_at, r.id))
             ids = {r.id for r in affected}
             answers = next((r for r in open_records if r.id in ids), None)
+            below = parent_workflow.descendants([parse_unit(unit)[0]])
+            inside = held_pauses(store, parent.run_id, parent_live)
+            held = [h for h in inside if parse_unit(h.unit)[0] in below]
+            if answers is None and held:
+                answers = held[0].first
             if answers is None:
-                where = ", ".join(repr(r.unit) for r in open_records) or "no step"
+                where = ", ".join([repr(r.unit) for r in open_records]
+                                  + [repr(p.path) for h in inside for p in h.pauses]) or "no step"
                 raise ReviewError(f"step {step!r} of child run {run_id} is not upstream of the "
                                   f"{'pause' if parent.status == 'paused' else 'failure'} of run {parent.run_id} "
                                   f"(at {where}), so fixing it cannot answer it; decide that step instead")
-            levels.append(FixLevel(parent.run_id, parent.status, unit, answers, affected))
+            effects += [path for h in held for path in side_effects_inside(store, h)]
+            levels.append(FixLevel(parent.run_id, parent.status, unit, answers, affected, held))
             break
         if parent.status != "succeeded" or not is_child(parent):
             raise ReviewError(f"run {parent.run_id} is {parent.status}; a completed step of its child run can be "
@@ -676,18 +722,29 @@ def _store_tree_fix(store: Store, fix: TreeFix, review: NewReview, new_records: 
                                    reviewer=review.reviewer, comment=review.comment,
                                    output_before=level.answers.output, rerun_side_effects=rerun_side_effects),
                          lease=replace(lease, run_id=level.run_id), supersede=[r.id for r in level.superseded],
-                         from_statuses=(level.status, "running"))
+                         from_statuses=(level.status, "running"), superseded_records=_wait_records(store, level))
              for level, path in reversed(list(zip(fix.levels, paths, strict=True)))]
+    ended = [d for level, path in zip(fix.levels, paths, strict=True) for h in level.held
+             for d in end_children(store, h, path, level.run_id)]
     review.record_id = fix.bottom.record.id
     review.step_id = fix.bottom.step
     review.rerun_side_effects = rerun_side_effects
     child = NewDecision(review, new_records, lease=replace(lease, run_id=review.run_id),
                         supersede=[r.id for r in fix.bottom.superseded], from_statuses=("succeeded",))
-    review_id = store.decide_all([*above, child])[-1]
+    review_id = store.decide_all([*above, child, *ended])[len(above)]
     superseded = fix.paths(0, [r.unit for r in fix.bottom.superseded])
     for i, level in enumerate(fix.levels, start=1):
-        superseded += fix.paths(i, [r.unit for r in level.superseded])
+        superseded += fix.paths(i, [r.unit for r in level.superseded] + [h.unit for h in level.held])
     return Decision(review.run_id, fix.bottom.step, review.decision, review_id, True, lease, superseded)
+
+
+def _wait_records(store: Store, level: FixLevel) -> list[NewStepRecord]:
+    """The level's records of its units' waits inside the child runs the fix ends (written superseded)."""
+    if not level.held:
+        return []
+    run = store.get_run(level.run_id)
+    attempts = {r.unit: r.attempt for r in store.step_records(level.run_id)}
+    return [wait_record(store, run, h, attempts.get(h.unit, 0) + 1) for h in level.held]
 
 
 @dataclass
@@ -718,53 +775,104 @@ def critic_pauses(store: Store, run_id: str) -> list[CriticPause]:
 
 def reject(store: Store, run_id: str, *, step: str | None = None, reviewer: str | None = None,
            comment: str | None = None, lease: Lease | None = None, run_status: str = "running") -> Decision:
-    """End the run as ``rejected``; steps that never ran are recorded as skipped. A pause inside a child run
-    (``step`` a path, or the child named) rejects the child and every run above it: the tree ends rejected.
+    """Reject a pause (``step``, a unit or a path into a child run), or the run as a whole (no ``step``).
 
-    A rejected *tool call* (an LLM step paused at a tool that needs approval) does not end the run: the
-    model reads ``comment`` as the tool's answer and the step goes on, under ``lease`` (claimed here when
-    not given), so the decision continues the run like an approval; ``run_status`` ``queued`` hands it to
-    any worker instead."""
-    target = locate(store, run_id, step)
-    run_id = target.run_id
-    rec = paused_record(store, run_id, target.step)
-    if is_tool_pause(rec.error_type, rec.step_type):
-        from orchestrator.engine.executor import new_lease
+    How far a rejected pause reaches (:mod:`orchestrator.service.rejection`): a pause of a mapped instance, or
+    one inside an instance's child run, ends that instance ``rejected`` (consumers read null from it) and the
+    run goes on, under ``lease`` (claimed here when not given; ``run_status`` ``queued`` hands it to any worker
+    instead); any other pause ends its run, and with a child its parent, up to an instance or the root. The run
+    as a whole ends rejected, and with it any run above it, by the same rule. Every pause below a run that
+    ends is closed with it, in the decision's transaction. Steps that never ran are recorded as skipped.
 
-        continuable(store, run_id)
+    A rejected *tool call* (an LLM step paused at a tool that needs approval) does not end anything: the model
+    reads ``comment`` as the tool's answer and the step goes on, as after an approval. Without ``step``, a run
+    whose only pause is a tool call rejects that call."""
+    from orchestrator.engine.executor import new_lease
+
+    who = reviewer or default_reviewer()
+    if step is None:
+        pauses = open_pauses(store, run_id)
+        only = pauses[0] if len(pauses) == 1 else None
+        if only is not None and is_tool_pause(only.record.error_type, only.record.step_type):
+            step = only.path
+    target = locate(store, run_id, step) if step is not None else Target(run_id, run_id, None, None)
+    answered: StepRecordView | None = None
+    if step is None:
+        _paused_tree(store, run_id)
+        plan = plan_run_rejection(store, run_id, who, comment)
+    else:
+        rec = paused_record(store, target.run_id, target.step)
+        if is_tool_pause(rec.error_type, rec.step_type):
+            continuable(store, target.run_id)
+            if lease is None and run_status == "running":
+                lease = new_lease(target.run_id)
+            return _decide_tool_call(store, rec, target, "reject", reviewer, comment, None, lease, run_status)
+        plan = plan_pause_rejection(store, rec, NewReview(rec.run_id, rec.id, rec.unit, decision="reject",
+                                                           reviewer=who, comment=comment, output_before=rec.output))
+        answered = rec
+    unit = answered.unit if answered is not None else ""
+    going_on = plan.going_on
+    if going_on is None:
+        _refuse_held_root(store, plan.ended[-1])
+        review_ids = store.decide_all(plan.decisions)
+        decision = Decision(plan.ended[0], unit, "reject", next((i for i in review_ids if i), 0), False)
+    else:
+        assert plan.continues is not None
+        continuable(store, plan.continues)
         if lease is None and run_status == "running":
-            lease = new_lease(run_id)
-        return _decide_tool_call(store, rec, target, "reject", reviewer, comment, None, lease, run_status)
-    above = ancestors(store, run_id)
-    if above:
-        root = above[-1]
-        if root.status == "running":
-            raise LeaseHeldError(f"run {root.run_id}, the root of the tree, is being executed by "
-                                 f"{holder_name(root.owner or '?')}; nothing was decided (decide once it pauses again)")
-    review_id = store.decide(NewReview(run_id, rec.id, rec.unit, decision="reject",
-                                       reviewer=reviewer or default_reviewer(), comment=comment,
-                                       output_before=rec.output), new_records=_never_ran(store, run_id, rec.unit),
-                             run_status="rejected")
-    path = rec.unit
-    for parent in above:  # innermost first: each run waits on the one below, rejected now
-        path = join_path(str(store.get_run(run_id).parent_step), path)
-        store.insert_step_records(_never_ran(store, parent.run_id, path))
-        store.set_run_status(parent.run_id, "rejected", expect=("paused", "failed"))
-        run_id = parent.run_id
-    return announce(store, _named(Decision(target.run_id, rec.unit, "reject", review_id, False), target), reviewer)
+            lease = new_lease(plan.continues)
+        elif lease is not None:  # the run that goes on may be above the one named (an instance's child rejected)
+            lease = replace(lease, run_id=plan.continues)
+        decided = _decided_meanwhile(store, answered.run_id, answered) if answered is not None else _nobody
+        with holding_root(store, plan.continues, lease, decided) as held:
+            going_on.lease, going_on.run_status = held, run_status
+            going_on.from_statuses = ("paused", "running") if held is not None else ("paused",)
+            review_ids = _decide_all_paused(store, plan.decisions)
+        decision = Decision(plan.continues, unit, "reject", next((i for i in review_ids if i), 0), True, held,
+                            rejected_instance=plan.instance)
+    decision.ended, decision.closed = plan.ended, plan.closed
+    if step is None:
+        decision.whole_run = True
+        decision.asked_run_id = run_id
+    return announce(store, _named(decision, target), reviewer)
 
 
-def _never_ran(store: Store, run_id: str, where: str) -> list[NewStepRecord]:
-    """Skipped records of a rejected run's steps that have no live record (a superseded step has not run for
-    the run's result)."""
+def _nobody() -> ReviewError | None:
+    return None
+
+
+def _paused_tree(store: Store, run_id: str) -> None:
+    """A ReviewError unless the run waits for a decision (its own pause or one inside its child runs)."""
     run = store.get_run(run_id)
-    spec = WorkflowSpec.model_validate(store.workflow_definition(run.workflow_id)[0])
-    have = set(live_records(store.step_records(run_id)))
-    now = time.time()
-    return [NewStepRecord(run_id=run_id, workflow_id=run.workflow_id, step_id=s.id, step_type=s.type,
-                          agent=s.agent_name, attempt=0, status="skipped", started_at=now, ended_at=now,
-                          error_type="Rejected", error_message=f"run rejected at step {where!r}")
-            for s in spec.steps if s.id not in have]
+    if run.status == "running" and open_pauses(store, run_id):
+        run = wait_until_paused_again(store, run_id)
+    if run.status in ("paused", "failed", "interrupted") and open_pauses(store, run_id):
+        return  # a failed run may still hold pauses inside its child runs: rejecting it closes them
+    if run.status != "paused":
+        raise ReviewError(f"run {run_id} is {run.status}, not paused; there is nothing to decide")
+
+
+def _refuse_held_root(store: Store, top: str) -> None:
+    """A rejection that ends the tree up to ``top`` waits for no executor: refused while one holds it."""
+    root = root_of(store, top)
+    if root.status == "running":
+        raise LeaseHeldError(f"run {root.run_id}, the root of the tree, is being executed by "
+                             f"{holder_name(root.owner or '?')}; nothing was decided (decide once it pauses again)")
+
+
+def _decide_all_paused(store: Store, decisions: list[NewDecision], wait: float = DECISION_WAIT_SECONDS) -> list[int]:
+    """:func:`decide_paused` for a decision that changes several runs of a tree at once."""
+    deadline = time.monotonic() + wait
+    delay = 0.02
+    while True:
+        try:
+            return store.decide_all(decisions)
+        except RunBusyError:
+            statuses = {store.get_run(d.target_run_id).status for d in decisions}
+            if time.monotonic() >= deadline or not statuses & {"running", "interrupted"}:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
 
 
 def apply_review_timeouts(store: Store, run_id: str, spec: WorkflowSpec, *, now: float | None = None,
@@ -790,12 +898,12 @@ def apply_review_timeouts(store: Store, run_id: str, spec: WorkflowSpec, *, now:
             if step.on_review_timeout == "approve":
                 decisions.append(approve(store, run_id, step=unit, reviewer="review-timeout", comment=comment,
                                          lease=lease, run_status="running" if lease is not None else "queued"))
-            elif is_tool_pause(rec.error_type, rec.step_type):  # a refused tool call: the run goes on
-                decisions.append(reject(store, run_id, step=rec.unit, reviewer="review-timeout", comment=comment,
-                                        lease=lease, run_status="running" if lease is not None else "queued"))
-            else:
-                decisions.append(reject(store, run_id, step=unit, reviewer="review-timeout", comment=comment))
-                break
+            else:  # a refused tool call, or an ended instance: the run goes on; else the rejection ends it
+                decided = reject(store, run_id, step=unit, reviewer="review-timeout", comment=comment, lease=lease,
+                                 run_status="running" if lease is not None else "queued")
+                decisions.append(decided)
+                if not decided.continue_run:
+                    break
         except ReviewError:
             continue  # a human decided meanwhile
     return decisions

@@ -156,14 +156,29 @@ class NewReview:
 
 @dataclass(slots=True)
 class NewDecision:
-    """A review with what it changes on its run, as :meth:`DecisionStore.decide` takes it (its keywords)."""
+    """A review with what it changes on its run, as :meth:`DecisionStore.decide` takes it (its keywords).
 
-    review: NewReview
+    A decision on one run can change others in its tree in the same transaction; a run changed without a
+    pause of its own to bind a review to (a parent that goes on or ends with a child it waited on, a child a
+    fix above it ends) has ``review`` None and names itself by ``run_id``."""
+
+    review: NewReview | None
     new_records: Sequence[NewStepRecord] = ()
     run_status: str = "running"
     lease: Lease | None = None
     supersede: Sequence[int] = ()
     from_statuses: Sequence[str] = ("paused",)
+    run_id: str = ""
+    """The run changed, when ``review`` is None (else the review's run)."""
+    error: str | None = None
+    """The run's error after the decision (why it ended); None clears it (a fixed failed run continues)."""
+    superseded_records: Sequence[NewStepRecord] = ()
+    """Records written already superseded by this decision's review: history of what the decision replaced
+    that had no record yet (a unit that waited inside a child run a fix ends)."""
+
+    @property
+    def target_run_id(self) -> str:
+        return self.review.run_id if self.review is not None else self.run_id
 
 
 @dataclass(slots=True)

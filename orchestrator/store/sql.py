@@ -524,7 +524,7 @@ class SqlStore(RetriedStore, Store):
         """The unique constraint on ``reviews.record_id`` makes the database the referee; each run's
         conditional update (its state, and a free lease when the decision claims one) is the last
         statement of its decision, so a refused decision rolls every one of them back."""
-        run_pks = [self.run_pk(d.review.run_id) for d in decisions]
+        run_pks = [self.run_pk(d.target_run_id) for d in decisions]
         now = time.time()
         review_ids: list[int] = []
         try:
@@ -534,12 +534,12 @@ class SqlStore(RetriedStore, Store):
         except (NotPausedError, IntegrityError) as exc:
             # the decision being applied (those before it returned their ids), or the last one if the commit failed
             refused = decisions[min(len(review_ids), len(decisions) - 1)]
-            if isinstance(exc, IntegrityError):
+            if isinstance(exc, IntegrityError) and refused.review is not None:
                 review = refused.review
                 winner = next((r for r in self.reviews(review.run_id) if r.record_id == review.record_id), None)
                 raise already_decided(review, winner) from None
             state = " or ".join(refused.from_statuses)
-            run_id = refused.review.run_id
+            run_id = refused.target_run_id
             raise RunBusyError(f"run {run_id} is no longer {state} (another decision is being applied); "
                               f"see `orchestrator show {run_id}`") from None
         return review_ids
@@ -547,18 +547,25 @@ class SqlStore(RetriedStore, Store):
     def apply_decision(self, decision: NewDecision, run_pk: int, now: float) -> int:
         """One decision's statements, inside the caller's transaction; NotPausedError when its run (or a
         record it supersedes) is no longer as the decision found it."""
-        review_id = new_key(self.conn.execute(insert(reviews_t).values(review_values(decision.review, run_pk, now))))
+        review_id = 0
+        if decision.review is not None:
+            review_id = new_key(self.conn.execute(insert(reviews_t).values(review_values(decision.review, run_pk,
+                                                                                        now))))
         for record in decision.new_records:
             self.write_record(record, run_pk)
-        if decision.supersede:
+        written = [self.write_record(record, run_pk) for record in decision.superseded_records]
+        supersede = [*decision.supersede, *written]
+        if supersede:
+            if decision.review is None:
+                raise ValueError("a decision supersedes records only under its review")
             marked = self.conn.execute(update(steps_t).where(and_(
-                steps_t.c.id.in_(list(decision.supersede)), steps_t.c.run_pk == run_pk,
+                steps_t.c.id.in_(supersede), steps_t.c.run_pk == run_pk,
                 steps_t.c.superseded_by.is_(None))).values(superseded_by=review_id)).rowcount
-            if marked != len(set(decision.supersede)):
+            if marked != len(set(supersede)):
                 raise NotPausedError()
         cond = and_(runs_t.c.id == run_pk, runs_t.c.status.in_(list(decision.from_statuses)))
         # a fixed failed run continues: its error is history (the failed record keeps it)
-        values: dict[str, Any] = {"status": decision.run_status, "updated_at": now, "error": None}
+        values: dict[str, Any] = {"status": decision.run_status, "updated_at": now, "error": decision.error}
         lease = decision.lease
         if lease is not None:
             clock = self.clock()

@@ -38,18 +38,20 @@ def test_run_waits_for_a_child_steps_review_timeout_then_continues_the_child_and
     assert all(len(found) == EACH_ONCE[unit] for unit, found in keys(step_log).items())  # no key twice
 
 
-def test_a_child_steps_review_timeout_that_rejects_rejects_the_child_and_its_parent(cli, step_log, tmp_path):
+def test_a_child_steps_review_timeout_that_rejects_ends_the_instance_and_the_map_goes_on(cli, step_log, tmp_path):
+    """The pause is inside an instance's child: its timed-out rejection ends that instance (null to combine)."""
     for name in ("tree_timeout_map.yaml", "tree_steps.py"):
         shutil.copy(FLOW / name, tmp_path / name)
     child = (FLOW / "tree_timeout_triage.yaml").read_text()
     (tmp_path / "tree_timeout_triage.yaml").write_text(child.replace("on_review_timeout: approve",
                                                                      "on_review_timeout: reject"))
     res = cli("run", str(tmp_path / "tree_timeout_map.yaml"), "--json")
-    assert res.exit_code == 1, res.stderr  # rejected
+    assert res.exit_code == 0, res.stderr
     doc = res.json()
-    assert doc["status"] == "rejected"
+    assert doc["status"] == "succeeded"
+    assert doc["output"] == "ticket 0: billing | None | ticket 2: billing"
     assert {c["step"]: c["status"] for c in doc["children"]}["per_ticket[1]"] == "rejected"
-    assert "tree-timeout-map.combine" not in executions(step_log)
+    assert executions(step_log).count("tree-timeout-map.combine") == 1
 
 
 def test_a_worker_decides_a_timed_out_pause_inside_a_child_and_runs_the_tree_on(step_log, db_url):
@@ -65,3 +67,24 @@ def test_a_worker_decides_a_timed_out_pause_inside_a_child_and_runs_the_tree_on(
     assert store.get_run(paused.run_id).status == "succeeded"
     assert Counter(executions(step_log)) == EACH_ONCE
     assert all(len(found) == EACH_ONCE[unit] for unit, found in keys(step_log).items())
+
+
+def test_a_worker_rejects_a_timed_out_pause_inside_an_instances_child_and_the_map_goes_on(step_log, tmp_path):
+    for name in ("tree_timeout_map.yaml", "tree_steps.py"):
+        shutil.copy(FLOW / name, tmp_path / name)
+    child = (FLOW / "tree_timeout_triage.yaml").read_text()
+    (tmp_path / "tree_timeout_triage.yaml").write_text(child.replace("on_review_timeout: approve",
+                                                                     "on_review_timeout: reject"))
+    store = open_store(f"sqlite:///{tmp_path / 'orchestrator.db'}")
+    paused = start_run(store, load_workflow(tmp_path / "tree_timeout_map.yaml"), {})
+    assert paused.status == "paused" and paused.paused_steps == ["per_ticket[1] > classify"]
+    time.sleep(0.6)  # past the child step's review_timeout (0.5 s)
+    ReviewTimeouts(store).decide()
+    root = store.get_run(paused.run_id)
+    assert (root.status, root.lease_expires_at) == ("queued", None)  # the instance ended: the map goes on
+    assert _reviews_of_children(store, paused.run_id) == [("per_ticket[1]", "classify", "reject", "review-timeout")]
+    work(store, once=True)
+    done = store.get_run(paused.run_id)
+    assert (done.status, done.output) == ("succeeded", "ticket 0: billing | None | ticket 2: billing")
+    assert {c.parent_step: c.status for c in store.child_runs(paused.run_id)}["per_ticket[1]"] == "rejected"
+    assert executions(step_log).count("tree-timeout-map.combine") == 1
