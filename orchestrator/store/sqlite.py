@@ -66,7 +66,7 @@ from orchestrator.store.rows import (
 )
 from orchestrator.store.sqlite_ddl import create_if_empty
 from orchestrator.store.sqlite_pragmas import apply_pragmas, busy_timeout_pragma, busy_timeout_seconds
-from orchestrator.store.transient import RetriedStore, insert_once, is_missing_reference
+from orchestrator.store.transient import RetriedStore, insert_once, is_missing_reference, retry_seconds
 
 if TYPE_CHECKING:
     from orchestrator.store.sqlite_sql import SqliteSqlStore
@@ -221,6 +221,7 @@ class SqliteStore(RetriedStore, DelegatingStore):
     def __init__(self, url: str, *, create: bool = True) -> None:
         self.url, self.synchronous = split_synchronous(url)
         busy_timeout_seconds()  # a bad ORCHESTRATOR_SQLITE_BUSY is refused before anything is opened
+        self.retry_budget = retry_seconds()  # read once, not per call
         target, path, self.sql_url = connect_target(self.url)
         self.read_only = False
         """Opened ``mode=ro`` (a reader beside a file it cannot write, or in a directory it cannot write)."""

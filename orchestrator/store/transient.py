@@ -4,9 +4,9 @@ A worker lives for weeks; the database under it restarts, fails over, drops idle
 (``pg_terminate_backend``), or is briefly locked by another SQLite writer. Such an error says
 nothing about the run, so the store retries the call, as DBOS's ``db_retry`` does: an
 exponential back-off with jitter (from 50 ms, doubling to 2 s), a fresh connection from the
-pool before each new try, for up to ``ORCHESTRATOR_DB_RETRY_SECONDS`` (default 30 s) from the
-first failure, each try logged. Past that, or for an error that a retry cannot cure, the call
-raises a :class:`~orchestrator.core.errors.StoreError` whose message is the driver's one-line
+pool before each new try, for up to ``ORCHESTRATOR_DB_RETRY_SECONDS`` (default 30 s, read once as the
+store opens) from the first failure, each try logged. Past that, or for an error that a retry cannot
+cure, the call raises a :class:`~orchestrator.core.errors.StoreError` whose message is the driver's one-line
 reason: SQLAlchemy's text would add the statement and its bound parameters (a run's inputs
 and outputs) to every log and terminal it reaches.
 
@@ -158,7 +158,8 @@ def unretried() -> Iterator[None]:
 def call_retried(store: Any, call: Callable[[], T]) -> T:
     """``call()``, retried while it fails with a transient database error, as the module docstring says.
 
-    ``store`` gives ``display_url`` for messages and ``reconnect()``, called before each new try to
+    ``store`` gives ``display_url`` for messages, ``retry_budget`` (seconds, :func:`retry_seconds` read as it
+    opened: never the environment per call) and ``reconnect()``, called before each new try to
     replace a connection the error may have broken (it may raise a transient error itself: the
     server is still away, and the back-off goes on)."""
     depth = getattr(_calls, "depth", 0)
@@ -185,7 +186,7 @@ def _retry(store: Any, call: Callable[[], T]) -> T:
     began = 0.0
     pause = FIRST_PAUSE
     tries = 0
-    budget = retry_seconds()
+    budget = store.retry_budget
     while True:
         try:
             return call()
@@ -216,7 +217,11 @@ def _retry(store: Any, call: Callable[[], T]) -> T:
 
 class RetriedStore:
     """A mixin for a database-backed Store: every method of the Store interface its class defines is
-    called through :func:`call_retried`. The class provides ``reconnect()``."""
+    called through :func:`call_retried`. The class provides ``reconnect()`` and sets :attr:`retry_budget`
+    as it opens."""
+
+    retry_budget: float
+    """Seconds a call failing with a transient error is tried again (:func:`retry_seconds`)."""
 
     RETRIED: frozenset[str] = frozenset()
     """Filled in below from the Store interface (every public method but ``close``)."""
