@@ -3,11 +3,11 @@
 in wall time.
 
 Run it as ``.venv/bin/python benchmarks/bench_step.py [--chain 1000] [--rounds 5] [--runs 3]
-[--steps async|sync] [--levels full,normal,memory] [--compare OTHER_TREE]``. Each round measures
-every cell in a fresh interpreter (one per tree and round), ``--runs`` chains per cell after one
-warm-up chain, keeping the median. With ``--compare`` the same rounds run against another checkout
-of the project (the tree before a change), alternating which tree goes first round by round, and
-each cell is printed for both trees with their ratio.
+[--steps async|sync] [--levels full,normal,memory] [--apis start_run,start_run_async]
+[--compare OTHER_TREE]``. Each round measures every cell in a fresh interpreter (one per tree and
+round), ``--runs`` chains per cell after one warm-up chain, keeping the median. With ``--compare``
+the same rounds run against another checkout of the project (the tree before a change), alternating
+which tree goes first round by round, and each cell is printed for both trees with their ratio.
 
 Why CPU time: the machine this runs on is shared; under a neighbour's load wall time swings by several
 times where process CPU time (every thread of the process, so a store call handed to a worker thread
@@ -40,7 +40,8 @@ import anyio
 from orchestrator import Workflow, open_store, start_run
 from orchestrator.service.runner import start_run_async
 
-chain, runs, steps, levels = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4].split(",")
+chain, runs, steps, levels, apis = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4].split(","), \
+    sys.argv[5].split(",")
 
 def inc(value):
     return value + 1
@@ -68,7 +69,7 @@ with tempfile.TemporaryDirectory() as tmp:
     bound, small = workflow(chain), workflow(5)
     for level in levels:
         url = "memory://" if level == "memory" else f"sqlite:///{Path(tmp) / level}.db?synchronous={level}"
-        for api in ("start_run", "start_run_async"):
+        for api in apis:
             store = open_store(url)
             try:
                 one(store, small, -1, api)  # imports, statements, the workflow rows
@@ -93,7 +94,7 @@ def measure(tree: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]
     env = {**os.environ, "PYTHONPATH": str(tree)}
     with tempfile.TemporaryDirectory() as tmp:
         done = subprocess.run([sys.executable, "-c", CELL, str(args.chain), str(args.runs), args.steps,
-                               ",".join(args.levels)],
+                               ",".join(args.levels), ",".join(args.apis)],
                               env=env, cwd=tmp, capture_output=True, text=True, check=False)
     if done.returncode:
         raise SystemExit(f"{tree}: the measurement failed:\n{done.stderr}")
@@ -114,7 +115,7 @@ def table(trees: dict[str, list[dict[str, dict[str, float]]]], args: argparse.Na
     names = list(trees)
     lines = [f"chain of {args.chain} {args.steps} steps, {args.rounds} rounds, median of {args.runs} runs per round; "
              "µs per step, CPU (wall)"]
-    if len(names) == 1:
+    if len(names) == 1 and len(args.apis) == 2:
         (rounds,) = trees.values()
         lines += ["| level | start_run | start_run_async | async/sync CPU | async/sync wall |",
                   "|---|---:|---:|---:|---:|"]
@@ -125,18 +126,18 @@ def table(trees: dict[str, list[dict[str, dict[str, float]]]], args: argparse.Na
                          f"| {median(rounds, a, 'cpu') / median(rounds, s, 'cpu'):.2f}x "
                          f"| {median(rounds, a, 'wall') / median(rounds, s, 'wall'):.2f}x |")
         return lines
-    old, new = names
+    old, new = names if len(names) == 2 else (names[0], names[0])
     lines += [f"| level | API | {old} CPU | {new} CPU | CPU {new}/{old} | {old} wall | {new} wall | wall {new}/{old} |",
               "|---|---|---:|---:|---:|---:|---:|---:|"]
     for level in args.levels:
-        for api in APIS:
+        for api in args.apis:
             cell = f"{level} {api}"
             row = [level, api]
             for what in ("cpu", "wall"):
                 a, b = median(trees[old], cell, what), median(trees[new], cell, what)
                 row += [f"{a:.1f}", f"{b:.1f}", f"{b / a:.2f}x"]
             lines.append("| " + " | ".join(row) + " |")
-    for name in names:
+    for name in names if len(args.apis) == 2 else ():
         ratios = [f"{level} {async_ratio(trees[name], level):.2f}x" for level in args.levels]
         lines.append(f"\nstart_run_async / start_run CPU, {name}: " + ", ".join(ratios))
     return lines
@@ -151,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="async step functions (on the loop) or sync ones (on a worker thread)")
     parser.add_argument("--levels", default=",".join(LEVELS), type=lambda text: text.split(","),
                         help="which of full,normal,memory to measure (default all three)")
+    parser.add_argument("--apis", default=",".join(APIS), type=lambda text: text.split(","),
+                        help="which of start_run,start_run_async to measure (default both)")
     parser.add_argument("--compare", type=Path, help="another checkout of the project, measured in alternation")
     args = parser.parse_args(argv)
     trees = {"this tree": ROOT} if args.compare is None else {"other": args.compare.resolve(), "this": ROOT}
