@@ -28,7 +28,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 from orchestrator.core.errors import InputError, StoreError, StoreFullError, StoreUnavailableError
@@ -142,17 +142,20 @@ def store_error(exc: BaseException, display_url: str, *, waited: float = 0.0, tr
     return StoreError(f"database error in {display_url}: {why}", **facts)
 
 
-@contextlib.contextmanager
-def unretried() -> Iterator[None]:
+class unretried:  # noqa: N801 (used as a function: ``with unretried():``)
     """Store calls made inside fail at once on a transient error, as a StoreUnavailableError: for a
     caller that tries again on its own schedule (a lease renewal on the event loop must not sleep
-    there through a back-off)."""
-    before = getattr(_calls, "retry", True)
-    _calls.retry = False
-    try:
-        yield
-    finally:
-        _calls.retry = before
+    there through a back-off; a call tried on the loop is made again on a thread). A class, not a
+    generator: it is entered around every store call the async API tries on its loop."""
+
+    __slots__ = ("before",)
+
+    def __enter__(self) -> None:
+        self.before = getattr(_calls, "retry", True)
+        _calls.retry = False
+
+    def __exit__(self, *exc: object) -> None:
+        _calls.retry = self.before
 
 
 def call_retried(store: Any, call: Callable[[], T]) -> T:
