@@ -5,9 +5,10 @@ in wall time.
 Run it as ``.venv/bin/python benchmarks/bench_step.py [--chain 1000] [--rounds 5] [--runs 3]
 [--steps async|sync] [--levels full,normal,memory] [--apis start_run,start_run_async]
 [--compare OTHER_TREE]``. Each round measures every cell in a fresh interpreter (one per tree and
-round), ``--runs`` chains per cell after one warm-up chain, keeping the median. With ``--compare``
-the same rounds run against another checkout of the project (the tree before a change), alternating
-which tree goes first round by round, and each cell is printed for both trees with their ratio.
+round), ``--runs`` chains per cell after one warm-up chain, keeping the median; the two APIs alternate
+run by run, each on a store of its own. With ``--compare`` the same rounds run against another
+checkout of the project (the tree before a change), alternating which tree goes first round by
+round, and each cell is printed for both trees with their ratio.
 
 Why CPU time: the machine this runs on is shared; under a neighbour's load wall time swings by several
 times where process CPU time (every thread of the process, so a store call handed to a worker thread
@@ -68,23 +69,26 @@ out = {}
 with tempfile.TemporaryDirectory() as tmp:
     bound, small = workflow(chain), workflow(5)
     for level in levels:
-        url = "memory://" if level == "memory" else f"sqlite:///{Path(tmp) / level}.db?synchronous={level}"
-        for api in apis:
-            store = open_store(url)
-            try:
-                one(store, small, -1, api)  # imports, statements, the workflow rows
-                one(store, bound, -1, api)
-                cpu, wall = [], []
-                for x in range(runs):
+        stores = {api: open_store("memory://" if level == "memory" else
+                                  f"sqlite:///{Path(tmp) / level}-{api}.db?synchronous={level}") for api in apis}
+        try:
+            for api in apis:  # imports, statements, the workflow rows
+                one(stores[api], small, -1, api)
+                one(stores[api], bound, -1, api)
+            cpu, wall = {api: [] for api in apis}, {api: [] for api in apis}
+            for x in range(runs):  # the APIs in alternation, which goes first alternating too
+                for api in apis if x % 2 == 0 else apis[::-1]:
                     gc.collect()
                     c, w = time.process_time(), time.perf_counter()
-                    result = one(store, bound, x, api)
-                    cpu.append((time.process_time() - c) / chain * 1e6)
-                    wall.append((time.perf_counter() - w) / chain * 1e6)
+                    result = one(stores[api], bound, x, api)
+                    cpu[api].append((time.process_time() - c) / chain * 1e6)
+                    wall[api].append((time.perf_counter() - w) / chain * 1e6)
                     assert result.status == "succeeded" and result.output == x + chain, result
-            finally:
+        finally:
+            for store in stores.values():
                 store.close()
-            out[f"{level} {api}"] = {"cpu": sorted(cpu)[len(cpu) // 2], "wall": sorted(wall)[len(wall) // 2]}
+        for api in apis:
+            out[f"{level} {api}"] = {"cpu": sorted(cpu[api])[runs // 2], "wall": sorted(wall[api])[runs // 2]}
 print(json.dumps(out))
 '''
 
@@ -134,8 +138,8 @@ def table(trees: dict[str, list[dict[str, dict[str, float]]]], args: argparse.Na
             cell = f"{level} {api}"
             row = [level, api]
             for what in ("cpu", "wall"):
-                a, b = median(trees[old], cell, what), median(trees[new], cell, what)
-                row += [f"{a:.1f}", f"{b:.1f}", f"{b / a:.2f}x"]
+                before, after = median(trees[old], cell, what), median(trees[new], cell, what)
+                row += [f"{before:.1f}", f"{after:.1f}", f"{after / before:.2f}x"]
             lines.append("| " + " | ".join(row) + " |")
     for name in names if len(args.apis) == 2 else ():
         ratios = [f"{level} {async_ratio(trees[name], level):.2f}x" for level in args.levels]
