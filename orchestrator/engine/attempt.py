@@ -316,7 +316,7 @@ class StepRunner:
         self.started_attempt = attempt
         started = time.time()
         try:
-            kwargs, stored_inputs, consumed = resolve_inputs(step, run.inputs, run.done, started, index=self.index,
+            kwargs, stored, consumed = resolve_inputs(step, run.inputs, run.done, started, index=self.index,
                                                              item=self.item, iteration=self.iteration,
                                                              previous=self.previous)
         except KeyError as exc:
@@ -329,8 +329,8 @@ class StepRunner:
             run.on_event(StepStarted(run_id=run.run_id, step_id=step.id, attempt=attempt, started_at=started,
                                      agent=step.spec.agent_name, step_type=step.spec.type, index=self.index,
                                      iteration=self.iteration))
-        common: dict[str, Any] = {"inputs": stored_inputs, "consumed": consumed, "injected": step.injected_json,
-                                  **self.fields}
+        common: dict[str, Any] = {"inputs": jsonio.dumps(stored) if stored else None, "inputs_value": stored,
+                                  "consumed": consumed, "injected": step.injected_json, **self.fields}
         try:
             output = await self.call(kwargs, ctx)
         except ToolApprovalPending as pending:  # the model called a tool that waits for a person's approval
@@ -494,6 +494,7 @@ class StepRunner:
         status, message = gate_policy(step.on_gate_fail, blocking, is_last=is_last)
         ended = time.time()
         rid = await self.run.record(step, attempt, started, status=status, ended_at=ended, output=output_json,
+                              output_value=plain_output,
                               error_type="GateFailed" if message else None, error_message=message,
                               gates=[gate_row(name, v, dur, sev) for name, v, dur, sev in verdicts], **common)
         if self.run.on_event is not None:
@@ -643,8 +644,9 @@ parsed_reference = functools.lru_cache(maxsize=65536)(parse_reference)
 
 def resolve_inputs(step: BoundStep, inputs: dict[str, Any], done: Mapping[str, Done], started: float, *,
                    index: int | None = None, item: Any = None, iteration: int | None = None,
-                   previous: Done | None = None) -> tuple[dict[str, Any], str | None, str | None]:
-    """The attempt's keyword arguments, the inputs as stored (links to records), and causal links.
+                   previous: Done | None = None) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+    """The attempt's keyword arguments, the inputs as stored (links to records; dumped by the caller, who
+    also gives the store the dict itself for its digest), and causal links.
     ``index``/``item``: an instance's position and item, for ``$index`` and ``$item`` references;
     ``iteration``/``previous``: a loop's iteration and the one before it (None on the first), for
     ``$iteration`` and ``$previous`` (stored as a link to that iteration's record)."""
@@ -692,7 +694,7 @@ def resolve_inputs(step: BoundStep, inputs: dict[str, Any], done: Mapping[str, D
     if previous is not None and iteration is not None:  # an iteration follows from the one before it
         consumed.append([previous.record_id, unit_name(step.id, index, iteration - 1),
                          round(max(0.0, started - previous.ended_at), 6)])
-    return kwargs, jsonio.dumps(stored) if stored else None, jsonio.dumps(consumed) if consumed else None
+    return kwargs, stored, jsonio.dumps(consumed) if consumed else None
 
 
 def linked_value(output: Any, record_id: int, field: str | None, whose: str) -> tuple[Any, dict[str, Any]]:

@@ -59,12 +59,13 @@ async def start_run_async(store: Store, workflow: BoundWorkflow, given_inputs: d
                           otel: str | None = None, off_loop: bool = True) -> RunResult:
     """:func:`start_run` on the caller's event loop (a notebook, a web server): inputs are checked,
     converted and given their defaults exactly as there, then the run executes without blocking the
-    loop; the outcome evaluator runs in a worker thread. ``off_loop``: each store call is made on a
-    worker thread, so a database that makes it wait (a lock, a slow server) does not stop the loop's
-    other tasks (:mod:`orchestrator.store.off_loop`); False keeps them on the loop, as a loop that runs
-    nothing else can afford."""
+    loop; the outcome evaluator runs in a worker thread. ``off_loop``: each store call that may wait is made
+    on a worker thread, so a database that makes it wait (a lock, a slow server) does not stop the loop's
+    other tasks; the embedded SQLite store's calls are tried on the loop first, without waiting
+    (:mod:`orchestrator.store.off_loop`). False keeps them all on the loop, as a loop that runs nothing
+    else can afford."""
     inputs = resolve_inputs(workflow.spec, given_inputs)
-    with store_calls(off_loop=off_loop), Tracing(store, otel, on_event) as tracing:
+    with store_calls(off_loop=off_loop, store=store), Tracing(store, otel, on_event) as tracing:
         executor = await store_call(Executor, store, workflow, max_concurrency=max_concurrency, on_event=tracing.hook)
         result = await executor.start(inputs)
         await store_call(tracing.keep, result.run_id)
@@ -187,7 +188,7 @@ async def continue_run_async(store: Store, run_id: str, *, max_concurrency: int 
     notebook); the outcome evaluator runs in a worker thread. With ``drain`` requested, it raises
     RunHandedBack once the steps in flight are recorded, leaving the run resumable. ``off_loop``: as
     for :func:`start_run_async`."""
-    with store_calls(off_loop=off_loop):
+    with store_calls(off_loop=off_loop, store=store):
         found = await store_call(_continuation, store, run_id, lease)
         if isinstance(found, RunResult):
             return found

@@ -101,8 +101,9 @@ class WorkOptions:
     max_concurrency: int = DEFAULT_CONCURRENCY
     recover: bool = True
     store_calls_off_loop: bool | None = None
-    """True: each store call of a run leaves the event loop for a worker thread, so the other runs in flight go
-    on while one waits on the database (a server's round trip, a restart waited out). False keeps them on the
+    """True: each store call of a run that may wait leaves the event loop for a worker thread, so the other runs
+    in flight go on while one waits on the database (a server's round trip, a restart waited out; the embedded
+    SQLite store's calls are tried on the loop first and leave it only when they meet a lock). False keeps them on the
     loop: a thread hand-over less per call (~100-200 µs), and every run waits while one does. None (the
     default) decides by the store: on the loop for an embedded one (SQLite: its calls cost less than the
     hand-over and wait on nothing but this host), off it for a server (``benchmarks/bench_off_loop.py``)."""

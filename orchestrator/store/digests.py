@@ -11,11 +11,19 @@ writes two short digests with each record and the report groups them in SQL.
   link to a field of two different upstream outputs counts as different inputs even if the field
   values agree: the check is conservative, never reporting variation that is not there).
 
+Canonical JSON is ``jsonio.dumps`` (compact, one spelling per value) of the value with every object's
+keys in sorted order. A record's writer that still has the values its texts were dumped from gives
+them with the record (``NewStepRecord.output_value``, ``inputs_value``): the digest then never parses
+the text back, and where the value's keys are already in order (a number, a string, a list of them,
+an object written in key order) the text itself is canonical and its bytes are hashed as they are,
+the value serialised once. Otherwise the text is parsed and dumped canonically.
+
 A link whose upstream digest is unknown (a record written before the digest columns existed)
 gives no inputs digest: the record is reported as not covered rather than guessed. Digests
-written by earlier versions (24 hex characters) never equal the current ones, so records from
-before and after an upgrade fall into separate groups: the report may miss variation across the
-upgrade, but never reports variation that is not there.
+written by earlier versions never equal the current ones (each version hashes with its own
+personalisation; the first ones were 24 hex characters), so records from before and after an
+upgrade fall into separate groups: the report may miss variation across the upgrade, but never
+reports variation that is not there.
 """
 
 from __future__ import annotations
@@ -23,37 +31,98 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import pydantic_core
+
+from orchestrator.core import jsonio
 from orchestrator.store.bounded import BoundedCache
-from orchestrator.store.rows import NewStepRecord
+from orchestrator.store.rows import NOT_KEPT, NewStepRecord
 
 DigestLookup = Callable[[Iterable[int]], Mapping[int, str | None]]
 """Output digests of stored records by id (ids not stored are left out)."""
 
-
-CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-"""Key order does not matter, no whitespace. Built once: ``json.dumps`` with options builds an encoder
-per call, which was a third of a digest's cost."""
 
 DIGEST_BYTES = 9
 """72 bits, written as 12 base64url characters: two per record is 24 bytes (was 48 as hex). A
 collision only merges two groups of one step's records in the report, and at 72 bits that needs
 billions of distinct outputs of one step."""
 
+PERSONALISATION = b"\x02"
+"""Hashed before every text (a byte no JSON text starts with): digests of this scheme never equal those of
+an earlier one (see the module doc)."""
 
-def value_digest(value: Any) -> str:
-    """A short content hash of a JSON value (key order does not matter)."""
-    digest = hashlib.blake2b(CANONICAL.encode(value).encode(), digest_size=DIGEST_BYTES).digest()
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+class NotPlainJson(Exception):
+    """A value holds something a canonical form cannot be read from directly (a tuple, a model, a key that
+    is not a string): its dumped text is parsed instead."""
+
+
+def canonical(value: Any) -> Any:
+    """``value`` with every object's keys in sorted order: ``value`` itself (no copy) where they already are,
+    new containers only where something moved. NotPlainJson for anything but dicts with string keys,
+    lists and JSON scalars (exact types: a subclass may dump otherwise)."""
+    shape = type(value)
+    if shape in _SCALARS:
+        return value
+    if shape is dict:
+        keys = [*value]
+        try:
+            ordered = sorted(keys)
+        except TypeError:  # keys of several types
+            raise NotPlainJson from None
+        moved = ordered != keys
+        out = {}
+        for key in ordered:
+            if type(key) is not str:
+                raise NotPlainJson
+            item = value[key]
+            if type(item) not in _SCALARS:
+                new = canonical(item)
+                moved = moved or new is not item
+                item = new
+            out[key] = item
+        return out if moved else value
+    if shape is list:
+        if set(map(type, value)) <= _SCALARS:  # a list of scalars at C speed
+            return value
+        items = [canonical(item) for item in value]
+        return value if all(map(operator.is_, items, value)) else items
+    raise NotPlainJson
+
+
+def _hash(data: bytes) -> str:
+    digest = hashlib.blake2b(PERSONALISATION + data, digest_size=DIGEST_BYTES).digest()
     return base64.urlsafe_b64encode(digest).decode()
 
 
-def output_digest(output: str | None) -> str | None:
-    """The digest of an output's JSON text; None for a record without output."""
+def value_digest(value: Any, text: str | None = None) -> str:
+    """A short content hash of JSON data (key order does not matter). ``text``: ``jsonio.dumps(value)``,
+    when the caller has it: hashed as it is where it is already canonical."""
+    try:
+        ordered = canonical(value)
+    except NotPlainJson:
+        if text is None:
+            text = jsonio.dumps(value)
+        ordered = canonical(json.loads(text))  # parsed JSON is plain
+        return _hash(pydantic_core.to_json(ordered))
+    if ordered is value and text is not None:
+        return _hash(text.encode())
+    return _hash(pydantic_core.to_json(ordered))
+
+
+def output_digest(output: str | None, value: Any = NOT_KEPT) -> str | None:
+    """The digest of an output's JSON text; None for a record without output. ``value``: what the text
+    was dumped from, if known (then the text is not parsed)."""
     if output is None:
         return None
-    return value_digest(json.loads(output))
+    if value is NOT_KEPT:
+        return value_digest(json.loads(output))  # a text of unknown spelling is dumped anew
+    return value_digest(value, output)
 
 
 def linked_records(inputs: Any) -> list[int]:
@@ -63,18 +132,21 @@ def linked_records(inputs: Any) -> list[int]:
     return [v["$record"] for v in inputs.values() if type(v) is dict and "$record" in v]
 
 
-def inputs_digest(inputs: str | None, lookup: DigestLookup) -> str | None:
-    """The digest of an inputs document with its links resolved through ``lookup`` (see the module doc)."""
+def inputs_digest(inputs: str | None, lookup: DigestLookup, value: Any = NOT_KEPT) -> str | None:
+    """The digest of an inputs document with its links resolved through ``lookup`` (see the module doc).
+    ``value``: what the text was dumped from, if known (then the text is not parsed)."""
     if inputs is None:
         return None
-    value = json.loads(inputs)
+    text: str | None = inputs
+    if value is NOT_KEPT or type(value) is not dict:
+        value, text = json.loads(inputs), None  # a text of unknown spelling is dumped anew
     links = linked_records(value)
     if not links:
-        return value_digest(value)
+        return value_digest(value, text)
     found = lookup(links)
     resolved = {}
     for param, item in value.items():
-        if type(item) is dict and "$record" in item:  # parsed JSON: plain dicts only
+        if type(item) is dict and "$record" in item:
             upstream = found.get(item["$record"])
             if upstream is None:
                 return None
@@ -115,8 +187,11 @@ class RecordDigests:
         self.cache = DigestCache(size)
 
     def fill(self, record: NewStepRecord) -> None:
-        record.output_digest = output_digest(record.output)
-        record.inputs_digest = inputs_digest(record.inputs, lambda ids: self.cache.lookup(ids, self.fallback))
+        record.output_digest = output_digest(record.output, record.output_value)
+        record.inputs_digest = inputs_digest(record.inputs, self.lookup, record.inputs_value)
+
+    def lookup(self, ids: Iterable[int]) -> dict[int, str | None]:
+        return self.cache.lookup(ids, self.fallback)
 
     def remember(self, record_id: int, record: NewStepRecord) -> None:
         self.cache.remember(record_id, record.output_digest)

@@ -10,6 +10,7 @@ read back is any object with the columns as attributes (a SQLAlchemy ``Row`` or 
 
 from __future__ import annotations
 
+import enum
 import secrets
 import time
 from collections.abc import Iterable, Sequence
@@ -66,6 +67,15 @@ class NewRun:
     run is never claimable without it."""
 
 
+class NotKept(enum.Enum):
+    """A record's ``output_value`` or ``inputs_value`` when its writer did not keep the value (None is JSON null)."""
+
+    NOT_KEPT = "not kept"
+
+
+NOT_KEPT = NotKept.NOT_KEPT
+
+
 @dataclass(slots=True)
 class NewStepRecord:
     """One attempt of one step, as the executor, a review or a replay writes it."""
@@ -109,6 +119,11 @@ class NewStepRecord:
     """Why a ``skipped`` record did not run."""
     iteration: int | None = None
     """The iteration of a ``repeat:`` step (1-based); None for a step without ``repeat:`` or a loop's result."""
+    output_value: Any = field(default=NOT_KEPT, repr=False, compare=False)
+    """The JSON data ``output`` was dumped from (``jsonio.dumps``), when the writer has it: the store's digest
+    reads it instead of parsing the text back (``orchestrator.store.digests``). Never stored itself."""
+    inputs_value: Any = field(default=NOT_KEPT, repr=False, compare=False)
+    """The same for ``inputs``."""
 
 
 @dataclass(frozen=True, slots=True)

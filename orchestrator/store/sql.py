@@ -97,6 +97,7 @@ from orchestrator.store.transient import (
     insert_once,
     is_database_error,
     is_missing_reference,
+    retry_seconds,
 )
 from orchestrator.store.triage import RunPage, RunQuery
 
@@ -146,6 +147,7 @@ class SqlStore(RetriedStore, Store):
     def __init__(self, url: str, *, create: bool = True) -> None:
         self.url = url
         self.create = create
+        self.retry_budget = retry_seconds()
         try:
             self.engine: Engine = self.create_engine()
             self.create_schema()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import secrets
 import sqlite3
-import threading
 import time
 import urllib.parse
 from collections import namedtuple
@@ -66,8 +65,9 @@ from orchestrator.store.rows import (
     trace_values,
 )
 from orchestrator.store.sqlite_ddl import create_if_empty
-from orchestrator.store.sqlite_pragmas import apply_pragmas, busy_timeout_pragma, busy_timeout_seconds
-from orchestrator.store.transient import RetriedStore, insert_once, is_missing_reference
+from orchestrator.store.sqlite_pragmas import apply_pragmas, busy_timeout_pragma
+from orchestrator.store.sqlite_waiting import WaitingLock, WithoutWaiting
+from orchestrator.store.transient import RetriedStore, insert_once, is_missing_reference, retry_seconds
 
 if TYPE_CHECKING:
     from orchestrator.store.sqlite_sql import SqliteSqlStore
@@ -221,7 +221,8 @@ class SqliteStore(RetriedStore, DelegatingStore):
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         self.url, self.synchronous = split_synchronous(url)
-        busy_timeout_seconds()  # a bad ORCHESTRATOR_SQLITE_BUSY is refused before anything is opened
+        self.busy_pragma = busy_timeout_pragma()  # a bad ORCHESTRATOR_SQLITE_BUSY is refused before opening
+        self.retry_budget = retry_seconds()  # read once, not per call
         target, path, self.sql_url = connect_target(self.url)
         self.read_only = False
         """Opened ``mode=ro`` (a reader beside a file it cannot write, or in a directory it cannot write)."""
@@ -246,7 +247,7 @@ class SqliteStore(RetriedStore, DelegatingStore):
                                  "(check --db or ORCHESTRATOR_DB)")
             else:
                 file.parent.mkdir(parents=True, exist_ok=True)
-        self.lock = threading.RLock()
+        self.lock = WaitingLock(self.busy_pragma)
         self.run_pks: BoundedCache[str, int] = BoundedCache()
         self.workflow_ids: BoundedCache[tuple[str, str, str | None], int] = BoundedCache()
         self.delegate: SqliteSqlStore | None = None
@@ -257,6 +258,7 @@ class SqliteStore(RetriedStore, DelegatingStore):
         except sqlite3.Error as exc:
             raise InputError(f"cannot open the database {self.display_url}: {exc}; "
                              "check --db or ORCHESTRATOR_DB") from None
+        self.lock.connection = self.connection
         create = create or (path is None and "mode=memory" in target)  # a private memory database is always new
         try:
             self.refuse_unless_ours(path or self.display_url, create)  # before the pragmas: WAL writes the header
@@ -320,6 +322,11 @@ class SqliteStore(RetriedStore, DelegatingStore):
             if self.delegate is not None:
                 self.delegate.close()
             self.connection.close()
+
+    def without_waiting(self) -> WithoutWaiting:
+        """This store's own calls made inside raise WouldWait, having changed nothing, where they would wait
+        (:mod:`orchestrator.store.sqlite_waiting`). For an event loop's thread (:mod:`orchestrator.store.off_loop`)."""
+        return WithoutWaiting(self.lock)
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:

@@ -4,9 +4,9 @@ A worker lives for weeks; the database under it restarts, fails over, drops idle
 (``pg_terminate_backend``), or is briefly locked by another SQLite writer. Such an error says
 nothing about the run, so the store retries the call, as DBOS's ``db_retry`` does: an
 exponential back-off with jitter (from 50 ms, doubling to 2 s), a fresh connection from the
-pool before each new try, for up to ``ORCHESTRATOR_DB_RETRY_SECONDS`` (default 30 s) from the
-first failure, each try logged. Past that, or for an error that a retry cannot cure, the call
-raises a :class:`~orchestrator.core.errors.StoreError` whose message is the driver's one-line
+pool before each new try, for up to ``ORCHESTRATOR_DB_RETRY_SECONDS`` (default 30 s, read once as the
+store opens) from the first failure, each try logged. Past that, or for an error that a retry cannot
+cure, the call raises a :class:`~orchestrator.core.errors.StoreError` whose message is the driver's one-line
 reason: SQLAlchemy's text would add the statement and its bound parameters (a run's inputs
 and outputs) to every log and terminal it reaches.
 
@@ -28,7 +28,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 from orchestrator.core.errors import InputError, StoreError, StoreFullError, StoreUnavailableError
@@ -154,23 +154,27 @@ def store_error(exc: BaseException, display_url: str, *, waited: float = 0.0, tr
     return StoreError(f"database error in {display_url}: {why}", **facts)
 
 
-@contextlib.contextmanager
-def unretried() -> Iterator[None]:
+class unretried:  # noqa: N801 (used as a function: ``with unretried():``)
     """Store calls made inside fail at once on a transient error, as a StoreUnavailableError: for a
     caller that tries again on its own schedule (a lease renewal on the event loop must not sleep
-    there through a back-off)."""
-    before = getattr(_calls, "retry", True)
-    _calls.retry = False
-    try:
-        yield
-    finally:
-        _calls.retry = before
+    there through a back-off; a call tried on the loop is made again on a thread). A class, not a
+    generator: it is entered around every store call the async API tries on its loop."""
+
+    __slots__ = ("before",)
+
+    def __enter__(self) -> None:
+        self.before = getattr(_calls, "retry", True)
+        _calls.retry = False
+
+    def __exit__(self, *exc: object) -> None:
+        _calls.retry = self.before
 
 
 def call_retried(store: Any, call: Callable[[], T]) -> T:
     """``call()``, retried while it fails with a transient database error, as the module docstring says.
 
-    ``store`` gives ``display_url`` for messages and ``reconnect()``, called before each new try to
+    ``store`` gives ``display_url`` for messages, ``retry_budget`` (seconds, :func:`retry_seconds` read as it
+    opened: never the environment per call) and ``reconnect()``, called before each new try to
     replace a connection the error may have broken (it may raise a transient error itself: the
     server is still away, and the back-off goes on)."""
     depth = getattr(_calls, "depth", 0)
@@ -197,7 +201,7 @@ def _retry(store: Any, call: Callable[[], T]) -> T:
     began = 0.0
     pause = FIRST_PAUSE
     tries = 0
-    budget = retry_seconds()
+    budget = store.retry_budget
     while True:
         try:
             return call()
@@ -230,7 +234,11 @@ def _retry(store: Any, call: Callable[[], T]) -> T:
 
 class RetriedStore:
     """A mixin for a database-backed Store: every method of the Store interface its class defines is
-    called through :func:`call_retried`. The class provides ``reconnect()``."""
+    called through :func:`call_retried`. The class provides ``reconnect()`` and sets :attr:`retry_budget`
+    as it opens."""
+
+    retry_budget: float
+    """Seconds a call failing with a transient error is tried again (:func:`retry_seconds`)."""
 
     RETRIED: frozenset[str] = frozenset()
     """Filled in below from the Store interface (every public method but ``close``)."""

@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from orchestrator.core import jsonio
 from orchestrator.store import NewAttribution, NewOutcome, Store, open_store
 from orchestrator.store.analytics import period_start
 from tests.store.rows import add_run, add_workflow, gate, step
@@ -134,6 +135,36 @@ def test_nondeterminism_counts_compare_digests_of_inputs_with_links_resolved(sto
         store.insert_step_record(step(run_id, wf, "c", attempt=2, inputs=json.dumps({"n": i}), output="same"))
     rows = [(r.step_id, r.repeated_inputs, r.varied, r.not_covered) for r in store.nondeterminism_counts("wf")]
     assert rows == [("a", 1, 0, 0), ("b", 1, 1, 0), ("c", 0, 0, 0)]
+
+
+EQUAL_UP_TO_KEY_ORDER = [  # (the value an executor kept, the same content as another writer's text)
+    (7, "7"), (0.1, "0.1"), (1e16, "1e+16"), (-0.0, "-0.0"), (2**80, str(2**80)), (True, "true"), (None, "null"),
+    ("é\u2028\u001f\"", json.dumps("é\u2028\u001f\"")), ([1, "a", None], "[1, \"a\", null]"), ({}, "{}"),
+    ({"b": [{"y": 1, "x": 2}], "a": {"d": 1, "c": 0.5}}, '{"a": {"c": 0.5, "d": 1}, "b": [{"x": 2, "y": 1}]}'),
+    ({"a": 1, "b": [1, {"c": 2}]}, '{"b": [1, {"c": 2}], "a": 1}'),
+]
+
+
+def test_a_record_written_with_its_values_kept_digests_as_one_written_from_text_alone(store: Store):
+    """An executor gives the store the values it dumped (no text parsed back); a review or a replay gives
+    text alone, spelt its own way. Equal content in both is the same inputs and no variation; a different
+    output for the same inputs is variation."""
+    wf = add_workflow(store)
+
+    def kept(step_id: str, inputs: dict[str, Any], value: Any) -> None:
+        record = step(add_run(store, wf), wf, step_id, inputs=jsonio.dumps(inputs))
+        store.insert_step_record(replace(record, output=jsonio.dumps(value), output_value=value, inputs_value=inputs))
+
+    for n, (value, text) in enumerate(EQUAL_UP_TO_KEY_ORDER):
+        kept(f"same{n}", {"n": n, "v": value}, value)
+        store.insert_step_record(replace(step(add_run(store, wf), wf, f"same{n}", inputs=f'{{"v": {text}, "n": {n}}}'),
+                                         output=text))
+        kept(f"other{n}", {"n": n, "v": value}, value)
+        store.insert_step_record(step(add_run(store, wf), wf, f"other{n}", inputs=f'{{"v": {text}, "n": {n}}}',
+                                      output=[value]))
+    rows = {r.step_id: (r.repeated_inputs, r.varied, r.not_covered) for r in store.nondeterminism_counts("wf")}
+    assert rows == {**{f"same{n}": (1, 0, 0) for n in range(len(EQUAL_UP_TO_KEY_ORDER))},
+                    **{f"other{n}": (1, 1, 0) for n in range(len(EQUAL_UP_TO_KEY_ORDER))}}
 
 
 def test_report_aggregates_trajectories_outcomes_composition_and_attributions(store: Store):
