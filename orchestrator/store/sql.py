@@ -13,6 +13,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from sqlalchemy import Float, and_, bindparam, cast, create_engine, exists, func, insert, literal, select, text, update
@@ -158,7 +159,8 @@ class SqlStore(RetriedStore, Store):
                 else InputError
             raise error(f"cannot open the database {self.display_url}: {detail}; "
                         "check --db or ORCHESTRATOR_DB") from None
-        self.lock = threading.RLock()
+        self.lock: AbstractContextManager[Any] = threading.RLock()
+        """Serialises the use of the one held connection (a SQLite store's side shares its owner's)."""
         self.run_pks: BoundedCache[str, int] = BoundedCache()
         self.digests = RecordDigests(self.stored_output_digests)
 

@@ -78,7 +78,7 @@ from orchestrator.store.sql_counting import (
 )
 
 if TYPE_CHECKING:
-    import threading
+    from contextlib import AbstractContextManager
 
     from sqlalchemy.engine import Connection, Engine
 
@@ -95,7 +95,7 @@ class SqlDatabase(Protocol):
     def conn(self) -> Connection: ...
 
     @property
-    def lock(self) -> threading.RLock: ...
+    def lock(self) -> AbstractContextManager[Any]: ...
 
     def read(self, *statements: Any) -> Any: ...
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import AbstractContextManager
 from typing import Any
 
 from sqlalchemy import create_engine, event
@@ -43,7 +44,7 @@ def begin_before_writes(_conn: Any, cursor: Any, statement: str, *_args: Any) ->
 class SqliteSqlStore(SqlStore):
     """:class:`SqlStore` on a given ``sqlite3`` connection, serialised by the given lock (its owner's)."""
 
-    def __init__(self, url: str, connection: sqlite3.Connection, lock: threading.RLock) -> None:
+    def __init__(self, url: str, connection: sqlite3.Connection, lock: AbstractContextManager[Any]) -> None:
         self.connection = connection
         super().__init__(url)
         self.lock = lock  # the owner's: its raw statements and these never interleave on the one connection
