@@ -452,10 +452,10 @@ def _bind_function(step: StepSpec, resolver: _Resolver, problems: _Problems) -> 
     except ResolveError as exc:
         problems.add(f"steps.{step.id}.run", f"step {step.id!r}: {exc}")
         return None
-    message = signature_mismatch(step, fn)
+    message = signature_mismatch(step, fn, extra=LOOP_PARAMETERS if step.repeat else ())
     if message:
         problems.add(f"steps.{step.id}.inputs", message)
-    function = StepFunction.of(fn)
+    function = replace(StepFunction.of(fn), loop_parameters=loop_parameters(step, fn))
     if step.isolation == "process":
         if not findable_by_name(step.run):
             problems.add(f"steps.{step.id}.isolation",
@@ -601,6 +601,24 @@ def default_mismatch(declared: str, default: Any) -> str | None:
         return None
     article = "an" if declared[0] in "aeiou" else "a"
     return f"{default!r} is not {article} {declared}, the input's declared type"
+
+
+LOOP_PARAMETERS = ("previous", "iteration")
+"""Parameter names a ``repeat:`` step's function is given without an input naming them."""
+
+
+def loop_parameters(step: StepSpec, fn: Any) -> tuple[str, ...]:
+    """The loop's implicit parameters ``fn`` declares (by name) and no input or param gives; none off a loop."""
+    if step.repeat is None:
+        return ()
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return ()
+    return tuple(name for name in LOOP_PARAMETERS
+                 if name in params and params[name].kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                            inspect.Parameter.KEYWORD_ONLY)
+                 and name not in step.inputs and name not in step.params)
 
 
 def signature_mismatch(step: StepSpec, fn: Any, *, extra: tuple[str, ...] = ()) -> str | None:

@@ -13,7 +13,7 @@ import hashlib
 import math
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -650,7 +650,10 @@ def resolve_inputs(step: BoundStep, inputs: dict[str, Any], done: Mapping[str, D
     ``$iteration`` and ``$previous`` (stored as a link to that iteration's record)."""
     kwargs: dict[str, Any] = {}
     stored: dict[str, Any] = {}
-    for param, ref in step.spec.inputs.items():
+    references: Iterable[tuple[str, Any]] = step.spec.inputs.items()
+    if step.function.loop_parameters:  # a loop's function declaring ``previous``/``iteration`` is given them
+        references = [*references, *((name, f"${name}") for name in step.function.loop_parameters)]
+    for param, ref in references:
         parsed = parsed_reference(ref) if type(ref) is str else None
         if parsed is None:
             kwargs[param] = stored[param] = ref
