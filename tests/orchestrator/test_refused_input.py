@@ -1,0 +1,64 @@
+"""Input that used to pass the first checks and then cost a run, or broke with an internal error, is
+refused up front: exit 2, one line naming the file, line, step and key (or the flag), and nothing
+stored."""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+import typer
+from typer.models import OptionInfo
+
+from orchestrator.cli import app
+
+HUGE = "100000000000000000000"
+
+
+def _flag(option: OptionInfo) -> str:
+    """An option's first flag (under ``Annotated`` typer keeps a lone flag where the default would go)."""
+    return option.param_decls[0] if option.param_decls else str(option.default)
+
+
+def _integer_flags() -> list[tuple[tuple[str, ...], str]]:
+    """Every integer option of every command, as (command path, flag), read from the commands' annotations."""
+    found: list[tuple[tuple[str, ...], str]] = []
+
+    def commands(group: typer.Typer, path: tuple[str, ...]):
+        for info in group.registered_commands:
+            yield (*path, info.name or info.callback.__name__.replace("_", "-")), info.callback
+        for sub in group.registered_groups:
+            yield from commands(sub.typer_instance, (*path, sub.name))
+
+    for path, callback in commands(app, ()):
+        for hint in typing.get_type_hints(callback, include_extras=True).values():
+            if typing.get_origin(hint) is not typing.Annotated:
+                continue
+            base, *extras = typing.get_args(hint)
+            if int in (base, *typing.get_args(base)) and bool is not base:
+                found += [(path, _flag(info)) for info in extras if isinstance(info, OptionInfo)]
+    return found
+
+
+INTEGER_FLAGS = _integer_flags()
+
+
+def test_the_commands_have_integer_flags_to_check():
+    assert {flag for _, flag in INTEGER_FLAGS} >= {"--limit", "--offset", "--samples", "--seed", "--min-runs",
+                                                    "--parallel", "--max-runs", "--concurrency", "--max-concurrency"}
+
+
+@pytest.mark.parametrize(("path", "flag"), INTEGER_FLAGS, ids=[f"{' '.join(p)} {f}" for p, f in INTEGER_FLAGS])
+def test_a_huge_integer_flag_is_refused_naming_the_flag(cli, path, flag, tmp_path):
+    workflow = tmp_path / "w.yaml"
+    workflow.write_text("name: w\nsteps:\n  - {id: a, run: 'json:dumps', inputs: {obj: 1}}\n")
+    cli("run", str(workflow))  # a database and a run, so a command that needs them reaches its flags
+    arguments = {"run": [str(workflow)], "attribute": ["x", "--method", "trace"]}
+    command = path[0] if path else ""
+    args = [*path, *arguments.get(command, ["x"] if command in ("show", "resume", "approve", "retry", "reject",
+                                                               "trace", "label", "replay") else []),
+            flag, HUGE]
+    result = cli(*args)
+    assert result.exit_code == 2, (args, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    assert flag in result.stderr, result.stderr
