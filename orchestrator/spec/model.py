@@ -419,6 +419,10 @@ class StepSpec(_Strict):
         return deps
 
 
+EXTENSION_PREFIX = "x-"
+"""A top-level key starting so is ignored: a place for YAML anchors (``x-base: &base {...}``)."""
+
+
 class WorkflowSpec(_Strict):
     """A named, versioned DAG of steps."""
 
@@ -435,6 +439,15 @@ class WorkflowSpec(_Strict):
     """The step whose output is the run's final output; defaults to the last step listed."""
     llm: LLMConfig | None = None
     """Defaults of every model call in the workflow (LLM steps, ``llm_judge`` gates); a step may override any key."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _without_extension_keys(cls, value: Any) -> Any:
+        """Top-level keys starting ``x-`` are the file's own (anchors shared by steps, as in a compose file):
+        ignored, and not part of the definition."""
+        if isinstance(value, dict) and any(isinstance(k, str) and k.startswith(EXTENSION_PREFIX) for k in value):
+            return {k: v for k, v in value.items() if not (isinstance(k, str) and k.startswith(EXTENSION_PREFIX))}
+        return value
 
     @field_validator("inputs", mode="before")
     @classmethod

@@ -11,6 +11,7 @@ import typer
 from typer.models import OptionInfo
 
 from orchestrator.cli import app
+from tests.conftest import FIXTURES
 
 HUGE = "100000000000000000000"
 
@@ -62,3 +63,45 @@ def test_a_huge_integer_flag_is_refused_naming_the_flag(cli, path, flag, tmp_pat
     assert result.exit_code == 2, (args, result.stdout, result.stderr)
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr
     assert flag in result.stderr, result.stderr
+
+
+def one_error_line(result) -> str:
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+# -- workflow files that validate refuses, each at the file and line of the mistake -----------------
+
+BAD_FILES = [
+    ("merge_keys_bad.yaml", "merge_keys_bad.yaml:5: steps.b.timeout: Input should be greater than 0 (got -1)"),
+    ("merge_not_mapping.yaml", "merge_not_mapping.yaml:4:10: steps[0]: a merge key (<<) takes a mapping, or a list "
+                               "of mappings, such as *base"),
+]
+
+
+@pytest.mark.parametrize(("name", "message"), BAD_FILES, ids=[n for n, _ in BAD_FILES])
+def test_validate_refuses_each_bad_file_at_its_line(cli, name, message):
+    result = cli("validate", str(FIXTURES / name), db=False)
+    assert result.exit_code == 2
+    assert one_error_line(result) == f"error: {FIXTURES / name}:{message.split(':', 1)[1]}"
+
+
+def test_merge_keys_are_resolved_and_x_keys_ignored(cli):
+    result = cli("run", str(FIXTURES / "merge_keys.yaml"), "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = result.json()
+    steps = {s["step_id"]: s for s in doc["steps"]}
+    assert (steps["a"]["type"], steps["b"]["type"]) == ("reasoning", "action")  # an explicit key wins
+    assert steps["a"]["output"] == '{"a": 2, "b": 1}'  # the merged params reached the step
+    assert doc["output"] == '"{\\"a\\": 2, \\"b\\": 1}"'
+
+
+def test_a_file_of_another_suffix_is_told_every_suffix_that_works(cli, tmp_path):
+    path = tmp_path / "flow.txt"
+    path.write_text("name: x\nsteps: []\n")
+    result = cli("validate", str(path), db=False)
+    assert result.exit_code == 2
+    assert one_error_line(result) == f"error: {path}: a workflow file ends in .yaml, .yml, .json or .py"
