@@ -14,6 +14,7 @@ path.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import inspect
 import json
@@ -544,6 +545,12 @@ def _bind_llm_function(workflow: WorkflowSpec, step: StepSpec, resolver: _Resolv
     except ResolveError as exc:
         problems.add(f"steps.{step.id}", f"step {step.id!r}: {exc}")
         return None
+    if function.config.provider == "local":
+        from orchestrator.llm.providers.local import model_name_problem
+
+        problem = model_name_problem(function.config.model)
+        if problem is not None:
+            problems.add(_model_key(workflow, step), f"step {step.id!r}: {problem}")
     if step.output_schema is not None:
         from orchestrator.llm.preflight import schema_problem
 
@@ -551,6 +558,16 @@ def _bind_llm_function(workflow: WorkflowSpec, step: StepSpec, resolver: _Resolv
         if problem is not None:
             problems.add(f"steps.{step.id}.output_schema", f"step {step.id!r} output_schema {problem}")
     return StepFunction(function, takes_ctx=True, is_async=True)
+
+
+def _model_key(workflow: WorkflowSpec, step: StepSpec) -> str:
+    """Where a step's model is chosen: its own ``llm:`` block when that names the model or provider, else the
+    workflow's."""
+    if step.llm is not None and {"model", "provider"} & step.llm.model_fields_set:
+        return f"steps.{step.id}.llm.model" if "model" in step.llm.model_fields_set else f"steps.{step.id}.llm"
+    if workflow.llm is not None:
+        return "llm.model" if "model" in workflow.llm.model_fields_set else "llm"
+    return f"steps.{step.id}.prompt"
 
 
 def _bind_gate(step_id: str, index: int, gate: GateSpec, resolver: _Resolver, problems: _Problems) -> BoundGate | None:
@@ -571,6 +588,11 @@ def _bind_retry_exceptions(step: StepSpec, resolver: _Resolver,
     kinds: list[type[BaseException] | str] = []
     for name in step.retry.exceptions:
         if ":" not in name:
+            if not _builtin_exception(name):
+                problems.add(f"steps.{step.id}.retry.exceptions",
+                             f"step {step.id!r} retry exception {name!r} is not a built-in exception; name any "
+                             "other class as module:Class")
+                continue
             kinds.append(name)
             continue
         try:
@@ -584,6 +606,12 @@ def _bind_retry_exceptions(step: StepSpec, resolver: _Resolver,
             continue
         kinds.append(kind)
     return tuple(kinds)
+
+
+def _builtin_exception(name: str) -> bool:
+    """Whether ``name`` is a built-in exception class (``ConnectionError``, ``TimeoutError``)."""
+    kind = getattr(builtins, name, None)
+    return isinstance(kind, type) and issubclass(kind, BaseException)
 
 
 _DEFAULT_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float),

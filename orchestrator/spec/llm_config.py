@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -53,6 +54,23 @@ class LLMConfig(BaseModel):
     """Extra JSON keys merged into each request body (server-specific options)."""
     headers: dict[str, str] | None = None
     """Extra HTTP headers of each request (no secrets: workflow files and records keep them)."""
+
+    @field_validator("model")
+    @classmethod
+    def _named_model(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("model is empty; name a model (smollm2 for the embedded one)")
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"base_url {value!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
+        return value
 
     def resolved_base_url(self) -> str | None:
         """The endpoint actually used: ``None`` for the local provider."""

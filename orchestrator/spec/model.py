@@ -312,6 +312,21 @@ class StepSpec(_Strict):
     def _printable_agent(cls, value: str | None) -> str | None:
         return one_line_name(value, "agent")
 
+    @field_validator("tools")
+    @classmethod
+    def _each_tool_once(cls, value: list[str | ToolRef]) -> list[str | ToolRef]:
+        """A tool listed twice (perhaps once with ``approve: true``, once without) would leave it unclear
+        whether its calls wait for a person."""
+        seen: dict[str, bool] = {}
+        for tool in value:
+            ref, approve = (tool, False) if isinstance(tool, str) else (tool.ref, tool.approve)
+            if ref in seen:
+                how = (f"once with approve: {str(seen[ref]).lower()}, once with approve: {str(approve).lower()}"
+                       if seen[ref] != approve else "twice")
+                raise ValueError(f"tools lists {ref!r} {how}; list each tool once")
+            seen[ref] = approve
+        return value
+
     @field_validator("retry", mode="before")
     @classmethod
     def _retry_shorthand(cls, value: Any) -> Any:
@@ -512,6 +527,16 @@ def field_value(value: Any, path: str) -> Any:
         else:
             raise KeyError(path)
     return cursor
+
+
+def malformed_reference(ref: str) -> bool:
+    """Whether a reference has an empty name or field (``a.``, ``a..b``, ``$inputs.``, ``$item.``): it would
+    read nothing at run time."""
+    parsed = parse_reference(ref)
+    if parsed is None:
+        return False
+    kind, name, field_path = parsed
+    return (kind in ("input", "step") and not name) or (field_path is not None and "" in field_path.split("."))
 
 
 def parse_reference(ref: Any) -> tuple[str, str, str | None] | None:

@@ -79,6 +79,25 @@ BAD_FILES = [
     ("merge_keys_bad.yaml", "merge_keys_bad.yaml:5: steps.b.timeout: Input should be greater than 0 (got -1)"),
     ("merge_not_mapping.yaml", "merge_not_mapping.yaml:4:10: steps[0]: a merge key (<<) takes a mapping, or a list "
                                "of mappings, such as *base"),
+    ("for_each_string_input.yaml", "for_each_string_input.yaml:7: steps.each.for_each: step 'each' for_each reads "
+                                   "workflow input 'q', declared type: string; a step runs once per item of a list, "
+                                   "so declare it type: array"),
+    ("for_each_malformed.yaml", "for_each_malformed.yaml:6: steps.each.for_each: step 'each' for_each: 'a.' must be "
+                                "STEP, STEP.field or $inputs.KEY (a list known at run time)"),
+    ("input_malformed.yaml", "input_malformed.yaml:6: steps.b.inputs.obj: step 'b' input 'obj': 'a..items' is not a "
+                             "reference: write STEP, STEP.field, $inputs.KEY, $item.field or $previous.field (a name "
+                             "after each dot), or put a literal string under params:"),
+    ("llm_bad_base_url.yaml", "llm_bad_base_url.yaml:6: steps.ask.llm.base_url: base_url 'notaurl' is not an "
+                              "http(s) URL such as http://127.0.0.1:8000/v1"),
+    ("llm_empty_model.yaml", "llm_empty_model.yaml:2: llm.model: model is empty; name a model (smollm2 for the "
+                             "embedded one)"),
+    ("llm_unknown_local_model.yaml", "llm_unknown_local_model.yaml:7: steps.ask.llm.model: step 'ask': unknown local "
+                                     "model 'no-such-local-model': use 'smollm2' or the path of a .gguf file"),
+    ("retry_unknown_builtin.yaml", "retry_unknown_builtin.yaml:6: steps.src.retry.exceptions: step 'src' retry "
+                                   "exception 'NoSuchError' is not a built-in exception; name any other class as "
+                                   "module:Class"),
+    ("tools_twice.yaml", "tools_twice.yaml:7: steps.ask.tools: tools lists 'json:dumps' once with approve: false, "
+                         "once with approve: true; list each tool once"),
 ]
 
 
