@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from orchestrator.spec.validation import no_boolean
+
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 StructuredOutputMode = Literal["auto", "json_schema", "json_object", "tools", "prompt"]
@@ -32,13 +34,13 @@ class LLMConfig(BaseModel):
     api_key_env: str = "OPENAI_API_KEY"
     """The NAME of the environment variable holding the key."""
     temperature: float = Field(default=0, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1)
-    seed: int | None = 0
-    max_concurrency: int = Field(default=4, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, strict=True)
+    seed: int | None = Field(default=0, strict=True)
+    max_concurrency: int = Field(default=4, ge=1, strict=True)
     """Cap on concurrent requests to one provider endpoint (shared by every step using it)."""
     timeout: float = Field(default=60, gt=0)
     """Seconds for one HTTP request."""
-    max_retries: int = Field(default=4, ge=0)
+    max_retries: int = Field(default=4, ge=0, strict=True)
     """Retries of transient errors (429, 5xx, timeouts, connection errors)."""
     structured_output: StructuredOutputMode = "auto"
     """How an ``output_schema`` is asked of an OpenAI-compatible server: ``json_schema`` (response_format
@@ -54,6 +56,8 @@ class LLMConfig(BaseModel):
     """Extra JSON keys merged into each request body (server-specific options)."""
     headers: dict[str, str] | None = None
     """Extra HTTP headers of each request (no secrets: workflow files and records keep them)."""
+
+    _numbers = field_validator("temperature", "timeout", mode="before")(staticmethod(no_boolean))
 
     @field_validator("model")
     @classmethod

@@ -96,6 +96,13 @@ BAD_FILES = [
     ("retry_unknown_builtin.yaml", "retry_unknown_builtin.yaml:6: steps.src.retry.exceptions: step 'src' retry "
                                    "exception 'NoSuchError' is not a built-in exception; name any other class as "
                                    "module:Class"),
+    ("side_effects_yes.yaml", "side_effects_yes.yaml:6: steps.pay.side_effects: 'yes' is not a boolean; write "
+                              "true or false"),
+    ("repeat_max_true.yaml", "repeat_max_true.yaml:6: steps.draft.repeat.max: true is not a whole number"),
+    ("approve_yes.yaml", "approve_yes.yaml:8: steps.ask.tools[0].approve: 'yes' is not a boolean; write true or "
+                         "false"),
+    ("attempts_float.yaml", "attempts_float.yaml:6: steps.src.retry.attempts: 2.0 is not a whole number"),
+    ("timeout_true.yaml", "timeout_true.yaml:3: steps.a.timeout: true is not a number"),
     ("tools_twice.yaml", "tools_twice.yaml:7: steps.ask.tools: tools lists 'json:dumps' once with approve: false, "
                          "once with approve: true; list each tool once"),
 ]
