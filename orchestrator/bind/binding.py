@@ -455,7 +455,7 @@ def _bind_function(step: StepSpec, resolver: _Resolver, problems: _Problems) -> 
         return None
     message = signature_mismatch(step, fn, extra=LOOP_PARAMETERS if step.repeat else ())
     if message:
-        problems.add(f"steps.{step.id}.inputs", message)
+        problems.add(_inputs_key(step), message)
     function = replace(StepFunction.of(fn), loop_parameters=loop_parameters(step, fn))
     if step.isolation == "process":
         if not findable_by_name(step.run):
@@ -539,7 +539,7 @@ def _bind_llm_function(workflow: WorkflowSpec, step: StepSpec, resolver: _Resolv
             return None
         mismatch = signature_mismatch(step, post_process, extra=(REPLY_PARAMETER,))
         if mismatch:
-            problems.add(f"steps.{step.id}.inputs", mismatch)
+            problems.add(_inputs_key(step), mismatch)
     try:
         function = make_llm_step(workflow, step, resolve=resolver.callable, post_process=post_process)
     except ResolveError as exc:
@@ -631,6 +631,11 @@ def default_mismatch(declared: str, default: Any) -> str | None:
     return f"{default!r} is not {article} {declared}, the input's declared type"
 
 
+def _inputs_key(step: StepSpec) -> str:
+    """Where a step's inputs are written: under ``inputs``, or for a critic given them by ``verifies``, there."""
+    return f"steps.{step.id}.verifies" if step.inputs_from_verifies else f"steps.{step.id}.inputs"
+
+
 LOOP_PARAMETERS = ("previous", "iteration")
 """Parameter names a ``repeat:`` step's function is given without an input naming them."""
 
@@ -661,6 +666,11 @@ def signature_mismatch(step: StepSpec, fn: Any, *, extra: tuple[str, ...] = ()) 
     shown = f"{step.run or getattr(fn, '__qualname__', fn)}({', '.join(names)})"
     given = [*step.inputs, *step.params]
     unknown = [k for k in given if k not in names and not has_var_kw]
+    if unknown and step.inputs_from_verifies:
+        return (f"step {step.id!r} verifies {unknown[0]!r}, and a critic without inputs: is given each verified "
+                f"step's output under that step's id, but {shown} has no parameter {unknown[0]!r}; add inputs: "
+                f"(inputs: {{{names[0] if names else 'output'}: {unknown[0]}}}) or name the parameters after the "
+                "steps")
     if unknown:
         return (f"step {step.id!r}: input {unknown[0]!r} does not match any parameter of {shown}; "
                 f"rename the input or the parameter")

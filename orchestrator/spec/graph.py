@@ -48,7 +48,7 @@ def check_references(spec: WorkflowSpec) -> list[Problem]:
             problems.append((f"steps[{i}].id", f"duplicate step id {step.id!r}; step ids must be unique"))
         seen.add(step.id)
     for step in spec.steps:
-        for param, ref in step.inputs.items():
+        for param, ref in ({} if step.inputs_from_verifies else step.inputs).items():  # verifies is checked below
             parsed = parse_reference(ref)
             if parsed is None:
                 continue
@@ -91,7 +91,7 @@ def check_references(spec: WorkflowSpec) -> list[Problem]:
             for dep in getattr(step, key):
                 if dep not in ids:
                     problems.append((f"steps.{step.id}.{key}",
-                                     f"step {step.id!r} lists {dep!r} in {key!r}, which is not defined. "
+                                     f"step {step.id!r} {key} names {dep!r}, which is not a step. "
                                      f"Defined steps: {ids}"))
         if step.type == "critic" and not step.verifies:
             problems.append((f"steps.{step.id}.verifies",

@@ -362,6 +362,12 @@ class StepSpec(_Strict):
             self.inputs = {sid: sid for sid in self.verifies}
         return self
 
+    @property
+    def inputs_from_verifies(self) -> bool:
+        """Whether the step is a critic given the outputs of the steps it verifies, each under its id (its
+        inputs were not written, or written just so): a problem with them is one of ``verifies``."""
+        return self.type == "critic" and bool(self.verifies) and self.inputs == {sid: sid for sid in self.verifies}
+
     def tool_refs(self) -> list[ToolRef]:
         """The step's tools, each as a :class:`ToolRef` (a bare string is one without approval)."""
         return [t if isinstance(t, ToolRef) else ToolRef(ref=t) for t in self.tools]

@@ -103,6 +103,14 @@ BAD_FILES = [
                          "false"),
     ("attempts_float.yaml", "attempts_float.yaml:6: steps.src.retry.attempts: 2.0 is not a whole number"),
     ("timeout_true.yaml", "timeout_true.yaml:3: steps.a.timeout: true is not a number"),
+    ("critic_verifies_unknown.yaml", "critic_verifies_unknown.yaml:8: steps.check.verifies: step 'check' verifies "
+                                     "names 'nosuch', which is not a step. Defined steps: ['src', 'check']"),
+    ("critic_verifies_params.yaml", "critic_verifies_params.yaml:8: steps.check.verifies: step 'check' verifies "
+                                    "'src', and a critic without inputs: is given each verified step's output under "
+                                    "that step's id, but steps:agree(a, b) has no parameter 'src'; add inputs: "
+                                    "(inputs: {a: src}) or name the parameters after the steps"),
+    ("when_incomplete.yaml", "when_incomplete.yaml:9: steps.b.when: step 'b' when: condition 'a.text ==' does not "
+                             "parse: unexpected end of the condition"),
     ("tools_twice.yaml", "tools_twice.yaml:7: steps.ask.tools: tools lists 'json:dumps' once with approve: false, "
                          "once with approve: true; list each tool once"),
 ]
