@@ -11,6 +11,7 @@ from datetime import datetime
 
 from orchestrator.attribution.stats import parse_since
 from orchestrator.core.errors import InputError
+from orchestrator.service.names import check_names
 from orchestrator.spec.model import RunStatus
 from orchestrator.store.triage import RunQuery
 
@@ -35,6 +36,7 @@ def run_query(*, status: str | None = None, workflow: str | None = None, outcome
     ``since``: epoch seconds, a datetime, an ISO date/time, or a duration back from now (``2h``,
     ``7d``, ``2w``). ``kind``: ``original``, ``replay``, ``counterfactual`` or ``child``; None lists every kind.
     """
+    check_names(workflow=workflow, blamed_step=blamed)
     valid = RunStatus.__args__  # type: ignore[attr-defined]
     if status is not None and status not in valid:
         raise InputError(f"--status {status!r} is not a run status; choose from {list(valid)}")

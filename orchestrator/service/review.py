@@ -43,6 +43,7 @@ from orchestrator.engine.leases.holder import holder_name
 from orchestrator.engine.stored_workflow import load_run_workflow
 from orchestrator.engine.tree import StepTimeouts, ancestors, child_pauses, is_child
 from orchestrator.llm.client import LLMClient
+from orchestrator.service.names import check_names
 from orchestrator.service.review_tree import Target, holding_root, locate
 from orchestrator.service.tool_decisions import check_arguments, review_of
 from orchestrator.spec.context import CallLog, StepContext
@@ -239,6 +240,7 @@ def approve(store: Store, run_id: str, *, step: str | None = None, reviewer: str
     the caller's continuation of the run (``continue_run(..., lease=decision.lease)``).
     ``run_status``: ``queued`` hands the run to any worker, in the decision's transaction.
     """
+    check_names(reviewer=reviewer, step=step)
     target = locate(store, run_id, step)
     run_id = target.run_id
     rec = paused_record(store, run_id, target.step)
@@ -305,6 +307,7 @@ def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, rev
 
     ``step`` may be a path into a child run (``research > retrieve``): a completed step of a child whose
     output its parent took supersedes the parent's records of the child's unit and downstream too."""
+    check_names(reviewer=reviewer, step=step)
     target = locate(store, run_id, step)
     run_id, step = target.run_id, target.step
     tree: TreeFix | None = None
@@ -399,6 +402,7 @@ def retry(store: Store, run_id: str, *, step: str | None = None, reviewer: str |
     """Run the paused step again, handing it the failed gate verdicts as ``ctx.gate_feedback``; or
     (``step`` naming a completed step) run that step and its descendants again; a path into a child run
     (``research > retrieve``) as for :func:`edit`."""
+    check_names(reviewer=reviewer, step=step)
     target = locate(store, run_id, step)
     run_id, step = target.run_id, target.step
     if is_tree_fix(store, run_id, step):
@@ -725,6 +729,7 @@ def reject(store: Store, run_id: str, *, step: str | None = None, reviewer: str 
     model reads ``comment`` as the tool's answer and the step goes on, under ``lease`` (claimed here when
     not given), so the decision continues the run like an approval; ``run_status`` ``queued`` hands it to
     any worker instead."""
+    check_names(reviewer=reviewer, step=step)
     target = locate(store, run_id, step)
     run_id = target.run_id
     rec = paused_record(store, run_id, target.step)

@@ -139,3 +139,36 @@ def test_a_file_of_another_suffix_is_told_every_suffix_that_works(cli, tmp_path)
     result = cli("validate", str(path), db=False)
     assert result.exit_code == 2
     assert one_error_line(result) == f"error: {path}: a workflow file ends in .yaml, .yml, .json or .py"
+
+
+# -- names a person gives: one line of printable text -------------------------------------------------
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("approve", "RUN", "--reviewer", "ann\nlee"),
+     "error: reviewer 'ann\\nlee' holds the control character '\\n'; a name is one line of printable text"),
+    (("reject", "RUN", "--reviewer", "ann\tlee"),
+     "error: reviewer 'ann\\tlee' holds the control character '\\t'; a name is one line of printable text"),
+    (("retry", "RUN", "--step", "score\x1b[2J"),
+     "error: step 'score\\x1b[2J' holds the control character '\\x1b'; a name is one line of printable text"),
+    (("label", "RUN", "--correct", "--reviewer", "ann\rlee"),
+     "error: reviewer 'ann\\rlee' holds the control character '\\r'; a name is one line of printable text"),
+])
+def test_a_name_holding_a_control_character_is_refused_and_nothing_is_stored(cli, args, message):
+    paused = cli("run", str(FIXTURES / "gated.yaml"), "--json")
+    assert paused.exit_code == 3, paused.stderr
+    run_id = paused.json()["run_id"]
+    before = cli("show", run_id, "--json").json()
+    result = cli(*[run_id if a == "RUN" else a for a in args])
+    assert result.exit_code == 2
+    assert one_error_line(result) == message
+    after = cli("show", run_id, "--json").json()
+    assert (after["status"], after["reviews"], after["outcomes"]) == ("paused", before["reviews"], before["outcomes"])
+
+
+@pytest.mark.parametrize("option", ["--workflow", "--blamed"])
+def test_a_listing_filter_holding_a_newline_is_refused(cli, option):
+    result = cli("runs", option, "a\nb")
+    assert result.exit_code == 2
+    what = "workflow" if option == "--workflow" else "blamed step"
+    assert one_error_line(result) == (f"error: {what} 'a\\nb' holds the control character '\\n'; a name is one line "
+                                      "of printable text")
