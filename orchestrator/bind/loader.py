@@ -30,7 +30,7 @@ from orchestrator.bind.resolve import file_stamps, import_module, loaded_files, 
 from orchestrator.core.errors import ResolveError, SpecError, SpecProblem
 from orchestrator.core.files import MAX_WORKFLOW_BYTES, UnreadableFileError, read_capped
 from orchestrator.spec.model import GateSpec, InputSpec, RepeatSpec, RetryPolicy, StepSpec, WorkflowSpec
-from orchestrator.spec.validation import error_message
+from orchestrator.spec.validation import error_message, without_union_members
 
 LineMap = dict[tuple[Any, ...], tuple[int, int]]
 
@@ -233,43 +233,9 @@ def _key_to_loc(key: str, data: Any) -> tuple[Any, ...]:
     return tuple(parts)
 
 
-def _union_member(loc: tuple[Any, ...], data: Any) -> int | None:
-    """Where in ``loc`` pydantic put the name of a union's member (``tools[0].ToolRef.approve``): the first
-    key that the data at that point does not hold. None when every key is the data's own."""
-    cursor = data
-    for position, item in enumerate(loc):
-        if isinstance(item, str) and not (isinstance(cursor, dict) and item in cursor):
-            return position if position else None
-        try:
-            cursor = cursor[item]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return None
-
-
-def _without_union_members(errors: list[Any], data: Any) -> list[Any]:
-    """The errors of a union (``str | ToolRef``) as the member the value was meant for: a member whose shape
-    the value does not have at all (a mapping is no string) is left out when another member has a deeper
-    complaint, and the member's name is dropped from the location."""
-    deeper: set[tuple[Any, ...]] = set()
-    members: list[int | None] = []
-    for err in errors:
-        at = None if err["type"] == "missing" else _union_member(tuple(err["loc"]), data)  # names an absent key
-        members.append(at)
-        if at is not None and len(err["loc"]) > at + 1:
-            deeper.add(tuple(err["loc"][:at]))
-    kept = []
-    for err, at in zip(errors, members, strict=True):
-        if at is None:
-            kept.append(err)
-        elif len(err["loc"]) > at + 1 or tuple(err["loc"][:at]) not in deeper:
-            kept.append({**err, "loc": (*err["loc"][:at], *err["loc"][at + 1:])})
-    return kept
-
-
 def _validation_problems(exc: ValidationError, data: Any, lines: LineMap, path: str) -> list[SpecProblem]:
     problems = []
-    for err in _without_union_members(list(exc.errors()), data):
+    for err in without_union_members(list(exc.errors()), data):
         loc = tuple(err["loc"])
         key = _dotted(loc, data)
         if err["type"] == "extra_forbidden":

@@ -48,3 +48,38 @@ def no_boolean(value: Any) -> Any:
     if isinstance(value, bool):
         raise PydanticCustomError("float_type", "Input should be a valid number")
     return value
+
+
+def _union_member(loc: tuple[Any, ...], data: Any) -> int | None:
+    """Where in ``loc`` pydantic put the name of a union's member (``tools[0].ToolRef.approve``): the first
+    key that the data at that point does not hold. None when every key is the data's own."""
+    cursor = data
+    for position, item in enumerate(loc):
+        if isinstance(item, str) and not (isinstance(cursor, dict) and item in cursor):
+            return position if position else None
+        try:
+            cursor = cursor[item]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return None
+
+
+def without_union_members(errors: list[Any], data: Any) -> list[Any]:
+    """The errors of a union (``str | ToolRef``) as the member the value was meant for: a member whose shape
+    the value does not have at all (a mapping is no string) is left out when another member has a deeper
+    complaint, and the member's name is dropped from the location."""
+    deeper: set[tuple[Any, ...]] = set()
+    members: list[int | None] = []
+    for err in errors:
+        loc = tuple(err["loc"])
+        at = _union_member(loc[:-1] if err["type"] == "missing" else loc, data)  # a missing key is absent
+        members.append(at)
+        if at is not None and len(loc) > at + 1:
+            deeper.add(tuple(err["loc"][:at]))
+    kept = []
+    for err, at in zip(errors, members, strict=True):
+        if at is None:
+            kept.append(err)
+        elif len(err["loc"]) > at + 1 or tuple(err["loc"][:at]) not in deeper:
+            kept.append({**err, "loc": (*err["loc"][:at], *err["loc"][at + 1:])})
+    return kept

@@ -10,7 +10,9 @@ import pytest
 import typer
 from typer.models import OptionInfo
 
+from orchestrator import Workflow
 from orchestrator.cli import app
+from orchestrator.core.errors import SpecError
 from tests.conftest import FIXTURES
 
 HUGE = "100000000000000000000"
@@ -172,3 +174,36 @@ def test_a_listing_filter_holding_a_newline_is_refused(cli, option):
     what = "workflow" if option == "--workflow" else "blamed step"
     assert one_error_line(result) == (f"error: {what} 'a\\nb' holds the control character '\\n'; a name is one line "
                                       "of printable text")
+
+
+# -- the Python API: a bad step is a SpecError naming the step and the key, as in YAML -------------
+
+def _echo(x):
+    return x
+
+
+PYTHON_STEPS = [
+    (lambda wf: wf.step(_echo, gates=[{"gate": "range", "timeout": -1}]),
+     "steps._echo.gates[0].timeout", "Input should be greater than 0 (got -1)"),
+    (lambda wf: wf.step(_echo, side_effects="yes"),
+     "steps._echo.side_effects", "'yes' is not a boolean; write true or false"),
+    (lambda wf: wf.step(_echo, baseline=3),
+     "steps._echo.baseline", "step '_echo': 3 is not a function, a class or a 'module:name' reference"),
+    (lambda wf: wf.llm(_echo, prompt="hi", tools=[{"approve": True}]), "steps._echo.tools[0].ref",
+     "missing required key 'ref'"),
+    (lambda wf: wf.approval_step(id="ok", inputs={"x": "$inputs.x"}, output_schema=3),
+     "steps.ok.output_schema", "step 'ok': 3 is not a function, a class or a 'module:name' reference"),
+    (lambda wf: wf.approval_step(id="ok", inputs={"x": "$inputs.x"}, review_timeout=True),
+     "steps.ok.review_timeout", "true is not a number"),
+]
+
+
+@pytest.mark.parametrize(("register", "key", "message"), PYTHON_STEPS,
+                         ids=[key for _, key, _ in PYTHON_STEPS])
+def test_the_python_api_refuses_a_bad_step_naming_the_step_and_the_key(register, key, message):
+    wf = Workflow("python-steps", inputs={"x": "string"})
+    register(wf)
+    with pytest.raises(SpecError) as caught:
+        wf.bind()
+    assert [(p.key, p.message) for p in caught.value.problems] == [(key, message)]
+    assert "errors.pydantic.dev" not in str(caught.value)
