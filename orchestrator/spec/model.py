@@ -363,6 +363,13 @@ class StepSpec(_Strict):
         return self
 
     @property
+    def reads_workflow_inputs(self) -> bool:
+        """Whether an input or ``for_each`` reads a workflow input (``$inputs.KEY``): one that is always present,
+        so a ``join: any`` step reading it runs even when every upstream step was skipped."""
+        refs = [*self.inputs.values(), *([self.for_each] if self.for_each else [])]
+        return any((parsed := parse_reference(ref)) is not None and parsed[0] == "input" for ref in refs)
+
+    @property
     def inputs_from_verifies(self) -> bool:
         """Whether the step is a critic given the outputs of the steps it verifies, each under its id (its
         inputs were not written, or written just so): a problem with them is one of ``verifies``."""

@@ -122,3 +122,13 @@ def test_stats_show_how_often_each_conditional_step_ran(cli, step_log):
     assert steps["refund"]["trend"][-1]["skipped_runs"] == 3
     shown = cli("stats", "--workflow", "route")
     assert "1 ran, 3 skipped" in shown.stdout and "2 ran, 2 skipped" in shown.stdout
+
+
+def test_join_any_counts_a_workflow_input_as_present_so_the_step_runs_when_every_upstream_step_was_skipped(
+        cli, step_log):
+    res = cli("run", str(FLOW / "route_reads_input.yaml"), "--input", "ticket=hello", "--json")
+    assert res.exit_code == 0, res.stderr
+    doc = res.json()
+    assert _steps(doc)["reply"]["status"] == "succeeded"
+    assert doc["output"] == {"ticket": "hello", "policy": None, "fix": None}
+    assert executions(step_log) == ["classify", "reply"]
