@@ -18,6 +18,12 @@ from orchestrator.spec.validation import no_boolean
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
+DEFAULT_MAX_TOKENS = {"local": 512, "openai": 4096}
+"""The most tokens one model answer may hold when ``max_tokens`` is not set, by provider. The embedded model's
+context holds 2 048 tokens, prompt and answer together, and it generates a few tokens a second on a CPU,
+so an unbounded answer could run for minutes; an endpoint's own limit may be higher than 4 096, which a
+workflow raises with ``max_tokens``."""
+
 StructuredOutputMode = Literal["auto", "json_schema", "json_object", "tools", "prompt"]
 
 
@@ -35,6 +41,7 @@ class LLMConfig(BaseModel):
     """The NAME of the environment variable holding the key."""
     temperature: float = Field(default=0, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, strict=True)
+    """The most tokens one answer may hold; unset: the provider's default (:data:`DEFAULT_MAX_TOKENS`)."""
     seed: int | None = Field(default=0, strict=True)
     max_concurrency: int = Field(default=4, ge=1, strict=True)
     """Cap on concurrent requests to one provider endpoint (shared by every step using it)."""
@@ -75,6 +82,10 @@ class LLMConfig(BaseModel):
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"base_url {value!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
         return value
+
+    def resolved_max_tokens(self) -> int:
+        """The bound on one answer: ``max_tokens``, else the provider's default (:data:`DEFAULT_MAX_TOKENS`)."""
+        return self.max_tokens if self.max_tokens is not None else DEFAULT_MAX_TOKENS[self.provider]
 
     def resolved_base_url(self) -> str | None:
         """The endpoint actually used: ``None`` for the local provider."""
