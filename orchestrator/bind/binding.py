@@ -14,6 +14,7 @@ path.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import inspect
 import json
@@ -452,10 +453,10 @@ def _bind_function(step: StepSpec, resolver: _Resolver, problems: _Problems) -> 
     except ResolveError as exc:
         problems.add(f"steps.{step.id}.run", f"step {step.id!r}: {exc}")
         return None
-    message = signature_mismatch(step, fn)
+    message = signature_mismatch(step, fn, extra=LOOP_PARAMETERS if step.repeat else ())
     if message:
-        problems.add(f"steps.{step.id}.inputs", message)
-    function = StepFunction.of(fn)
+        problems.add(_inputs_key(step), message)
+    function = replace(StepFunction.of(fn), loop_parameters=loop_parameters(step, fn))
     if step.isolation == "process":
         if not findable_by_name(step.run):
             problems.add(f"steps.{step.id}.isolation",
@@ -538,12 +539,18 @@ def _bind_llm_function(workflow: WorkflowSpec, step: StepSpec, resolver: _Resolv
             return None
         mismatch = signature_mismatch(step, post_process, extra=(REPLY_PARAMETER,))
         if mismatch:
-            problems.add(f"steps.{step.id}.inputs", mismatch)
+            problems.add(_inputs_key(step), mismatch)
     try:
         function = make_llm_step(workflow, step, resolve=resolver.callable, post_process=post_process)
     except ResolveError as exc:
         problems.add(f"steps.{step.id}", f"step {step.id!r}: {exc}")
         return None
+    if function.config.provider == "local":
+        from orchestrator.llm.providers.local import model_name_problem
+
+        problem = model_name_problem(function.config.model)
+        if problem is not None:
+            problems.add(_model_key(workflow, step), f"step {step.id!r}: {problem}")
     if step.output_schema is not None:
         from orchestrator.llm.preflight import schema_problem
 
@@ -551,6 +558,16 @@ def _bind_llm_function(workflow: WorkflowSpec, step: StepSpec, resolver: _Resolv
         if problem is not None:
             problems.add(f"steps.{step.id}.output_schema", f"step {step.id!r} output_schema {problem}")
     return StepFunction(function, takes_ctx=True, is_async=True)
+
+
+def _model_key(workflow: WorkflowSpec, step: StepSpec) -> str:
+    """Where a step's model is chosen: its own ``llm:`` block when that names the model or provider, else the
+    workflow's."""
+    if step.llm is not None and {"model", "provider"} & step.llm.model_fields_set:
+        return f"steps.{step.id}.llm.model" if "model" in step.llm.model_fields_set else f"steps.{step.id}.llm"
+    if workflow.llm is not None:
+        return "llm.model" if "model" in workflow.llm.model_fields_set else "llm"
+    return f"steps.{step.id}.prompt"
 
 
 def _bind_gate(step_id: str, index: int, gate: GateSpec, resolver: _Resolver, problems: _Problems) -> BoundGate | None:
@@ -571,6 +588,11 @@ def _bind_retry_exceptions(step: StepSpec, resolver: _Resolver,
     kinds: list[type[BaseException] | str] = []
     for name in step.retry.exceptions:
         if ":" not in name:
+            if not _builtin_exception(name):
+                problems.add(f"steps.{step.id}.retry.exceptions",
+                             f"step {step.id!r} retry exception {name!r} is not a built-in exception; name any "
+                             "other class as module:Class")
+                continue
             kinds.append(name)
             continue
         try:
@@ -584,6 +606,12 @@ def _bind_retry_exceptions(step: StepSpec, resolver: _Resolver,
             continue
         kinds.append(kind)
     return tuple(kinds)
+
+
+def _builtin_exception(name: str) -> bool:
+    """Whether ``name`` is a built-in exception class (``ConnectionError``, ``TimeoutError``)."""
+    kind = getattr(builtins, name, None)
+    return isinstance(kind, type) and issubclass(kind, BaseException)
 
 
 _DEFAULT_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float),
@@ -603,6 +631,29 @@ def default_mismatch(declared: str, default: Any) -> str | None:
     return f"{default!r} is not {article} {declared}, the input's declared type"
 
 
+def _inputs_key(step: StepSpec) -> str:
+    """Where a step's inputs are written: under ``inputs``, or for a critic given them by ``verifies``, there."""
+    return f"steps.{step.id}.verifies" if step.inputs_from_verifies else f"steps.{step.id}.inputs"
+
+
+LOOP_PARAMETERS = ("previous", "iteration")
+"""Parameter names a ``repeat:`` step's function is given without an input naming them."""
+
+
+def loop_parameters(step: StepSpec, fn: Any) -> tuple[str, ...]:
+    """The loop's implicit parameters ``fn`` declares (by name) and no input or param gives; none off a loop."""
+    if step.repeat is None:
+        return ()
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return ()
+    return tuple(name for name in LOOP_PARAMETERS
+                 if name in params and params[name].kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                            inspect.Parameter.KEYWORD_ONLY)
+                 and name not in step.inputs and name not in step.params)
+
+
 def signature_mismatch(step: StepSpec, fn: Any, *, extra: tuple[str, ...] = ()) -> str | None:
     """Say how the step's inputs (plus ``extra`` parameters it is given) fail to fit the callable's parameters."""
     try:
@@ -615,6 +666,11 @@ def signature_mismatch(step: StepSpec, fn: Any, *, extra: tuple[str, ...] = ()) 
     shown = f"{step.run or getattr(fn, '__qualname__', fn)}({', '.join(names)})"
     given = [*step.inputs, *step.params]
     unknown = [k for k in given if k not in names and not has_var_kw]
+    if unknown and step.inputs_from_verifies:
+        return (f"step {step.id!r} verifies {unknown[0]!r}, and a critic without inputs: is given each verified "
+                f"step's output under that step's id, but {shown} has no parameter {unknown[0]!r}; add inputs: "
+                f"(inputs: {{{names[0] if names else 'output'}: {unknown[0]}}}) or name the parameters after the "
+                "steps")
     if unknown:
         return (f"step {step.id!r}: input {unknown[0]!r} does not match any parameter of {shown}; "
                 f"rename the input or the parameter")

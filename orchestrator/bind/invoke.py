@@ -31,6 +31,10 @@ class StepFunction:
     base_dir: str | None = None
     inline: bool = False
     """``inline: true``: a plain function called on the event loop's thread, with no thread hand-off."""
+    loop_parameters: tuple[str, ...] = ()
+    """On a ``repeat:`` step, the parameters named ``previous`` or ``iteration`` that no input gives: the
+    function is given the previous iteration's output and the iteration's number under those names, as an
+    LLM step's templates are."""
     history: CallHistory = field(default_factory=CallHistory, compare=False, repr=False)
     """How quick its last call on a worker thread was (whether the next one is waited for on a lock)."""
 

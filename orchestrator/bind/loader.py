@@ -30,8 +30,12 @@ from orchestrator.bind.resolve import file_stamps, import_module, loaded_files, 
 from orchestrator.core.errors import ResolveError, SpecError, SpecProblem
 from orchestrator.core.files import MAX_WORKFLOW_BYTES, UnreadableFileError, read_capped
 from orchestrator.spec.model import GateSpec, InputSpec, RepeatSpec, RetryPolicy, StepSpec, WorkflowSpec
+from orchestrator.spec.validation import error_message, without_union_members
 
 LineMap = dict[tuple[Any, ...], tuple[int, int]]
+
+MERGE_TAG = "tag:yaml.org,2002:merge"
+"""The tag YAML gives a ``<<`` key: the mapping (or mappings) it names are merged into the one holding it."""
 
 MAX_ALIAS_NODES = 10_000
 """How many nodes YAML aliases (``*name``) may expand to in one file, all aliases together.
@@ -122,22 +126,49 @@ def _compose(text: str, path: str) -> tuple[Any, LineMap]:
         lines.setdefault(at, (n.start_mark.line + 1, n.start_mark.column + 1))
         if isinstance(n, yaml.MappingNode):
             out: dict[Any, Any] = {}
-            for key_node, value_node in n.value:
-                if isinstance(key_node, _Alias):
-                    key_node = key_node.target
+            for key_node, value_node, merged, via in pairs(n, at, alias):
                 if not isinstance(key_node, yaml.ScalarNode):
                     raise SpecError([SpecProblem(path, _dotted(at, None), "a mapping key must be a plain value, "
                                                  "not a list or mapping", key_node.start_mark.line + 1)])
                 key = constructor.construct_object(key_node, deep=True)
-                lines[(*at, key)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
                 if key in out:
+                    if merged:  # a key written in the mapping (or an earlier merged one) wins over a merged one
+                        continue
                     raise SpecError([SpecProblem(path, ".".join(map(str, (*at, key))), f"duplicate key {key!r}",
                                                  key_node.start_mark.line + 1)])
-                out[key] = convert(value_node, (*at, key), alias)
+                lines[(*at, key)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+                out[key] = convert(value_node, (*at, key), via)
             return out
         if isinstance(n, yaml.SequenceNode):
             return [convert(item, (*at, i), alias) for i, item in enumerate(n.value)]
         return constructor.construct_object(n, deep=True)
+
+    def pairs(n: yaml.MappingNode, at: tuple[Any, ...], alias: tuple[_Alias, tuple[Any, ...]] | None,
+              depth: int = 0) -> Iterator[tuple[yaml.Node, yaml.Node, bool, tuple[_Alias, tuple[Any, ...]] | None]]:
+        """A mapping's (key, value, merged, alias) pairs: its own keys first, then those of the mappings its
+        merge keys (``<<: *base``, ``<<: [*a, *b]``) name, in order, each merged mapping's own merges after
+        it. A merged value keeps its own marks, so a problem in it names the line where it is written."""
+        merges: list[yaml.Node] = []
+        for key_node, value_node in n.value:
+            if isinstance(key_node, _Alias):
+                key_node = key_node.target
+            if key_node.tag == MERGE_TAG:
+                merges.append(value_node)
+            else:
+                yield key_node, value_node, depth > 0, alias
+        for value_node in merges:
+            sources = value_node.target.value if isinstance(value_node, _Alias) and \
+                isinstance(value_node.target, yaml.SequenceNode) else \
+                value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            for source in sources:
+                via = alias
+                if isinstance(source, _Alias):
+                    via, source = alias or (source, at), source.target
+                if not isinstance(source, yaml.MappingNode):
+                    raise SpecError([SpecProblem(
+                        path, _dotted(at, None), "a merge key (<<) takes a mapping, or a list of mappings, such as "
+                        "*base", source.start_mark.line + 1, source.start_mark.column + 1)])
+                yield from pairs(source, at, via, depth + 1)
 
     if node is None:
         raise SpecError([SpecProblem(path, "", "the file is empty; a workflow needs 'name' and 'steps'")])
@@ -204,7 +235,7 @@ def _key_to_loc(key: str, data: Any) -> tuple[Any, ...]:
 
 def _validation_problems(exc: ValidationError, data: Any, lines: LineMap, path: str) -> list[SpecProblem]:
     problems = []
-    for err in exc.errors():
+    for err in without_union_members(list(exc.errors()), data):
         loc = tuple(err["loc"])
         key = _dotted(loc, data)
         if err["type"] == "extra_forbidden":
@@ -212,12 +243,8 @@ def _validation_problems(exc: ValidationError, data: Any, lines: LineMap, path: 
             model = _model_for(loc[:-1])
             valid = sorted(model.model_fields) if model else []
             msg = f"unknown key {loc[-1]!r} in {owner}" + (f"; valid keys: {', '.join(valid)}" if valid else "")
-        elif err["type"] == "missing":
-            msg = f"missing required key {loc[-1]!r}"
-        elif err["type"] == "value_error":  # the spec's own checks: their message names the value already
-            msg = str(err["msg"]).removeprefix("Value error, ")
         else:
-            msg = f"{err['msg']} (got {err.get('input')!r})"
+            msg = error_message(err)
         problems.append(SpecProblem(path, key, msg, _line_for(lines, loc)))
     return problems
 
@@ -314,7 +341,8 @@ def _load_workflow(p: Path, path: str | Path, source: str) -> BoundWorkflow:
         with _including(frozenset({_object_identity(found)}), str(path)):
             return bind(found.spec, source=source, objects=found.objects, path=str(path), load_child=load_child)
     if p.suffix not in (".yaml", ".yml", ".json"):
-        raise SpecError([SpecProblem(str(path), "", "a workflow file ends in .yaml, .yml or .py")])
+        suffixes = f"{', '.join(WORKFLOW_SUFFIXES[:-1])} or {WORKFLOW_SUFFIXES[-1]}"
+        raise SpecError([SpecProblem(str(path), "", f"a workflow file ends in {suffixes}")])
     spec, data, lines = parse_yaml(p)
     return bind(spec, source=source, path=str(path), locate=lambda key: _line_for(lines, _key_to_loc(key, data)),
                 load_child=load_child)

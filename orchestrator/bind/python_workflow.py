@@ -44,6 +44,7 @@ from orchestrator.core.errors import SpecError, SpecProblem
 from orchestrator.llm.step import REPLY_PARAMETER
 from orchestrator.spec.llm_config import LLMConfig
 from orchestrator.spec.model import ConditionCall, GateSpec, StepSpec, ToolRef, WorkflowSpec
+from orchestrator.spec.validation import error_message, without_union_members
 
 STEP_KEYS = frozenset(StepSpec.model_fields) - {"run"}
 """The keywords ``@wf.step(...)`` and ``@wf.llm(...)`` accept: the YAML step keys (``run`` is the function itself)."""
@@ -52,10 +53,34 @@ LLM_KEYS = frozenset({"prompt", "system", "output_schema", "tools", "max_turns",
 """The keys that belong to LLM steps (``@wf.llm``, ``wf.llm_step``); all are also in :data:`STEP_KEYS`."""
 
 
+class _Unreferable(ValueError):
+    """An object given where a function, class or ``module:name`` string belongs, which has no name to store;
+    ``key`` says where it was given (``baseline``, ``tools[1]``), once known."""
+
+    def __init__(self, message: str, key: str = "") -> None:
+        super().__init__(message)
+        self.key = key
+
+
 def _ref(fn: Any) -> str | None:
     if isinstance(fn, str) or fn is None:
         return fn
-    return f"{fn.__module__}:{fn.__qualname__}"
+    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(name, str):
+        raise _Unreferable(f"{fn!r} is not a function, a class or a 'module:name' reference")
+    return f"{module}:{name}"
+
+
+def _spec_error(where: str, prefix: str, exc: ValidationError, given: Any = None) -> SpecError:
+    """A SpecError of pydantic's errors, each at ``prefix`` and its key (``gates[0].timeout``), worded as the YAML
+    loader words them; ``given``: the values validated, to tell a union's member from a key."""
+    problems = []
+    for err in without_union_members(list(exc.errors()), given):
+        key = prefix
+        for part in err["loc"]:
+            key = f"{key}[{part}]" if isinstance(part, int) else f"{key}.{part}" if key else str(part)
+        problems.append(SpecProblem(where, key, error_message(err)))
+    return SpecError(problems)
 
 
 def _caller() -> str:
@@ -269,60 +294,84 @@ class Workflow(DefinesWorkflow):
         objects: dict[str, Any] = {}
         known: set[str] = set()
         for registered in self._steps:
-            fn = registered.fn
-            opts = dict(registered.options)
-            step_id = opts.pop("id", fn.__name__ if fn is not None else "")
-            gates = []
-            for index, gate in enumerate(opts.pop("gates", [])):
-                spec, obj = _gate_spec(gate, step_id, index, registered.where)
-                gates.append(spec)
-                if obj is not None:
-                    objects[gate_object_key(step_id, index)] = obj
-            baseline = opts.pop("baseline", None)
-            simulate = opts.pop("simulate", None)
-            when = opts.get("when")
-            if callable(when):
-                opts["when"] = _condition_call(when)
-                objects[step_object_key(step_id, "when")] = when
-            for key, value in _object_refs(opts, objects, registered.where).items():
-                opts[key] = value
-            child = opts.get("workflow")
-            if isinstance(child, Workflow):
-                opts["workflow"] = child.reference
-                objects[step_object_key(step_id, "workflow")] = child
-            inputs = opts.pop("inputs", None)
-            if inputs is None and isinstance(child, Workflow):
-                inputs = self._child_inputs(child, known, literal=opts.get("params") or {})
-            elif inputs is None:
-                inputs = (self._infer_inputs(fn, known, calls_model=opts.get("prompt") is not None,
-                                             literal=opts.get("params") or {}, mapped=opts.get("for_each") is not None,
-                                             loops=opts.get("repeat") is not None)
-                          if fn is not None else self._template_inputs(opts, known))
+            step_id = registered.options.get("id", registered.fn.__name__ if registered.fn is not None else "")
             try:
-                step = StepSpec(id=step_id, run=_ref(fn), inputs=inputs, baseline=_ref(baseline),
-                                simulate=_ref(simulate), gates=gates, **opts)
-            except ValidationError as exc:
-                raise SpecError([SpecProblem(registered.where, f"steps.{step_id}.{'.'.join(map(str, e['loc']))}",
-                                             f"{e['msg']} (got {e.get('input')!r})") for e in exc.errors()]) from None
-            if fn is not None:
-                objects[step_object_key(step_id, "run")] = fn
-            if baseline is not None and not isinstance(baseline, str):
-                objects[step_object_key(step_id, "baseline")] = baseline
-            if simulate is not None and not isinstance(simulate, str):
-                objects[step_object_key(step_id, "simulate")] = simulate
-            steps.append(step)
+                steps.append(self._build_step(registered, objects, known))
+            except _Unreferable as exc:
+                where = ".".join(filter(None, ("steps", step_id, exc.key)))
+                raise SpecError([SpecProblem(registered.where, where, f"step {step_id!r}: {exc}")]) from None
             known.add(step_id)
         if self.outcome is not None and not isinstance(self.outcome, str):
-            _keep(objects, str(_ref(self.outcome)), self.outcome, f"<workflow {self.name}>")
+            try:
+                _keep(objects, str(_ref(self.outcome)), self.outcome, f"<workflow {self.name}>")
+            except _Unreferable as exc:
+                raise SpecError([SpecProblem(f"<workflow {self.name}>", "outcome", str(exc))]) from None
         try:
             fields: dict[str, Any] = {"llm": self.llm_config}  # a mapping is validated like YAML's llm: block
             workflow = WorkflowSpec(name=self.name, version=self.version, description=self.description,
                                     inputs=self.inputs, steps=steps, output=self.output,
                                     outcome=_ref(self.outcome), outcome_threshold=self.outcome_threshold, **fields)
         except ValidationError as exc:
-            raise SpecError([SpecProblem(f"<workflow {self.name}>", ".".join(map(str, e["loc"])),
-                                         f"{e['msg']} (got {e.get('input')!r})") for e in exc.errors()]) from None
+            raise _spec_error(f"<workflow {self.name}>", "", exc) from None
         return workflow, objects
+
+    def _build_step(self, registered: _Registered, objects: dict[str, Any], known: set[str]) -> StepSpec:
+        """One registered step as the spec holds it; its objects go into ``objects``. SpecError naming the step
+        and the key for a value that does not fit, _Unreferable for an object with no name to store."""
+        fn = registered.fn
+        opts = dict(registered.options)
+        step_id = opts.pop("id", fn.__name__ if fn is not None else "")
+        gates = []
+        given_gates = opts.pop("gates", None)
+        if given_gates is None:
+            given_gates = []
+        if not isinstance(given_gates, list | tuple):
+            raise SpecError([SpecProblem(registered.where, f"steps.{step_id}.gates",
+                                         f"step {step_id!r} gates takes a list; got {given_gates!r}")])
+        for index, gate in enumerate(given_gates):
+            spec, obj = _gate_spec(gate, step_id, index, registered.where)
+            gates.append(spec)
+            if obj is not None:
+                objects[gate_object_key(step_id, index)] = obj
+        baseline = opts.pop("baseline", None)
+        simulate = opts.pop("simulate", None)
+        when = opts.get("when")
+        if callable(when):
+            opts["when"] = _condition_call(when)
+            objects[step_object_key(step_id, "when")] = when
+        for key, value in _object_refs(opts, objects, registered.where).items():
+            opts[key] = value
+        child = opts.get("workflow")
+        if isinstance(child, Workflow):
+            opts["workflow"] = child.reference
+            objects[step_object_key(step_id, "workflow")] = child
+        inputs = opts.pop("inputs", None)
+        if inputs is None and isinstance(child, Workflow):
+            inputs = self._child_inputs(child, known, literal=opts.get("params") or {})
+        elif inputs is None:
+            inputs = (self._infer_inputs(fn, known, calls_model=opts.get("prompt") is not None,
+                                         literal=opts.get("params") or {}, mapped=opts.get("for_each") is not None,
+                                         loops=opts.get("repeat") is not None)
+                      if fn is not None else self._template_inputs(opts, known))
+        references: dict[str, str | None] = {}
+        for key, value in (("run", fn), ("baseline", baseline), ("simulate", simulate)):
+            try:
+                references[key] = _ref(value)
+            except _Unreferable as exc:
+                raise _Unreferable(str(exc), key) from None
+        try:
+            step = StepSpec(id=step_id, inputs=inputs, gates=gates, run=references["run"],
+                            baseline=references["baseline"], simulate=references["simulate"], **opts)
+        except ValidationError as exc:
+            given = {"id": step_id, "inputs": inputs, "gates": gates, **references, **opts}
+            raise _spec_error(registered.where, f"steps.{step_id}", exc, given) from None
+        if fn is not None:
+            objects[step_object_key(step_id, "run")] = fn
+        if baseline is not None and not isinstance(baseline, str):
+            objects[step_object_key(step_id, "baseline")] = baseline
+        if simulate is not None and not isinstance(simulate, str):
+            objects[step_object_key(step_id, "simulate")] = simulate
+        return step
 
     def _infer_inputs(self, fn: Callable[..., Any], known: set[str], *, calls_model: bool = False,
                       literal: Mapping[str, Any], mapped: bool = False, loops: bool = False) -> dict[str, Any]:
@@ -407,20 +456,29 @@ def _object_refs(options: Mapping[str, Any], objects: dict[str, Any], where: str
     out: dict[str, Any] = {}
     schema = options.get("output_schema")
     if schema is not None and not isinstance(schema, (str, dict)):
-        ref = str(_ref(schema))
+        try:
+            ref = str(_ref(schema))
+        except _Unreferable as exc:
+            raise _Unreferable(str(exc), "output_schema") from None
         _keep(objects, ref, schema, where)
         out["output_schema"] = ref
     tools = options.get("tools")
     if tools is not None and not isinstance(tools, str):
         refs = []
-        for tool in tools:
+        for index, tool in enumerate(tools):
             # ``{"ref": fn, "approve": True}`` (or a ToolRef) keeps its approval beside the function's reference
             entry = tool.model_dump() if isinstance(tool, ToolRef) else tool if isinstance(tool, dict) else None
             target = entry.get("ref") if entry is not None else tool
+            if target is None:  # no function given: the entry is checked as written (its ref is missing)
+                refs.append(entry if entry is not None else tool)
+                continue
             if isinstance(target, str):
                 ref = target
             else:
-                ref = str(_ref(target))
+                try:
+                    ref = str(_ref(target))
+                except _Unreferable as exc:
+                    raise _Unreferable(str(exc), f"tools[{index}]") from None
                 _keep(objects, ref, target, where)
             refs.append({**entry, "ref": ref} if entry is not None else ref)
         out["tools"] = refs
@@ -458,21 +516,20 @@ def _gate_spec(gate: Any, step_id: str, index: int, where: str) -> tuple[GateSpe
     from gates.base import GateConfigError
     from gates.factory import FunctionGate, construct_gate
 
-    if isinstance(gate, GateSpec) or isinstance(gate, str):
-        return GateSpec.model_validate(gate), None
-    keys: dict[str, Any] = {}
-    if isinstance(gate, dict):
-        if not callable(gate.get("gate")):
-            return GateSpec.model_validate(gate), None
-        keys = {k: v for k, v in gate.items() if k != "gate"}
-        gate = gate["gate"]
-    function = gate.func if isinstance(gate, functools.partial) else gate
-    name = getattr(gate, "name", None) or getattr(function, "__name__", type(gate).__name__)
     try:
+        if isinstance(gate, GateSpec) or isinstance(gate, str):
+            return GateSpec.model_validate(gate), None
+        keys: dict[str, Any] = {}
+        if isinstance(gate, dict):
+            if not callable(gate.get("gate")):
+                return GateSpec.model_validate(gate), None
+            keys = {k: v for k, v in gate.items() if k != "gate"}
+            gate = gate["gate"]
+        function = gate.func if isinstance(gate, functools.partial) else gate
+        name = getattr(gate, "name", None) or getattr(function, "__name__", type(gate).__name__)
         spec = GateSpec.model_validate({"gate": str(name), **keys})
     except ValidationError as exc:
-        raise SpecError([SpecProblem(where, f"steps.{step_id}.gates[{index}].{'.'.join(map(str, e['loc']))}",
-                                     f"{e['msg']} (got {e.get('input')!r})") for e in exc.errors()]) from None
+        raise _spec_error(where, f"steps.{step_id}.gates[{index}]", exc) from None
     try:
         if inspect.isclass(gate):
             return spec, construct_gate(gate, spec.params, typed=False)

@@ -11,6 +11,8 @@ import typer
 from rich.markup import escape
 
 from orchestrator.cli.common import (
+    MAX_COUNT,
+    MAX_SEED,
     DbOption,
     JsonOption,
     OtelOption,
@@ -181,10 +183,12 @@ def attribute(run_id: RunArgument,
               method: Annotated[str, typer.Option("--method", "-m", help="trace | counterfactual | shapley | "
                                                                         "difference")],
               by: Annotated[str, typer.Option("--by", help="step | agent (shapley and difference)")] = "step",
-              samples: Annotated[int | None, typer.Option("--samples", help="Shapley permutations to sample "
-                                                                             "(default: exact up to 12 players, "
+              samples: Annotated[int | None, typer.Option("--samples", min=1, max=MAX_COUNT,
+                                                          help="Shapley permutations to sample "
+                                                               "(default: exact up to 12 players, "
                                                                              "32 above)")] = None,
-              seed: Annotated[int, typer.Option("--seed", help="Seed of the permutation sampler.")] = 0,
+              seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED,
+                                                help="Seed of the permutation sampler.")] = 0,
               otel: OtelOption = None, as_json: JsonOption = False, db: DbOption = None) -> None:
     """Compute and store an attribution record of a run's outcome with one method.
 
@@ -243,8 +247,9 @@ def replay(run_id: RunArgument,
 def stats(workflow: WorkflowOption = None,
           since: Annotated[str | None, typer.Option("--since", help="2026-11-01, an ISO datetime, or 14d / 2w")] = None,
           period: Annotated[str, typer.Option("--period", help="day | week")] = "week",
-          min_runs: Annotated[int, typer.Option("--min-runs", min=1, help="Gated runs a period needs before it "
-                                                                          "can raise an alert.")] = 1,
+          min_runs: Annotated[int, typer.Option("--min-runs", min=1, max=MAX_COUNT,
+                                                help="Gated runs a period needs before it "
+                                                     "can raise an alert.")] = 1,
           expand: Annotated[bool, typer.Option("--expand", help="Under each workflow: step, its child workflow's "
                                                                 "steps (research > retrieve), over the child runs "
                                                                 "it started.")] = False,

@@ -42,7 +42,13 @@ CommentOption = Annotated[str | None, typer.Option("--comment", help="Why; store
 ReviewerOption = Annotated[str | None, typer.Option("--reviewer", help="Who decides (default: the OS user).")]
 OtelOption = Annotated[str | None, typer.Option("--otel", help="Export OpenTelemetry spans to this OTLP/HTTP "
                                                "endpoint (default: $OTEL_EXPORTER_OTLP_ENDPOINT).")]
-ConcurrencyOption = Annotated[int, typer.Option("--max-concurrency", min=1, help="Steps run at once.")]
+MAX_COUNT = 1_000_000
+"""The most any count flag takes (runs, steps or samples at once): every integer flag is bounded on both
+sides, so a huge number is refused as a usage error (exit 2) instead of overflowing a database integer or
+a thread pool further on (``runs --limit/--offset`` are bounded where the API's listing is too)."""
+MAX_SEED = 2**32 - 1
+"""The largest ``--seed`` (a 32-bit seed, as random-number libraries take)."""
+ConcurrencyOption = Annotated[int, typer.Option("--max-concurrency", min=1, max=MAX_COUNT, help="Steps run at once.")]
 
 STATUS_STYLE = {"succeeded": "green", "failed": "red", "gate_failed": "yellow", "paused": "yellow",
                 "waiting": "yellow",

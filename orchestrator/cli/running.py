@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from orchestrator.bind.threads import DEFAULT_CONCURRENCY
 from orchestrator.cli.common import (
+    MAX_COUNT,
     ConcurrencyOption,
     DbOption,
     JsonOption,
@@ -313,8 +314,9 @@ def run(
     max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY,
     queue: Annotated[bool, typer.Option("--queue", help="Only enqueue the run; `orchestrator worker` "
                                                      "executes it.")] = False,
-    parallel: Annotated[int, typer.Option("--parallel", min=1, help="With a .jsonl --input-file: runs executed "
-                                                                   "at once.")] = 16,
+    parallel: Annotated[int, typer.Option("--parallel", min=1, max=MAX_COUNT,
+                                          help="With a .jsonl --input-file: runs executed "
+                                               "at once.")] = 16,
     otel: OtelOption = None,
     reference: Annotated[Path | None, typer.Option("--reference", help="JSON file with the run's reference "
                                                    "answer, for an evaluator that declares `reference`.")] = None,
@@ -421,12 +423,15 @@ def serve_metrics(store: "Store", host: str, port: int) -> "WorkerMetrics":
 
 
 def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queue is empty.")] = False,
-           poll: Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between queue checks.")] = 1.0,
-           max_runs: Annotated[int | None, typer.Option("--max-runs", min=1, help="Exit after this many runs.")]
+           poll: Annotated[float, typer.Option("--poll", min=0.05, max=3600.0,
+                                               help="Seconds between queue checks.")] = 1.0,
+           max_runs: Annotated[int | None, typer.Option("--max-runs", min=1, max=MAX_COUNT,
+                                                        help="Exit after this many runs.")]
            = None,
            max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY,
-           concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Runs executed at once, each "
-                                                    "under its own lease.")] = 1,
+           concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=MAX_COUNT,
+                                                    help="Runs executed at once, each "
+                                                         "under its own lease.")] = 1,
            recover: Annotated[bool, typer.Option("--recover/--no-recover", help="Also take over interrupted runs "
                                                  "(their executor died).")] = True,
            metrics_port: Annotated[int | None, typer.Option("--metrics-port", min=1, max=65535,

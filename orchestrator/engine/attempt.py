@@ -13,7 +13,7 @@ import hashlib
 import math
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -652,7 +652,10 @@ def resolve_inputs(step: BoundStep, inputs: dict[str, Any], done: Mapping[str, D
     ``$iteration`` and ``$previous`` (stored as a link to that iteration's record)."""
     kwargs: dict[str, Any] = {}
     stored: dict[str, Any] = {}
-    for param, ref in step.spec.inputs.items():
+    references: Iterable[tuple[str, Any]] = step.spec.inputs.items()
+    if step.function.loop_parameters:  # a loop's function declaring ``previous``/``iteration`` is given them
+        references = [*references, *((name, f"${name}") for name in step.function.loop_parameters)]
+    for param, ref in references:
         parsed = parsed_reference(ref) if type(ref) is str else None
         if parsed is None:
             kwargs[param] = stored[param] = ref
@@ -713,9 +716,10 @@ def skip_reason(step: BoundStep, done: Mapping[str, Done], inputs: dict[str, Any
                 item: Any = None, per_instance: bool = False) -> str | None:
     """Why the step (or, with ``per_instance``, one instance of it) does not run, or None when it runs.
 
-    A step is skipped when an upstream step was skipped (``join: all``, the default) or every one was
-    (``join: any``), or when its ``when`` is false. On a mapped step the join and a ``when`` that does
-    not read ``item``/``index`` are decided once for the whole step; a ``when`` that does is decided
+    A step is skipped when an upstream step was skipped (``join: all``, the default) or every one was and
+    it reads no workflow input (``join: any``: a workflow input is always present), or when its ``when``
+    is false. On a mapped step the join and a ``when`` that does not read ``item``/``index`` are decided
+    once for the whole step; a ``when`` that does is decided
     per instance. ConditionError when the condition raises.
     """
     from orchestrator.spec import conditions
@@ -725,7 +729,8 @@ def skip_reason(step: BoundStep, done: Mapping[str, Done], inputs: dict[str, Any
         skipped = [dep for dep in step.dependencies if done[dep].skipped]
         if skipped and spec.join == "all":
             return f"upstream {skipped[0]} was skipped"
-        if skipped and len(skipped) == len(step.dependencies):
+        if skipped and len(skipped) == len(step.dependencies) and not spec.reads_workflow_inputs:
+            # join: any runs with any input present, and a workflow input always is
             return f"every upstream step was skipped ({', '.join(skipped)})"
     if spec.when is None:
         return None

@@ -34,7 +34,7 @@ from orchestrator.engine.group_commit import GroupCommit
 from orchestrator.engine.leases.holder import this_holder
 from orchestrator.engine.leases.keeper import LeaseKeeper, keep_lease
 from orchestrator.engine.looping import LoopRunner, LoopState
-from orchestrator.engine.mapping import MapRunner, MapState
+from orchestrator.engine.mapping import MapRunner, MapState, max_items
 from orchestrator.engine.outcomes import Scoring, score_run, scoring_event
 from orchestrator.engine.run_state import (
     FAIR_SHARE_SECONDS,
@@ -84,7 +84,10 @@ def lease_seconds() -> float:
 
 
 def new_lease(run_id: str = "") -> Lease:
-    """A fresh lease for this process (``run_id`` empty when the run is yet to be created)."""
+    """A fresh lease for this process (``run_id`` empty when the run is yet to be created). Whatever executes
+    takes one first, so the execution settings are checked here, before anything is written: a bad one is an
+    InputError (exit 2) rather than a step failing halfway through a run."""
+    max_items()
     return Lease(run_id, owner_token(), secrets.token_hex(8), lease_seconds(), issued_at=time.monotonic())
 
 
@@ -128,6 +131,7 @@ class Executor:
         self.workflow = workflow
         self.max_concurrency = max(1, max_concurrency)
         self.on_event = shielded(on_event)  # a listener's error never changes what happened
+        max_items()  # a bad setting stops before any write, a replay's too
         self.lease: Lease | None = new_lease() if leased else None  # a bad lease setting stops before any write
         self.workflow_id = workflow_id if workflow_id is not None else store.register_workflow(
             workflow.name, str(workflow.spec.version), dict(workflow.definition), workflow.source,

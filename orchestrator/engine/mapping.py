@@ -33,10 +33,14 @@ from orchestrator.spec.model import GateResult, field_value, parse_reference
 from orchestrator.spec.records import parse_unit, path_head, unit_name
 
 DEFAULT_MAX_ITEMS = 10_000
+MAX_MAX_ITEMS = 1_000_000
+"""The highest ``ORCHESTRATOR_MAX_ITEMS``: each instance is a stored record of its own."""
 
 
 def max_items() -> int:
-    """``ORCHESTRATOR_MAX_ITEMS``, else 10 000: the most instances one mapped step may have."""
+    """``ORCHESTRATOR_MAX_ITEMS``, else 10 000: the most instances one mapped step may have. A bad setting is
+    an InputError; executing anything checks it first (:func:`~orchestrator.engine.executor.new_lease`), so it
+    is refused up front, with exit 2, rather than failing a mapped step halfway through a run."""
     text = os.environ.get("ORCHESTRATOR_MAX_ITEMS")
     if not text:
         return DEFAULT_MAX_ITEMS
@@ -44,8 +48,8 @@ def max_items() -> int:
         value = int(text)
     except ValueError:
         raise InputError(f"ORCHESTRATOR_MAX_ITEMS={text!r} is not a whole number") from None
-    if value < 0:
-        raise InputError(f"ORCHESTRATOR_MAX_ITEMS={text!r} must not be negative")
+    if not 0 <= value <= MAX_MAX_ITEMS:
+        raise InputError(f"ORCHESTRATOR_MAX_ITEMS={text!r} must be a whole number from 0 to {MAX_MAX_ITEMS}")
     return value
 
 

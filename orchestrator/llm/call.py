@@ -259,7 +259,7 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
     specs = describe_tools(tools) if tools else {}
     tool_schemas = [spec.schema_for_model() for spec in specs.values()] or None
     request = ChatRequest(messages=rendered.messages, model=config.model, temperature=config.temperature,
-                          max_tokens=config.max_tokens, seed=config.seed,
+                          max_tokens=config.resolved_max_tokens(), seed=config.seed,
                           response_format=schema_of(output_schema) if output_schema is not None else None,
                           tools=tool_schemas, tool_choice=config.tool_choice, timeout=config.timeout,
                           max_retries=config.max_retries,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core.errors import InputError
+from orchestrator.service.names import check_names
 from orchestrator.spec.model import WorkflowSpec
 from orchestrator.store import NewOutcome, Store
 
@@ -37,6 +38,7 @@ def label_run(store: Store, run_id: str, *, correct: bool | None = None, reward:
     ``correct`` alone gives reward 1.0 or 0.0; ``reward`` alone is judged correct at the workflow's
     ``outcome_threshold`` (0.5 unless the workflow says otherwise), like an evaluator score.
     """
+    check_names(reviewer=reviewer)
     from orchestrator.service.review import default_reviewer
 
     if correct is None and reward is None:

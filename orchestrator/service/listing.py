@@ -11,6 +11,7 @@ from datetime import datetime
 
 from orchestrator.attribution.stats import parse_since
 from orchestrator.core.errors import InputError
+from orchestrator.service.names import check_names
 from orchestrator.spec.model import RunStatus
 from orchestrator.store.triage import RunQuery
 
@@ -21,6 +22,12 @@ of ``workflow:`` steps, which the default listing leaves out: their parent lists
 DEFAULT_LIMIT = 50
 
 
+MAX_LIMIT = 1_000_000
+"""The most runs one page lists."""
+MAX_OFFSET = 1_000_000_000
+"""The most runs a page skips."""
+
+
 def run_query(*, status: str | None = None, workflow: str | None = None, outcome: str | None = None,
               blamed: str | None = None, since: str | float | datetime | None = None,
               kind: str | None = "original", limit: int = DEFAULT_LIMIT, offset: int = 0) -> RunQuery:
@@ -29,6 +36,7 @@ def run_query(*, status: str | None = None, workflow: str | None = None, outcome
     ``since``: epoch seconds, a datetime, an ISO date/time, or a duration back from now (``2h``,
     ``7d``, ``2w``). ``kind``: ``original``, ``replay``, ``counterfactual`` or ``child``; None lists every kind.
     """
+    check_names(workflow=workflow, blamed_step=blamed)
     valid = RunStatus.__args__  # type: ignore[attr-defined]
     if status is not None and status not in valid:
         raise InputError(f"--status {status!r} is not a run status; choose from {list(valid)}")
@@ -38,6 +46,8 @@ def run_query(*, status: str | None = None, workflow: str | None = None, outcome
         raise InputError(f"--kind {kind!r} must be one of {list(KINDS)}")
     if limit < 0 or offset < 0:
         raise InputError("--limit and --offset must not be negative")
+    if limit > MAX_LIMIT or offset > MAX_OFFSET:  # a database integer holds 64 bits; a page this big is a typo
+        raise InputError(f"--limit must be at most {MAX_LIMIT} and --offset at most {MAX_OFFSET}")
     start: float | None
     if since is None or isinstance(since, float | int):
         start = since

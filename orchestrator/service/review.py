@@ -51,6 +51,7 @@ from orchestrator.service.held_pauses import (
     side_effects_inside,
     wait_record,
 )
+from orchestrator.service.names import check_names
 from orchestrator.service.rejection import plan_pause_rejection, plan_run_rejection
 from orchestrator.service.review_tree import Target, holding_root, locate
 from orchestrator.service.tool_decisions import check_arguments, review_of
@@ -256,6 +257,7 @@ def approve(store: Store, run_id: str, *, step: str | None = None, reviewer: str
     the caller's continuation of the run (``continue_run(..., lease=decision.lease)``).
     ``run_status``: ``queued`` hands the run to any worker, in the decision's transaction.
     """
+    check_names(reviewer=reviewer, step=step)
     target = locate(store, run_id, step)
     run_id = target.run_id
     rec = paused_record(store, run_id, target.step)
@@ -322,6 +324,7 @@ def edit(store: Store, run_id: str, output: Any, *, step: str | None = None, rev
 
     ``step`` may be a path into a child run (``research > retrieve``): a completed step of a child whose
     output its parent took supersedes the parent's records of the child's unit and downstream too."""
+    check_names(reviewer=reviewer, step=step)
     target = locate(store, run_id, step)
     run_id, step = target.run_id, target.step
     tree: TreeFix | None = None
@@ -416,6 +419,7 @@ def retry(store: Store, run_id: str, *, step: str | None = None, reviewer: str |
     """Run the paused step again, handing it the failed gate verdicts as ``ctx.gate_feedback``; or
     (``step`` naming a completed step) run that step and its descendants again; a path into a child run
     (``research > retrieve``) as for :func:`edit`."""
+    check_names(reviewer=reviewer, step=step)
     target = locate(store, run_id, step)
     run_id, step = target.run_id, target.step
     if is_tree_fix(store, run_id, step):
@@ -789,6 +793,7 @@ def reject(store: Store, run_id: str, *, step: str | None = None, reviewer: str 
     whose only pause is a tool call rejects that call."""
     from orchestrator.engine.executor import new_lease
 
+    check_names(reviewer=reviewer, step=step)
     who = reviewer or default_reviewer()
     if step is None:
         pauses = open_pauses(store, run_id)

@@ -91,16 +91,27 @@ class Condition:
 def parse(text: str) -> Condition:
     """Parse a condition once per process; ConditionError says what is wrong with it."""
     import jinja2
-    from jinja2 import meta
+    from jinja2 import meta, nodes
+    from jinja2.lexer import describe_token
+    from jinja2.parser import Parser
 
     from orchestrator.spec.templates import environment
 
     if not text.strip():
         raise ConditionError("the condition is empty")
-    try:
-        tree = environment().parse("{{ (" + text + ") }}")
+    try:  # the expression alone, as it is compiled: the message speaks only of what the author wrote
+        parser = Parser(environment(), text, state="variable")
+        expression = parser.parse_expression()
+        if not parser.stream.eos:
+            token = parser.stream.current
+            shown = token.value or describe_token(token)
+            raise jinja2.TemplateSyntaxError(f"unexpected {shown!r} after the expression", token.lineno)
     except jinja2.TemplateSyntaxError as exc:
-        raise ConditionError(f"condition {text!r} does not parse: {exc.message}") from None
+        message = (exc.message or "").replace("'end of template'", "end of template")
+        message = message.replace("end of template", "end of the condition")
+        raise ConditionError(f"condition {text!r} does not parse: {message}") from None
+    tree = nodes.Template([nodes.Output([expression])])
+    tree.set_environment(environment())
     unsafe = [n for n in _attribute_names(tree) if n.startswith("_")]
     if unsafe:
         raise ConditionError(f"condition {text!r} reads attribute {unsafe[0]!r}: attributes starting with _ "

@@ -10,7 +10,7 @@ import heapq
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from orchestrator.spec.model import StepSpec, WorkflowSpec, parse_reference
+from orchestrator.spec.model import StepSpec, WorkflowSpec, malformed_reference, parse_reference
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -34,6 +34,10 @@ def build_graph(spec: WorkflowSpec) -> nx.DiGraph:
     return graph
 
 
+REFERENCE_FORMS = ("is not a reference: write STEP, STEP.field, $inputs.KEY, $item.field or $previous.field "
+                   "(a name after each dot), or put a literal string under params:")
+
+
 def check_references(spec: WorkflowSpec) -> list[Problem]:
     """Every input, ``after`` and ``verifies`` must name a defined step or workflow input."""
     problems: list[Problem] = []
@@ -44,11 +48,15 @@ def check_references(spec: WorkflowSpec) -> list[Problem]:
             problems.append((f"steps[{i}].id", f"duplicate step id {step.id!r}; step ids must be unique"))
         seen.add(step.id)
     for step in spec.steps:
-        for param, ref in step.inputs.items():
+        for param, ref in ({} if step.inputs_from_verifies else step.inputs).items():  # verifies is checked below
             parsed = parse_reference(ref)
             if parsed is None:
                 continue
             kind, name, _ = parsed
+            if malformed_reference(ref):
+                problems.append((f"steps.{step.id}.inputs.{param}",
+                                 f"step {step.id!r} input {param!r}: {ref!r} {REFERENCE_FORMS}"))
+                continue
             if kind in ("item", "index"):
                 if not step.mapped:
                     problems.append((f"steps.{step.id}.inputs.{param}",
@@ -83,7 +91,7 @@ def check_references(spec: WorkflowSpec) -> list[Problem]:
             for dep in getattr(step, key):
                 if dep not in ids:
                     problems.append((f"steps.{step.id}.{key}",
-                                     f"step {step.id!r} lists {dep!r} in {key!r}, which is not defined. "
+                                     f"step {step.id!r} {key} names {dep!r}, which is not a step. "
                                      f"Defined steps: {ids}"))
         if step.type == "critic" and not step.verifies:
             problems.append((f"steps.{step.id}.verifies",
@@ -116,12 +124,17 @@ def _control_flow_problems(spec: WorkflowSpec, step: StepSpec, ids: list[str]) -
     if step.for_each is not None:
         parsed = parse_reference(step.for_each)
         where = f"steps.{step.id}.for_each"
-        if parsed is None or parsed[0] in ("item", "index", "previous", "iteration"):
+        if parsed is None or parsed[0] in ("item", "index", "previous", "iteration") \
+                or malformed_reference(step.for_each):
             found.append((where, f"step {step.id!r} for_each: {step.for_each!r} must be STEP, STEP.field or "
                                  "$inputs.KEY (a list known at run time)"))
         elif parsed[0] == "input" and parsed[1] not in spec.inputs:
             found.append((where, f"step {step.id!r} for_each reads workflow input {parsed[1]!r}, which is not "
                                  f"declared. Declared inputs: {sorted(spec.inputs)}"))
+        elif parsed[0] == "input" and spec.inputs[parsed[1]].type != "array":
+            found.append((where, f"step {step.id!r} for_each reads workflow input {parsed[1]!r}, declared "
+                                 f"type: {spec.inputs[parsed[1]].type}; a step runs once per item of a list, so "
+                                 "declare it type: array"))
         elif parsed[0] == "step" and parsed[1] not in ids:
             found.append((where, f"step {step.id!r} for_each reads step {parsed[1]!r}, which is not defined. "
                                  f"Defined steps: {ids}"))

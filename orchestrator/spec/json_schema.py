@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.spec.model import WorkflowSpec
+from orchestrator.spec.model import EXTENSION_PREFIX, WorkflowSpec
 
 
 def workflow_json_schema() -> dict[str, Any]:
     schema = WorkflowSpec.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "orchestrator workflow"
+    schema["patternProperties"] = {f"^{EXTENSION_PREFIX}": {}}  # ignored keys, for YAML anchors
     defs = schema.get("$defs", {})
     gate = defs.get("GateSpec")
     if gate is not None:

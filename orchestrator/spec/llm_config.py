@@ -10,10 +10,19 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from orchestrator.spec.validation import no_boolean
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+DEFAULT_MAX_TOKENS = {"local": 512, "openai": 4096}
+"""The most tokens one model answer may hold when ``max_tokens`` is not set, by provider. The embedded model's
+context holds 2 048 tokens, prompt and answer together, and it generates a few tokens a second on a CPU,
+so an unbounded answer could run for minutes; an endpoint's own limit may be higher than 4 096, which a
+workflow raises with ``max_tokens``."""
 
 StructuredOutputMode = Literal["auto", "json_schema", "json_object", "tools", "prompt"]
 
@@ -31,13 +40,14 @@ class LLMConfig(BaseModel):
     api_key_env: str = "OPENAI_API_KEY"
     """The NAME of the environment variable holding the key."""
     temperature: float = Field(default=0, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1)
-    seed: int | None = 0
-    max_concurrency: int = Field(default=4, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, strict=True)
+    """The most tokens one answer may hold; unset: the provider's default (:data:`DEFAULT_MAX_TOKENS`)."""
+    seed: int | None = Field(default=0, strict=True)
+    max_concurrency: int = Field(default=4, ge=1, strict=True)
     """Cap on concurrent requests to one provider endpoint (shared by every step using it)."""
     timeout: float = Field(default=60, gt=0)
     """Seconds for one HTTP request."""
-    max_retries: int = Field(default=4, ge=0)
+    max_retries: int = Field(default=4, ge=0, strict=True)
     """Retries of transient errors (429, 5xx, timeouts, connection errors)."""
     structured_output: StructuredOutputMode = "auto"
     """How an ``output_schema`` is asked of an OpenAI-compatible server: ``json_schema`` (response_format
@@ -53,6 +63,29 @@ class LLMConfig(BaseModel):
     """Extra JSON keys merged into each request body (server-specific options)."""
     headers: dict[str, str] | None = None
     """Extra HTTP headers of each request (no secrets: workflow files and records keep them)."""
+
+    _numbers = field_validator("temperature", "timeout", mode="before")(staticmethod(no_boolean))
+
+    @field_validator("model")
+    @classmethod
+    def _named_model(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("model is empty; name a model (smollm2 for the embedded one)")
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"base_url {value!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
+        return value
+
+    def resolved_max_tokens(self) -> int:
+        """The bound on one answer: ``max_tokens``, else the provider's default (:data:`DEFAULT_MAX_TOKENS`)."""
+        return self.max_tokens if self.max_tokens is not None else DEFAULT_MAX_TOKENS[self.provider]
 
     def resolved_base_url(self) -> str | None:
         """The endpoint actually used: ``None`` for the local provider."""

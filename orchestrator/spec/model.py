@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.spec.llm_config import LLMConfig
+from orchestrator.spec.validation import no_boolean
 
 MAX_REVIEW_TIMEOUT = 366 * 86400.0
 """The longest ``review_timeout``: a year. Anything longer never applies in practice and would only
@@ -112,13 +113,15 @@ class InputSpec(_Strict):
 class RetryPolicy(_Strict):
     """How transient errors (exceptions) are retried, via tenacity."""
 
-    attempts: int = Field(default=1, ge=1, le=100)
+    attempts: int = Field(default=1, ge=1, le=100, strict=True)
     """Total attempts, the first one included."""
     backoff: float = Field(default=0.0, ge=0)
     """Base of the exponential backoff in seconds: backoff, 2*backoff, 4*backoff, ..."""
     max_backoff: float = Field(default=30.0, ge=0)
     exceptions: list[str] = Field(default_factory=_empty_list)
     """Exception type names to retry (``ValueError``, ``mymod:MyError``); empty retries any."""
+
+    _numbers = field_validator("backoff", "max_backoff", mode="before")(staticmethod(no_boolean))
 
 
 class GateSpec(_Strict):
@@ -137,6 +140,8 @@ class GateSpec(_Strict):
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Seconds the check may take (default: the step's ``timeout``); past it, a failed verdict."""
     params: dict[str, Any] = Field(default_factory=_empty_dict)
+
+    _numbers = field_validator("timeout", mode="before")(staticmethod(no_boolean))
 
     @model_validator(mode="before")
     @classmethod
@@ -172,7 +177,7 @@ class ToolRef(_Strict):
 
     ref: str
     """``module:function``, resolved like a bare entry."""
-    approve: bool = False
+    approve: bool = Field(default=False, strict=True)
     """Pause for a person before each call of this tool runs."""
 
 
@@ -206,7 +211,7 @@ class RepeatSpec(_Strict):
     """
 
     until: str
-    max: int = Field(ge=1, le=100)
+    max: int = Field(ge=1, le=100, strict=True)
     """Iterations at most (1 to 100); required, so no loop runs for ever."""
 
 
@@ -244,11 +249,11 @@ class StepSpec(_Strict):
     """For critics: the steps whose outputs this step checks."""
     isolation: Literal["thread", "process"] = "thread"
     """``process`` runs each attempt in a child process that a timeout kills (inputs and output cross as JSON)."""
-    inline: bool = False
+    inline: bool = Field(default=False, strict=True)
     """Run a plain (sync) function on the event loop's thread instead of a worker thread: no thread hand-off
     (about half a sync step's cost), but it blocks every other step while it runs and its timeout cannot
     interrupt it (an overrun is still recorded as timed out). For quick pure functions only."""
-    side_effects: bool = False
+    side_effects: bool = Field(default=False, strict=True)
     """Replays never act on this step: they call ``simulate`` if declared, else reuse the recorded output
     while the step's inputs are unchanged, else stop there (the replay is blocked by this step)."""
     simulate: str | None = None
@@ -269,11 +274,11 @@ class StepSpec(_Strict):
     tools: list[str | ToolRef] = Field(default_factory=_empty_list)
     """``module:function`` callables the model may call, described from their signatures and docstrings;
     ``{ref: module:function, approve: true}`` for one whose calls wait for a person's approval."""
-    max_turns: int = Field(default=4, ge=1, le=50)
+    max_turns: int = Field(default=4, ge=1, le=50, strict=True)
     """Model turns of the tool loop."""
-    inject_needs: bool = True
+    inject_needs: bool = Field(default=True, strict=True)
     """End the prompt with what the consuming steps need (unless the template places ``next_needs``)."""
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, strict=True)
     llm: LLMConfig | None = None
     """Overrides of the workflow's ``llm:`` block for this step."""
     # -- control flow -------------------------------------------------------------------------
@@ -288,7 +293,7 @@ class StepSpec(_Strict):
     """``STEP``, ``STEP.field`` or ``$inputs.KEY``: a list known at run time; the step runs once per item
     (instances ``STEP[i]``, each with its own records, gates and pauses) and its output is the list of the
     instances' outputs in item order. Inputs may read ``$item``, ``$item.field`` and ``$index``."""
-    max_parallel: int | None = Field(default=None, ge=1)
+    max_parallel: int | None = Field(default=None, ge=1, strict=True)
     """At most this many instances of a mapped step at once (default: the run's concurrency)."""
     workflow: str | None = None
     """Another workflow this step runs as a child run: a file (``research.yaml``, ``triage.py``) resolved
@@ -299,6 +304,8 @@ class StepSpec(_Strict):
     """Run the step again until a condition holds (:class:`RepeatSpec`): each iteration has its own records
     (``improve#2``), and consumers read the last iteration's output. Inputs may read ``$previous`` (the
     previous iteration's output, null on the first), ``$previous.field`` and ``$iteration``."""
+
+    _numbers = field_validator("timeout", "review_timeout", mode="before")(staticmethod(no_boolean))
 
     @field_validator("id")
     @classmethod
@@ -311,6 +318,21 @@ class StepSpec(_Strict):
     @classmethod
     def _printable_agent(cls, value: str | None) -> str | None:
         return one_line_name(value, "agent")
+
+    @field_validator("tools")
+    @classmethod
+    def _each_tool_once(cls, value: list[str | ToolRef]) -> list[str | ToolRef]:
+        """A tool listed twice (perhaps once with ``approve: true``, once without) would leave it unclear
+        whether its calls wait for a person."""
+        seen: dict[str, bool] = {}
+        for tool in value:
+            ref, approve = (tool, False) if isinstance(tool, str) else (tool.ref, tool.approve)
+            if ref in seen:
+                how = (f"once with approve: {str(seen[ref]).lower()}, once with approve: {str(approve).lower()}"
+                       if seen[ref] != approve else "twice")
+                raise ValueError(f"tools lists {ref!r} {how}; list each tool once")
+            seen[ref] = approve
+        return value
 
     @field_validator("retry", mode="before")
     @classmethod
@@ -339,6 +361,19 @@ class StepSpec(_Strict):
         if self.type == "critic" and not self.inputs and self.verifies:
             self.inputs = {sid: sid for sid in self.verifies}
         return self
+
+    @property
+    def reads_workflow_inputs(self) -> bool:
+        """Whether an input or ``for_each`` reads a workflow input (``$inputs.KEY``): one that is always present,
+        so a ``join: any`` step reading it runs even when every upstream step was skipped."""
+        refs = [*self.inputs.values(), *([self.for_each] if self.for_each else [])]
+        return any((parsed := parse_reference(ref)) is not None and parsed[0] == "input" for ref in refs)
+
+    @property
+    def inputs_from_verifies(self) -> bool:
+        """Whether the step is a critic given the outputs of the steps it verifies, each under its id (its
+        inputs were not written, or written just so): a problem with them is one of ``verifies``."""
+        return self.type == "critic" and bool(self.verifies) and self.inputs == {sid: sid for sid in self.verifies}
 
     def tool_refs(self) -> list[ToolRef]:
         """The step's tools, each as a :class:`ToolRef` (a bare string is one without approval)."""
@@ -419,6 +454,10 @@ class StepSpec(_Strict):
         return deps
 
 
+EXTENSION_PREFIX = "x-"
+"""A top-level key starting so is ignored: a place for YAML anchors (``x-base: &base {...}``)."""
+
+
 class WorkflowSpec(_Strict):
     """A named, versioned DAG of steps."""
 
@@ -435,6 +474,17 @@ class WorkflowSpec(_Strict):
     """The step whose output is the run's final output; defaults to the last step listed."""
     llm: LLMConfig | None = None
     """Defaults of every model call in the workflow (LLM steps, ``llm_judge`` gates); a step may override any key."""
+
+    _numbers = field_validator("outcome_threshold", mode="before")(staticmethod(no_boolean))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _without_extension_keys(cls, value: Any) -> Any:
+        """Top-level keys starting ``x-`` are the file's own (anchors shared by steps, as in a compose file):
+        ignored, and not part of the definition."""
+        if isinstance(value, dict) and any(isinstance(k, str) and k.startswith(EXTENSION_PREFIX) for k in value):
+            return {k: v for k, v in value.items() if not (isinstance(k, str) and k.startswith(EXTENSION_PREFIX))}
+        return value
 
     @field_validator("inputs", mode="before")
     @classmethod
@@ -499,6 +549,16 @@ def field_value(value: Any, path: str) -> Any:
         else:
             raise KeyError(path)
     return cursor
+
+
+def malformed_reference(ref: str) -> bool:
+    """Whether a reference has an empty name or field (``a.``, ``a..b``, ``$inputs.``, ``$item.``): it would
+    read nothing at run time."""
+    parsed = parse_reference(ref)
+    if parsed is None:
+        return False
+    kind, name, field_path = parsed
+    return (kind in ("input", "step") and not name) or (field_path is not None and "" in field_path.split("."))
 
 
 def parse_reference(ref: Any) -> tuple[str, str, str | None] | None:

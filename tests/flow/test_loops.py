@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.flow.conftest import FLOW, executions, keys
 
 
@@ -248,3 +250,28 @@ def test_a_field_an_upstream_output_lacks_fails_the_consumer_naming_the_input_an
     assert failed["error"] == ("InputError: input 'summaries' of step 'combine': the upstream output has no field "
                                "'summaries'")
     assert executions(step_log) == ["retrieve"]
+
+
+@pytest.mark.parametrize("name", ["loop_implicit_required.yaml", "loop_implicit_defaults.yaml"])
+def test_a_loop_function_declaring_previous_and_iteration_gets_them_without_inputs(cli, name):
+    assert cli("validate", str(FLOW / name), db=False).exit_code == 0
+    res = cli("run", str(FLOW / name), "--json")
+    assert res.exit_code == 0, res.stderr
+    units = _units(res.json())
+    assert [units[f"draft#{n}"]["output"] for n in (1, 2, 3)] == [
+        {"text": "essay v1", "score": 0.3, "revises": None},
+        {"text": "essay v2", "score": 0.6, "revises": "essay v1"},
+        {"text": "essay v3", "score": 0.9, "revises": "essay v2"}]
+    assert units["draft#2"]["inputs"]["previous"] == {"$record": units["draft#1"]["record_id"]}
+    assert units["draft#2"]["inputs"]["iteration"] == 2
+
+
+def test_a_function_off_a_loop_declaring_previous_is_still_refused(cli, tmp_path):
+    loop = '    repeat: {until: "output.score >= 0.8", max: 4}\n'
+    spec = (FLOW / "loop_implicit_required.yaml").read_text().replace(loop, "")
+    path = tmp_path / "no_loop.yaml"
+    path.write_text(spec)
+    (tmp_path / "loop_steps.py").write_text((FLOW / "loop_steps.py").read_text())
+    res = cli("validate", str(path), db=False)
+    assert res.exit_code == 2
+    assert "parameter 'previous' of loop_steps:draft_required(brief, previous, iteration) is not given" in res.stderr

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.flow.conftest import FLOW, executions, keys
 
 
@@ -214,8 +216,17 @@ def test_max_parallel_without_for_each_is_refused(cli):
     assert "max_parallel: bounds the instances of a mapped step; add for_each: (or drop it)" in res.stderr
 
 
-def test_a_max_items_setting_that_is_no_number_fails_the_step_naming_it(cli, step_log, monkeypatch):
-    monkeypatch.setenv("ORCHESTRATOR_MAX_ITEMS", "many")
+@pytest.mark.parametrize(("value", "message"), [
+    ("many", "ORCHESTRATOR_MAX_ITEMS='many' is not a whole number"),
+    ("1e9", "ORCHESTRATOR_MAX_ITEMS='1e9' is not a whole number"),
+    ("-1", "ORCHESTRATOR_MAX_ITEMS='-1' must be a whole number from 0 to 1000000"),
+    ("2000000", "ORCHESTRATOR_MAX_ITEMS='2000000' must be a whole number from 0 to 1000000"),
+])
+def test_a_bad_max_items_setting_is_refused_before_the_run_starts(cli, step_log, monkeypatch, value, message):
+    monkeypatch.setenv("ORCHESTRATOR_MAX_ITEMS", value)
     res = cli("run", str(FLOW / "map.yaml"), "--json")
-    assert res.exit_code != 0 and "Traceback" not in res.stderr
-    assert "ORCHESTRATOR_MAX_ITEMS='many' is not a whole number" in res.stdout + res.stderr
+    assert res.exit_code == 2
+    assert res.stderr.strip() == f"error: {message}"
+    assert executions(step_log) == []
+    monkeypatch.delenv("ORCHESTRATOR_MAX_ITEMS")
+    assert cli("runs", "--json").json() == []  # nothing stored

@@ -138,3 +138,13 @@ def test_a_skipped_branch_is_no_candidate_of_any_method_and_costs_no_replay(cli,
     shapley = cli("attribute", run_id, "--method", "shapley", "--json").json()
     assert shapley["params"]["players"] == 3
     assert "technical" not in [c["step_id"] for c in shapley["candidates"]]
+
+
+def test_join_any_counts_a_workflow_input_as_present_so_the_step_runs_when_every_upstream_step_was_skipped(
+        cli, step_log):
+    res = cli("run", str(FLOW / "route_reads_input.yaml"), "--input", "ticket=hello", "--json")
+    assert res.exit_code == 0, res.stderr
+    doc = res.json()
+    assert _steps(doc)["reply"]["status"] == "succeeded"
+    assert doc["output"] == {"ticket": "hello", "policy": None, "fix": None}
+    assert executions(step_log) == ["classify", "reply"]

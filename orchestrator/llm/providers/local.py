@@ -57,16 +57,26 @@ def bundled_model_path() -> Path:
     raise LLMError(f"no .gguf file in the installed {MODEL_PACKAGE} package ({locations[0]}): reinstall it")
 
 
+def model_name_problem(model: str) -> str | None:
+    """Why ``model`` names no local model (None when it is an alias of the bundled one or a ``.gguf`` path):
+    said when the workflow is bound, before anything runs (whether the file exists is known only where
+    the step runs)."""
+    if model.lower() in ALIASES or model.lower().endswith(".gguf"):
+        return None
+    return f"unknown local model {model!r}: use 'smollm2' or the path of a .gguf file"
+
+
 def model_path(model: str) -> Path:
     """The file for a model name: an alias of the bundled model, or a path to a ``.gguf`` file."""
+    problem = model_name_problem(model)
+    if problem is not None:
+        raise LLMError(problem)
     if model.lower() in ALIASES:
         return bundled_model_path()
-    if model.lower().endswith(".gguf"):
-        path = Path(model).expanduser()
-        if path.is_file():
-            return path.resolve()
-        raise LLMError(f"local model file not found: {model}")
-    raise LLMError(f"unknown local model {model!r}: use 'smollm2' or the path of a .gguf file")
+    path = Path(model).expanduser()
+    if path.is_file():
+        return path.resolve()
+    raise LLMError(f"local model file not found: {model}")
 
 
 def load_model(path: Path) -> tuple[Llama, threading.Lock]:
