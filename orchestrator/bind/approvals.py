@@ -111,6 +111,22 @@ def edited_arguments(edited: Any) -> Any:
     return edited
 
 
+def proposal_mismatches(edited: Any, tool: str | None, call_id: str | None) -> list[str]:
+    """Why an edit given as a whole proposal does not answer the waiting call (empty: it does).
+
+    An edit replaces the waiting call's arguments and nothing else: a proposal that names another tool
+    or another call id would otherwise run the waiting tool with arguments meant for something else.
+    Edits of the arguments alone, and proposals that leave ``tool`` and ``call_id`` out, always answer it."""
+    if not isinstance(edited, dict) or edited_arguments(edited) is edited:
+        return []
+    problems = []
+    if "tool" in edited and edited["tool"] != tool:
+        problems.append(f"names tool {edited['tool']!r}, but the waiting call is of tool {tool!r}")
+    if "call_id" in edited and edited["call_id"] != call_id:
+        problems.append(f"names call id {edited['call_id']!r}, but the waiting call's id is {call_id!r}")
+    return problems
+
+
 def tool_resume(rec_output: Any, llm: dict[str, Any] | None, decision: str | None, *, output_after: Any = None,
                 comment: str | None = None) -> ToolResume | None:
     """The resume of a tool pause (a decided ``gate_failed`` record) or a checkpoint (``running``), from
