@@ -82,14 +82,9 @@ class ApprovalStep:
 
     def schema_errors(self, value: Any) -> list[str]:
         """Why ``value`` does not fit the step's ``output_schema`` (empty: it fits, or there is none)."""
-        if self.output_schema is None:
-            return []
-        import json
+        from orchestrator.bind.output_schema import schema_errors
 
-        from orchestrator.llm.structured import validate
-
-        _, errors = validate(self.output_schema, json.dumps(value))
-        return errors
+        return schema_errors(self.output_schema, value)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from orchestrator.bind.approvals import (
 )
 from orchestrator.bind.binding import BoundGate, BoundStep
 from orchestrator.bind.invoke import call_step
+from orchestrator.bind.output_schema import OUTPUT_SCHEMA_ERROR, schema_errors
 from orchestrator.bind.threads import POOL
 from orchestrator.core import jsonio
 from orchestrator.core.errors import LeaseLostError, StoreError
@@ -482,6 +483,15 @@ class StepRunner:
             return StepOutcome(step.id, "failed", rid, error=problem, units=self.units())
         # JSON scalars come back from JSON as themselves; anything else is converted (models -> dicts)
         plain_output = output if type(output) in _JSON_SCALARS else jsonio.loads(output_json)
+        mismatches = schema_errors(step.output_schema, plain_output)
+        if mismatches:
+            problem = (f"step {step.id!r} returned an output that does not fit its output_schema: "
+                       f"{'; '.join(mismatches)}")
+            ended = time.time()
+            rid = await self.run.record(step, attempt, started, status="failed", ended_at=ended, output=output_json,
+                                        error_type=OUTPUT_SCHEMA_ERROR, error_message=problem, **common)
+            self.emit_finished(attempt, "failed", ended - started, f"{OUTPUT_SCHEMA_ERROR}: {problem}", ctx=ctx)
+            return StepOutcome(step.id, "failed", rid, error=f"{OUTPUT_SCHEMA_ERROR}: {problem}", units=self.units())
         for gate in step.gates if schema_failure is None else ():
             assert ctx is not None  # a step with gates always has its context built (needs_context)
             with ctx.calls.owned_by("judge", gate.label):
