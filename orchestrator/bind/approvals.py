@@ -14,13 +14,14 @@ its tool loop goes on where it stopped. Pure data and functions: no store, no mo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.spec.records import AWAITING_APPROVAL as AWAITING_APPROVAL
+from orchestrator.spec.records import PauseKind as PauseKind
+from orchestrator.spec.records import pause_kind as pause_kind
 
 if TYPE_CHECKING:
     from orchestrator.spec.model import StepSpec
-
-AWAITING_APPROVAL = "AwaitingApproval"
-"""``error_type`` of a record that waits for a person's approval (an approval step, a tool call)."""
 
 APPROVAL_MESSAGE = "waiting for approval"
 """The record's ``error_message`` for an approval step; a tool call's names the tool."""
@@ -39,19 +40,6 @@ def is_tool_pause(error_type: str | None, step_type: str) -> bool:
     """Whether a waiting record is an LLM step's pause at a tool call (its output is the proposed call, not
     anything the step produced), rather than an approval step's (whose proposal is its output)."""
     return is_approval(error_type) and step_type != "approval"
-
-
-PauseKind = Literal["gate", "approval", "tool_call"]
-"""What a waiting record waits for: a review of failed gates, the approval of an approval step's proposal,
-or the approval of an LLM step's tool call. Faces show it (``pause`` in ``show --json``) and say what a
-decision on it will do."""
-
-
-def pause_kind(error_type: str | None, step_type: str) -> PauseKind:
-    """The kind of a waiting (``gate_failed``) record's pause."""
-    if not is_approval(error_type):
-        return "gate"
-    return "approval" if step_type == "approval" else "tool_call"
 
 
 def gated_tools(step: StepSpec) -> list[str]:

@@ -154,6 +154,41 @@ def step_note(step: dict[str, Any], width: int | None = 48) -> str:
     return f"{override} | {note}" if override else note
 
 
+def step_status(step: dict[str, Any], doc: dict[str, Any]) -> str:
+    """A ``show`` entry's status as printed: a pause for an approval (an approval step, a tool call) reads
+    ``waiting`` while open, then what was decided; everything else, a pause at failed gates included, its
+    stored status (the JSON keeps ``status`` and says the kind of pause in ``pause``)."""
+    from orchestrator.spec.records import shown_status
+
+    decision = next((r["decision"] for r in doc.get("reviews", []) if r.get("record_id") == step.get("record_id")),
+                    None)
+    waiting = decision is None and (step.get("unit") or step["step_id"]) in (doc.get("paused_steps") or [])
+    return shown_status(step["status"], step.get("pause"), waiting=waiting, decision=decision)
+
+
+def waiting_in_children(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """A row for each of the run's own units that waits on a pause inside the child run it started: the unit
+    has no record until its child finishes, yet it is the run's step that holds the run up."""
+    from orchestrator.spec.records import PATH_SEPARATOR, parse_unit
+
+    recorded = {s.get("unit") or s["step_id"] for s in doc["steps"] if s["status"] != "failed"}
+    started = {c["step"]: c["run_id"] for c in doc.get("children") or []}
+    rows: dict[str, dict[str, Any]] = {}
+    for pause in doc.get("pauses") or []:
+        unit = pause["step"]
+        if PATH_SEPARATOR not in pause["path"] or unit in recorded:
+            continue
+        inner = pause["path"][len(unit) + len(PATH_SEPARATOR):]
+        note = f"in child run {started.get(unit, pause['run_id'])}: paused at {inner}: {pause['reason']}"
+        if unit in rows:
+            rows[unit]["summary"] += f"; {inner}: {pause['reason']}"
+            continue
+        rows[unit] = {"step_id": unit, "unit": unit, "agent": parse_unit(unit)[0], "status": "waiting",
+                      "attempt": 0, "duration": 0.0, "gates": [], "error": None, "output": None,
+                      "origin": "executed", "summary": note}
+    return list(rows.values())
+
+
 def gate_marks(step: dict[str, Any]) -> str:
     """``✓range ✗min_items``: each gate's verdict on the step (rich markup)."""
     return " ".join(("[green]✓[/]" if g["passed"] else "[yellow]![/]" if g.get("error") else "[red]✗[/]")
@@ -166,6 +201,7 @@ def print_steps(doc: dict[str, Any], console: "Console") -> None:
     Narrow terminals cut each output to one line; output that is not a terminal (a pipe, a file)
     is never cut.
     """
+    doc = {**doc, "steps": [*doc["steps"], *waiting_in_children(doc)]}
     if console.width >= NARROW:
         console.print(steps_table(doc))
     else:
@@ -181,7 +217,7 @@ def steps_table(doc: dict[str, Any]) -> "Table":
                     ("duration", {"justify": "right"}), ("gates", {}), ("error / output", {"ratio": 1})):
         table.add_column(col, **kw)
     for s in shown_steps(doc["steps"]):
-        table.add_row(escape(step_label(s)), escape(s["agent"]), status_markup(s["status"]), str(s["attempt"]),
+        table.add_row(escape(step_label(s)), escape(s["agent"]), status_markup(step_status(s, doc)), str(s["attempt"]),
                       f"{s['duration']:.3f}s", gate_marks(s), escape(step_note(s)))
     return table
 
@@ -246,7 +282,8 @@ def print_step_blocks(doc: dict[str, Any], console: "Console", *, cut: bool) -> 
     """Each step as a few lines: id, status, agent, attempt and duration; its gates; its error or output
     (with ``cut``, one line of the console's width)."""
     for s in shown_steps(doc["steps"]):
-        console.print(f"[bold]{escape(step_label(s))}[/]  {status_markup(s['status'])}  agent {escape(s['agent'])}  "
+        status = status_markup(step_status(s, doc))
+        console.print(f"[bold]{escape(step_label(s))}[/]  {status}  agent {escape(s['agent'])}  "
                       f"try {s['attempt']}  {s['duration']:.3f}s", highlight=False)
         if s["gates"]:
             console.print(f"  gates: {gate_marks(s)}", highlight=False)
@@ -280,6 +317,9 @@ def show(run_id: RunArgument, as_json: JsonOption = False, db: DbOption = None,
                   highlight=False)
     print_steps(doc, out)
     print_children(doc)
+    for pause in doc.get("pauses") or []:
+        out.print(f"paused at [yellow]{escape(pause['path'])}[/]: {escape(pause['reason'])}", highlight=False,
+                  soft_wrap=True)
     for s in doc["steps"]:
         for g in s["gates"]:
             if not g["passed"]:

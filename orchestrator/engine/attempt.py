@@ -339,7 +339,8 @@ class StepRunner:
             return await self.await_approval(attempt, started, pending.proposal, common, ctx,
                                              f"waiting for approval of a call of tool {pending.tool!r}")
         except ChildPaused as paused:  # the step waits where its child run waits
-            self.emit_finished(attempt, "gate_failed", time.time() - started, str(paused), ctx=ctx)
+            self.emit_finished(attempt, "gate_failed", time.time() - started, str(paused), ctx=ctx,
+                               waiting_in_child=True)
             return StepOutcome(step.id, "gate_failed", -1, units=tuple(join_path(self.unit, u) for u in paused.units))
         except RunHandedBack:  # a drain stopped the child run before it ended: so is this step
             self.emit_finished(attempt, "failed", time.time() - started, "handed back", ctx=ctx)
@@ -443,7 +444,8 @@ class StepRunner:
 
     def emit_finished(self, attempt: int, status: Any, duration: float, error: str | None, *,
                       verdicts: tuple[Verdict, ...] = (), failed_gates: int = 0,
-                      ctx: StepContext | None = None, awaiting_approval: bool = False) -> None:
+                      ctx: StepContext | None = None, awaiting_approval: bool = False,
+                      waiting_in_child: bool = False) -> None:
         if self.run.on_event is not None:
             llm = ctx.llm_records[-1] if ctx is not None and ctx.llm_records else None
             self.run.on_event(StepFinished(run_id=self.run.run_id, step_id=self.step.id, status=status,
@@ -451,7 +453,7 @@ class StepRunner:
                                            duration=duration, error=error,
                                            gates=len(verdicts), failed_gates=failed_gates, verdicts=verdicts, llm=llm,
                                            model_calls=tuple(ctx.calls.calls) if ctx is not None else (),
-                                           awaiting_approval=awaiting_approval))
+                                           awaiting_approval=awaiting_approval, waiting_in_child=waiting_in_child))
 
     async def settle(self, attempt: int, started: float, output: Any, ctx: StepContext | None, state: AttemptState,
                      common: dict[str, Any], *, is_last: bool, schema_failure: GateResult | None = None) -> StepOutcome:
