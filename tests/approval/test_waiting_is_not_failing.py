@@ -47,10 +47,13 @@ def tool_paused(store: Store, scripted_model: FakeOpenAI, refund_log: Path) -> s
 
 
 def _status(shown: str, step: str) -> str:
-    """The status ``show`` prints for ``step`` (its table row's third cell)."""
-    rows = [[cell.strip() for cell in line.strip().strip("│").split("│")] for line in shown.splitlines()
-            if line.startswith("│")]
-    return next(row[2] for row in rows if row[0] == step)
+    """The status ``show`` prints for ``step``: its table row's third cell, or (one block per step on a narrow
+    console) the word after the step id."""
+    lines = shown.splitlines()
+    table = [[cell.strip() for cell in line.strip("│").split("│")] for line in lines if line.startswith("│")]
+    blocks = [line.split() for line in lines if line.split()[:1] == [step]]
+    statuses = [row[2] for row in table if row[0] == step] + [words[1] for words in blocks]
+    return statuses[0]
 
 
 def test_show_prints_an_open_approval_as_waiting_and_json_says_the_kind_of_pause(cli, approval_paused):
