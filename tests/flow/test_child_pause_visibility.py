@@ -81,3 +81,13 @@ async def test_the_review_apps_runs_list_names_the_pause_inside_the_child(store:
         row = [str(cell) for cell in table.get_row_at(0)]
         assert row[0] == tree_paused and "research > retrieve" in row
         await settle(pilot)
+
+
+def test_the_python_api_types_the_pauses_of_the_tree(db_url, step_log):
+    from orchestrator import Orchestrator
+
+    with Orchestrator(db_url, reviewer="ann") as orch:
+        run = orch.run(FLOW / "tree_review.yaml")
+        [pause] = run.pauses
+        assert (pause.path, pause.step, pause.pause, pause.reason) == ("research > retrieve", "research", "gate",
+                                                                       REASON)
