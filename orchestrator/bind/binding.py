@@ -348,6 +348,11 @@ def _bind_step(step: StepSpec, spec: WorkflowSpec, by_id: Mapping[str, StepSpec]
     else:
         _refuse_model_keys(step, problems)
         function = _bind_function(step, resolver, problems)
+        if step.type == "critic" and step.output_schema is not None:
+            problems.add(f"steps.{step.id}.output_schema",
+                         f"step {step.id!r} is a critic, so its output is its verdict (passed, score, reason); it "
+                         "cannot have output_schema:")
+            function = None
         checked, output_schema = _bind_output_schema(step, resolver, problems)
         if not checked:
             function = None
