@@ -101,6 +101,24 @@ class StepDetail(_Document):
     """A ``repeat:`` step's iteration (1-based); None for a step's own record (a loop's result)."""
     unit: str = ""
     """The step id, ``summarize[3]`` for an instance, ``improve#2`` for an iteration."""
+    pause: str | None = None
+    """On a ``gate_failed`` record, the kind of pause: ``gate``, ``approval`` or ``tool_call``; else None."""
+
+
+class PauseDetail(_Document):
+    """An open pause of the run's tree (``show --json`` ``pauses``): its own, or one inside a child run."""
+
+    path: str
+    """From the run shown: ``scored``, or ``research > retrieve`` inside the child run ``research`` started."""
+    step: str
+    """The run's own unit it holds up (``research``)."""
+    run_id: str
+    """The run that holds the waiting record (a child run's id for a pause inside it)."""
+    unit: str
+    pause: str
+    """``gate``, ``approval`` or ``tool_call``."""
+    reason: str = ""
+    since: str | None = None
 
 
 class ReviewDetail(_Document):
@@ -138,6 +156,7 @@ class RunDetail(_Document):
     created_at: str | None = None
     steps: list[StepDetail] = []
     paused_steps: list[str] = []
+    pauses: list[PauseDetail] = []
     reviews: list[ReviewDetail] = []
     outcomes: list[OutcomeDetail] = []
     llm: dict[str, Any] | None = None

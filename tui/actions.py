@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from orchestrator.engine.run_state import RunResult
     from orchestrator.service.labels import LabelResult
+    from orchestrator.service.reject_effects import RejectEffect
     from orchestrator.service.review import Decision
     from orchestrator.spec.events import EventHook
     from orchestrator.spec.records import StepRecordView
@@ -44,6 +45,13 @@ def decide(store: Store, run_id: str, decision: str, *, step: str | None = None,
         return review.retry(store, run_id, step=step, reviewer=reviewer, comment=comment,
                             rerun_side_effects=rerun_side_effects, lease=lease)
     return review.approve(store, run_id, step=step, reviewer=reviewer, comment=comment, lease=lease)
+
+
+def reject_effect(store: Store, run_id: str, step: str | None) -> RejectEffect:
+    """What rejecting the pause will do: the confirmation's title and body (ReviewError: no such pause)."""
+    from orchestrator.service.reject_effects import reject_effect as effect
+
+    return effect(store, run_id, step)
 
 
 def _located(store: Store, run_id: str, step: str | None) -> tuple[str, str | None]:

@@ -105,25 +105,31 @@ class ReviewApp(App[None]):
     # -- decisions -------------------------------------------------------------------------------
 
     def request_decision(self, run_id: str, decision: str, *, step: str | None = None) -> None:
-        """Approve and retry at once; reject after a confirmation that also asks for a comment."""
+        """Approve and retry at once; reject after a confirmation that says what it will do (a tool call is
+        refused and its step goes on; an instance ends and the run goes on; any other pause ends the run) and
+        asks for a comment."""
         if run_id in self._deciding:  # a second key press before the first decision is stored
             return
         if decision != "reject":
             self._decide(run_id, decision, step, None)
             return
-        from orchestrator.service.rejection import ended_instance_on
+        self._deciding.add(run_id)
+        self._confirm_reject(run_id, step)
+
+    @work(thread=True, group="decisions", exit_on_error=False)
+    def _confirm_reject(self, run_id: str, step: str | None) -> None:
+        """Read what rejecting the pause will do (a store read, so off the event loop), then ask."""
+        try:
+            effect = actions.reject_effect(self.store, run_id, step)
+        except Exception as exc:
+            self.post_message(ActionFailed(run_id, _error_text(exc)))
+            return
+        self.call_from_thread(self._ask_reject, run_id, step, effect.title, effect.body)
+
+    def _ask_reject(self, run_id: str, step: str | None, title: str, body: str) -> None:
         from tui.screens.confirm import ConfirmScreen
 
-        instance = ended_instance_on(step) if step else None
-        if instance is not None:
-            title = f"Reject {step} of run {run_id}?"
-            body = (f"Instance {instance} ends as rejected (its consumers read null) and the run goes on. "
-                    "This cannot be undone.")
-        else:
-            where = f"step {step}" if step else "its paused steps"
-            title = f"Reject run {run_id}?"
-            body = (f"The run ends as rejected at {where}; steps that never ran are recorded as skipped. "
-                    "This cannot be undone.")
+        self._deciding.discard(run_id)
         self.push_screen(
             ConfirmScreen(title, body, confirm_label="Reject", cursor_blink=self.cursor_blink),
             lambda comment: None if comment is None else self._decide(run_id, "reject", step, comment or None))

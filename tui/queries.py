@@ -55,10 +55,13 @@ class RunRow:
 def load_runs(store: Store, *, limit: int = 500) -> list[RunRow]:
     """Runs (not replays), paused ones first, then newest first, with what ``orchestrator runs`` shows
     of each (outcome, waiting step and gate reason, blamed step): one page query, not one per run."""
+    from orchestrator.engine.documents import with_child_pauses
     from orchestrator.service.listing import run_query
 
     rows = []
-    for t in store.triage_runs(run_query(limit=limit)).rows:
+    page = store.triage_runs(run_query(limit=limit))
+    with_child_pauses(store, page.rows)  # a parent paused by a child waits at the path into it, as in `runs`
+    for t in page.rows:
         verdict = {True: " correct", False: " incorrect"}.get(t.outcome_correct, "")  # type: ignore[arg-type]
         outcome = "" if t.outcome_value is None else f"{t.outcome_value:.2f}{verdict}"
         rows.append(RunRow(t.run.run_id, t.run.workflow, t.run.status, tuple(t.waiting_steps), t.run.created_at,

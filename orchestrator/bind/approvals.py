@@ -16,11 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.spec.records import AWAITING_APPROVAL as AWAITING_APPROVAL
+from orchestrator.spec.records import PauseKind as PauseKind
+from orchestrator.spec.records import pause_kind as pause_kind
+
 if TYPE_CHECKING:
     from orchestrator.spec.model import StepSpec
-
-AWAITING_APPROVAL = "AwaitingApproval"
-"""``error_type`` of a record that waits for a person's approval (an approval step, a tool call)."""
 
 APPROVAL_MESSAGE = "waiting for approval"
 """The record's ``error_message`` for an approval step; a tool call's names the tool."""
@@ -69,14 +70,9 @@ class ApprovalStep:
 
     def schema_errors(self, value: Any) -> list[str]:
         """Why ``value`` does not fit the step's ``output_schema`` (empty: it fits, or there is none)."""
-        if self.output_schema is None:
-            return []
-        import json
+        from orchestrator.bind.output_schema import schema_errors
 
-        from orchestrator.llm.structured import validate
-
-        _, errors = validate(self.output_schema, json.dumps(value))
-        return errors
+        return schema_errors(self.output_schema, value)
 
 
 @dataclass(frozen=True)
@@ -109,6 +105,22 @@ def edited_arguments(edited: Any) -> Any:
     if isinstance(edited, dict) and "arguments" in edited and set(edited) <= {"tool", "arguments", "call_id", "note"}:
         return edited["arguments"]
     return edited
+
+
+def proposal_mismatches(edited: Any, tool: str | None, call_id: str | None) -> list[str]:
+    """Why an edit given as a whole proposal does not answer the waiting call (empty: it does).
+
+    An edit replaces the waiting call's arguments and nothing else: a proposal that names another tool
+    or another call id would otherwise run the waiting tool with arguments meant for something else.
+    Edits of the arguments alone, and proposals that leave ``tool`` and ``call_id`` out, always answer it."""
+    if not isinstance(edited, dict) or edited_arguments(edited) is edited:
+        return []
+    problems = []
+    if "tool" in edited and edited["tool"] != tool:
+        problems.append(f"names tool {edited['tool']!r}, but the waiting call is of tool {tool!r}")
+    if "call_id" in edited and edited["call_id"] != call_id:
+        problems.append(f"names call id {edited['call_id']!r}, but the waiting call's id is {call_id!r}")
+    return problems
 
 
 def tool_resume(rec_output: Any, llm: dict[str, Any] | None, decision: str | None, *, output_after: Any = None,

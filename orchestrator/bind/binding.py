@@ -144,6 +144,10 @@ class BoundStep:
     workflow without conditions never check (the common case costs nothing)."""
     child: BoundWorkflow | None = None
     """The workflow a ``workflow:`` step runs as a child run (bound like this one); None for other steps."""
+    output_schema: Any = None
+    """A Python step's ``output_schema``, resolved (a pydantic model class or a JSON Schema dict): what its
+    function returns must fit it, else the attempt fails saying where. None for other steps: an LLM step
+    validates the model's answer itself, and an approval step checks edits of its proposal."""
 
     @property
     def id(self) -> str:
@@ -335,6 +339,7 @@ def _bind_helper(step: StepSpec, key: str, ref: str | None, resolver: _Resolver,
 def _bind_step(step: StepSpec, spec: WorkflowSpec, by_id: Mapping[str, StepSpec], consumers: dict[str, list[str]],
                resolver: _Resolver, problems: _Problems) -> BoundStep | None:
     child = _bind_child(step, resolver, problems) if step.runs_child else None
+    output_schema: Any = None  # checked here only for a Python step: the others check their own
     if step.type == "approval":
         function = _bind_approval(step, resolver, problems)
     elif step.runs_child:
@@ -342,7 +347,16 @@ def _bind_step(step: StepSpec, spec: WorkflowSpec, by_id: Mapping[str, StepSpec]
     elif step.calls_model:
         function = _bind_llm_function(spec, step, resolver, problems)
     else:
+        _refuse_model_keys(step, problems)
         function = _bind_function(step, resolver, problems)
+        if step.type == "critic" and step.output_schema is not None:
+            problems.add(f"steps.{step.id}.output_schema",
+                         f"step {step.id!r} is a critic, so its output is its verdict (passed, score, reason); it "
+                         "cannot have output_schema:")
+            function = None
+        checked, output_schema = _bind_output_schema(step, resolver, problems)
+        if not checked:
+            function = None
     baseline = _bind_helper(step, "baseline", step.baseline, resolver, problems)
     simulate = _bind_helper(step, "simulate", step.simulate, resolver, problems)
     bound_gates = [(i, _bind_gate(step.id, i, gate, resolver, problems)) for i, gate in enumerate(step.gates)]
@@ -368,7 +382,7 @@ def _bind_step(step: StepSpec, spec: WorkflowSpec, by_id: Mapping[str, StepSpec]
                      dependencies=tuple(step.step_dependencies()), consumers=tuple(users), next_needs=needs,
                      injected_json=jsonio.dumps([n.to_json() for n in needs]) if needs else None,
                      retry_on=retry_on, on_gate_fail=step.on_gate_fail, simulate=simulate, condition=condition,
-                     child=child)
+                     child=child, output_schema=output_schema)
 
 
 def _runs_as_child(step: StepSpec) -> Callable[..., Any]:
@@ -498,22 +512,44 @@ def _bind_approval(step: StepSpec, resolver: _Resolver, problems: _Problems) -> 
     if not step.inputs:
         problems.add(f"steps.{step.id}", f"step {step.id!r} has type 'approval' but no inputs; its inputs are "
                                          "the proposal a person decides on (inputs: {refund: decide})")
+    resolved, schema = _bind_output_schema(step, resolver, problems)
+    if clashing or not step.inputs or not resolved:
+        return None
+    return replace(StepFunction.of(ApprovalStep(step.id, schema)), inline=True)
+
+
+def _bind_output_schema(step: StepSpec, resolver: _Resolver, problems: _Problems) -> tuple[bool, Any]:
+    """``(resolved, schema)``: the step's ``output_schema`` as the object to check values against (a pydantic
+    model class or a JSON Schema dict; None without one). A reference that does not resolve, or a schema that
+    is not one, is a problem at the key's line (``resolved`` False for the first, as nothing can check)."""
     schema: Any = step.output_schema
     if isinstance(schema, str):
         try:
             schema = resolver.callable(schema)
         except ResolveError as exc:
             problems.add(f"steps.{step.id}.output_schema", f"step {step.id!r} output_schema: {exc}")
-            return None
+            return False, None
     if schema is not None:
         from orchestrator.llm.preflight import schema_problem
 
         problem = schema_problem(schema)
         if problem is not None:
             problems.add(f"steps.{step.id}.output_schema", f"step {step.id!r} output_schema {problem}")
-    if clashing or not step.inputs:
-        return None
-    return replace(StepFunction.of(ApprovalStep(step.id, schema)), inline=True)
+    return True, schema
+
+
+MODEL_ONLY_KEYS = ("tools", "system", "max_turns", "max_tokens")
+"""Keys that only mean something to a step that calls a model (one with a ``prompt``)."""
+
+
+def _refuse_model_keys(step: StepSpec, problems: _Problems) -> None:
+    """A step without a prompt calls no model, so keys only a model reads would be silently ignored: each one
+    given is a problem at its line (``tools: [{ref: ..., approve: true}]`` would otherwise approve nothing)."""
+    for key in MODEL_ONLY_KEYS:
+        if key in step.model_fields_set:
+            problems.add(f"steps.{step.id}.{key}",
+                         f"step {step.id!r} has {key}: but no prompt:, so it calls no model and {key}: would be "
+                         f"ignored; {key}: belongs to an LLM step (type: llm with a prompt:)")
 
 
 def _bind_llm_function(workflow: WorkflowSpec, step: StepSpec, resolver: _Resolver,

@@ -154,22 +154,87 @@ def step_note(step: dict[str, Any], width: int | None = 48) -> str:
     return f"{override} | {note}" if override else note
 
 
+def step_status(step: dict[str, Any], doc: dict[str, Any]) -> str:
+    """A ``show`` entry's status as printed: a pause for an approval (an approval step, a tool call) reads
+    ``waiting`` while open, then what was decided; everything else, a pause at failed gates included, its
+    stored status (the JSON keeps ``status`` and says the kind of pause in ``pause``)."""
+    from orchestrator.spec.records import shown_status
+
+    decision = next((r["decision"] for r in doc.get("reviews", []) if r.get("record_id") == step.get("record_id")),
+                    None)
+    waiting = decision is None and (step.get("unit") or step["step_id"]) in (doc.get("paused_steps") or [])
+    return shown_status(step["status"], step.get("pause"), waiting=waiting, decision=decision)
+
+
+def waiting_in_children(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """A row for each of the run's own units that waits on a pause inside the child run it started: the unit
+    has no record until its child finishes, yet it is the run's step that holds the run up."""
+    from orchestrator.spec.records import PATH_SEPARATOR, parse_unit
+
+    recorded = {s.get("unit") or s["step_id"] for s in doc["steps"] if s["status"] != "failed"}
+    started = {c["step"]: c["run_id"] for c in doc.get("children") or []}
+    rows: dict[str, dict[str, Any]] = {}
+    for pause in doc.get("pauses") or []:
+        unit = pause["step"]
+        if PATH_SEPARATOR not in pause["path"] or unit in recorded:
+            continue
+        inner = pause["path"][len(unit) + len(PATH_SEPARATOR):]
+        note = f"in child run {started.get(unit, pause['run_id'])}: paused at {inner}: {pause['reason']}"
+        if unit in rows:
+            rows[unit]["summary"] += f"; {inner}: {pause['reason']}"
+            continue
+        rows[unit] = {"step_id": unit, "unit": unit, "agent": parse_unit(unit)[0], "status": "waiting",
+                      "attempt": 0, "duration": 0.0, "gates": [], "error": None, "output": None,
+                      "origin": "executed", "summary": note}
+    return list(rows.values())
+
+
 def gate_marks(step: dict[str, Any]) -> str:
     """``✓range ✗min_items``: each gate's verdict on the step (rich markup)."""
     return " ".join(("[green]✓[/]" if g["passed"] else "[yellow]![/]" if g.get("error") else "[red]✗[/]")
                     + escape(g["gate"]) for g in step["gates"])
 
 
-def print_steps(doc: dict[str, Any], console: "Console") -> None:
+def print_steps(doc: dict[str, Any], console: "Console", *, full: bool = False) -> None:
     """The steps of a ``show`` document: a table from ``NARROW`` columns up, else one block per step.
 
-    Narrow terminals cut each output to one line; output that is not a terminal (a pipe, a file)
-    is never cut.
+    Each output, error, prompt and answer is cut to one line of the console's width (a pipe's too: a
+    whole JSON output can run to thousands of characters); ``full`` prints every value whole instead, one
+    block per step, whatever the width (``show --full``).
     """
-    if console.width >= NARROW:
+    doc = {**doc, "steps": [*doc["steps"], *waiting_in_children(doc)]}
+    if console.width >= NARROW and not full:
         console.print(steps_table(doc))
+        print_model_exchanges(doc, console)
     else:
-        print_step_blocks(doc, console, cut=console.is_terminal)
+        print_step_blocks(doc, console, cut=not full)
+
+
+def last_prompt(llm: dict[str, Any]) -> str:
+    """The prompt of an LLM step's attempt: the last user message it sent the model."""
+    for message in reversed(llm.get("messages") or []):
+        if message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else json.dumps(content, default=str)
+    return ""
+
+
+def exchange_lines(step: dict[str, Any]) -> list[tuple[str, str]]:
+    """``[("prompt", ...), ("answer", ...)]`` for a step that called a model (empty for any other), each on one
+    line (line breaks shown as ``⏎``, so a cut line still reads as one)."""
+    llm = step.get("llm")
+    if not isinstance(llm, dict):
+        return []
+    return [(label, text.replace("\n", " ⏎ ")) for label, text in
+            (("prompt", last_prompt(llm)), ("answer", str(llm.get("response") or "")))]
+
+
+def print_model_exchanges(doc: dict[str, Any], console: "Console") -> None:
+    """Below the table: each LLM step's prompt and answer, each cut to one line (``show --full``: whole)."""
+    for s in doc["steps"]:
+        for label, text in exchange_lines(s):
+            line = f"{s.get('unit') or s['step_id']} {label}: {text}"
+            console.print(escape(line), highlight=False, soft_wrap=False, overflow="ellipsis", no_wrap=True)
 
 
 def steps_table(doc: dict[str, Any]) -> "Table":
@@ -181,7 +246,7 @@ def steps_table(doc: dict[str, Any]) -> "Table":
                     ("duration", {"justify": "right"}), ("gates", {}), ("error / output", {"ratio": 1})):
         table.add_column(col, **kw)
     for s in shown_steps(doc["steps"]):
-        table.add_row(escape(step_label(s)), escape(s["agent"]), status_markup(s["status"]), str(s["attempt"]),
+        table.add_row(escape(step_label(s)), escape(s["agent"]), status_markup(step_status(s, doc)), str(s["attempt"]),
                       f"{s['duration']:.3f}s", gate_marks(s), escape(step_note(s)))
     return table
 
@@ -246,22 +311,29 @@ def print_step_blocks(doc: dict[str, Any], console: "Console", *, cut: bool) -> 
     """Each step as a few lines: id, status, agent, attempt and duration; its gates; its error or output
     (with ``cut``, one line of the console's width)."""
     for s in shown_steps(doc["steps"]):
-        console.print(f"[bold]{escape(step_label(s))}[/]  {status_markup(s['status'])}  agent {escape(s['agent'])}  "
+        status = status_markup(step_status(s, doc))
+        console.print(f"[bold]{escape(step_label(s))}[/]  {status}  agent {escape(s['agent'])}  "
                       f"try {s['attempt']}  {s['duration']:.3f}s", highlight=False)
         if s["gates"]:
             console.print(f"  gates: {gate_marks(s)}", highlight=False)
         label = "  error: " if s["error"] else "  output: "
-        note = step_note(s, max(8, console.width - len(label)) if cut else None)
-        if cut:
-            console.print(label + escape(note), highlight=False, soft_wrap=False, overflow="ellipsis", no_wrap=True)
-        else:
-            console.print(label + escape(note), highlight=False, soft_wrap=True)  # never cut, never broken
+        lines = [(label, step_note(s, max(8, console.width - len(label)) if cut else None))]
+        lines += [(f"  {name}: ", text) for name, text in exchange_lines(s)]
+        for label, note in lines:
+            if cut:
+                console.print(label + escape(note), highlight=False, soft_wrap=False, overflow="ellipsis",
+                              no_wrap=True)
+            else:
+                console.print(label + escape(note), highlight=False, soft_wrap=True)  # never cut, never broken
 
 
 @guarded
 def show(run_id: RunArgument, as_json: JsonOption = False, db: DbOption = None,
          traceback: Annotated[bool, typer.Option("--traceback", help="Also print the full traceback of every "
-                                                                    "failed attempt.")] = False) -> None:
+                                                                    "failed attempt.")] = False,
+         full: Annotated[bool, typer.Option("--full", help="Print every output, error, prompt and answer whole "
+                                                           "(else each is cut to one line of the terminal).")]
+         = False) -> None:
     """One run, step by step, with gate results, reviews and outcomes."""
     from orchestrator.engine.documents import run_document, usage_text
 
@@ -278,8 +350,11 @@ def show(run_id: RunArgument, as_json: JsonOption = False, db: DbOption = None,
         relation = "child run of" if doc.get("kind") == "child" else "forked from"
         out.print(f"{relation} {escape(doc['parent_run_id'])} at step {escape(str(doc.get('parent_step')))}",
                   highlight=False)
-    print_steps(doc, out)
+    print_steps(doc, out, full=full)
     print_children(doc)
+    for pause in doc.get("pauses") or []:
+        out.print(f"paused at [yellow]{escape(pause['path'])}[/]: {escape(pause['reason'])}", highlight=False,
+                  soft_wrap=True)
     for s in doc["steps"]:
         for g in s["gates"]:
             if not g["passed"]:
@@ -307,7 +382,9 @@ def show(run_id: RunArgument, as_json: JsonOption = False, db: DbOption = None,
         out.print(f"output: null (the output step {escape(skipped_output['step_id'])} was skipped: "
                   f"{escape(skipped_output.get('skip_reason') or '')})", highlight=False, soft_wrap=True)
     elif doc["status"] == "succeeded":
-        out.print(f"output: {escape(_preview(doc['output'], 400))}", highlight=False, soft_wrap=True)
+        whole = json.dumps(doc["output"], default=str)
+        out.print(f"output: {escape(whole if full else _preview(doc['output'], max(8, out.width - 8)))}",
+                  highlight=False, soft_wrap=True)
     if doc.get("llm"):
         t = doc["llm"]
         cost = "unknown cost" if t["cost"] is None else f"${t['cost']:.6f}"

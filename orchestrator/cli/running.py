@@ -267,11 +267,7 @@ def report_result(store: "Store", result: "RunResult", as_json: bool) -> None:
     else:
         out.print(f"run [bold]{escape(result.run_id)}[/] {status_markup(result.status)}", highlight=False)
         if result.status == "paused":
-            for rec in store.step_records(result.run_id, latest_only=True):
-                if rec.unit in result.paused_steps and rec.status == "gate_failed":
-                    reasons = "; ".join(g.reason for g in rec.failed_gates) or rec.error_message or ""
-                    out.print(f"  paused at [yellow]{escape(rec.unit)}[/]: {escape(reasons)}", highlight=False,
-                              soft_wrap=True)
+            print_pauses(store, result.run_id)
             out.print(f"  review with `orchestrator review` or `orchestrator approve|edit|retry|reject "
                       f"{result.run_id}`", highlight=False)
             print_critic_fixes(store, result.run_id)
@@ -290,6 +286,17 @@ def report_result(store: "Store", result: "RunResult", as_json: bool) -> None:
             if error:
                 out.print(f"  [yellow]{escape(error)}[/]", highlight=False, soft_wrap=True)
     raise typer.Exit(exit_code(result.status))
+
+
+def print_pauses(store: "Store", run_id: str) -> None:
+    """``paused at PATH: reason`` for every open pause of the run's tree: its own steps' and, by their paths
+    (``research > retrieve``), those inside its child runs, which hold the run up as much."""
+    from orchestrator.engine.documents import pause_reasons
+    from orchestrator.engine.tree import open_pauses
+
+    for pause in open_pauses(store, run_id):
+        out.print(f"  paused at [yellow]{escape(pause.path)}[/]: {escape(pause_reasons(pause.record))}",
+                  highlight=False, soft_wrap=True)
 
 
 def announce_review_wait(paused: "RunResult", deadline: float) -> None:

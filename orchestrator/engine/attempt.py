@@ -33,6 +33,7 @@ from orchestrator.bind.approvals import (
 )
 from orchestrator.bind.binding import BoundGate, BoundStep
 from orchestrator.bind.invoke import call_step
+from orchestrator.bind.output_schema import OUTPUT_SCHEMA_ERROR, schema_errors
 from orchestrator.bind.threads import POOL
 from orchestrator.core import jsonio
 from orchestrator.core.errors import LeaseLostError, StoreError
@@ -338,7 +339,8 @@ class StepRunner:
             return await self.await_approval(attempt, started, pending.proposal, common, ctx,
                                              f"waiting for approval of a call of tool {pending.tool!r}")
         except ChildPaused as paused:  # the step waits where its child run waits
-            self.emit_finished(attempt, "gate_failed", time.time() - started, str(paused), ctx=ctx)
+            self.emit_finished(attempt, "gate_failed", time.time() - started, str(paused), ctx=ctx,
+                               waiting_in_child=True)
             return StepOutcome(step.id, "gate_failed", -1, units=tuple(join_path(self.unit, u) for u in paused.units))
         except RunHandedBack:  # a drain stopped the child run before it ended: so is this step
             self.emit_finished(attempt, "failed", time.time() - started, "handed back", ctx=ctx)
@@ -442,7 +444,8 @@ class StepRunner:
 
     def emit_finished(self, attempt: int, status: Any, duration: float, error: str | None, *,
                       verdicts: tuple[Verdict, ...] = (), failed_gates: int = 0,
-                      ctx: StepContext | None = None, awaiting_approval: bool = False) -> None:
+                      ctx: StepContext | None = None, awaiting_approval: bool = False,
+                      waiting_in_child: bool = False) -> None:
         if self.run.on_event is not None:
             llm = ctx.llm_records[-1] if ctx is not None and ctx.llm_records else None
             self.run.on_event(StepFinished(run_id=self.run.run_id, step_id=self.step.id, status=status,
@@ -450,7 +453,7 @@ class StepRunner:
                                            duration=duration, error=error,
                                            gates=len(verdicts), failed_gates=failed_gates, verdicts=verdicts, llm=llm,
                                            model_calls=tuple(ctx.calls.calls) if ctx is not None else (),
-                                           awaiting_approval=awaiting_approval))
+                                           awaiting_approval=awaiting_approval, waiting_in_child=waiting_in_child))
 
     async def settle(self, attempt: int, started: float, output: Any, ctx: StepContext | None, state: AttemptState,
                      common: dict[str, Any], *, is_last: bool, schema_failure: GateResult | None = None) -> StepOutcome:
@@ -482,6 +485,15 @@ class StepRunner:
             return StepOutcome(step.id, "failed", rid, error=problem, units=self.units())
         # JSON scalars come back from JSON as themselves; anything else is converted (models -> dicts)
         plain_output = output if type(output) in _JSON_SCALARS else jsonio.loads(output_json)
+        mismatches = schema_errors(step.output_schema, plain_output)
+        if mismatches:
+            problem = (f"step {step.id!r} returned an output that does not fit its output_schema: "
+                       f"{'; '.join(mismatches)}")
+            ended = time.time()
+            rid = await self.run.record(step, attempt, started, status="failed", ended_at=ended, output=output_json,
+                                        error_type=OUTPUT_SCHEMA_ERROR, error_message=problem, **common)
+            self.emit_finished(attempt, "failed", ended - started, f"{OUTPUT_SCHEMA_ERROR}: {problem}", ctx=ctx)
+            return StepOutcome(step.id, "failed", rid, error=f"{OUTPUT_SCHEMA_ERROR}: {problem}", units=self.units())
         for gate in step.gates if schema_failure is None else ():
             assert ctx is not None  # a step with gates always has its context built (needs_context)
             with ctx.calls.owned_by("judge", gate.label):

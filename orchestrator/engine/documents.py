@@ -5,17 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from orchestrator.engine.tree import child_pauses, child_summaries
+from orchestrator.engine.tree import OpenPause, child_pauses, child_summaries
 from orchestrator.spec.overrides import overrides, step_json
-from orchestrator.spec.records import ModelCallView, StepRecordView, live_records
+from orchestrator.spec.records import ModelCallView, StepRecordView, iso, live_records, split_path
 from orchestrator.store import Store
-from orchestrator.store.triage import RunPage, RunQuery
+from orchestrator.store.triage import RunPage, RunQuery, TriageRow
 
 
 def run_document(store: Store, run_id: str) -> dict[str, Any]:
     """``{"run_id", "workflow", "status", "output", "steps": [...], "reviews", "outcomes"}``.
 
-    ``paused_steps`` also names the pauses inside child runs by their paths (``research > retrieve``);
+    ``paused_steps`` also names the pauses inside child runs by their paths (``research > retrieve``), and
+    ``pauses`` describes each of them (:func:`pause_json`: path, kind, reason, the run that holds it);
     ``children`` lists the run's child runs (``{"run_id", "step", "status", "workflow"}``), and a child run's
     own document has ``parent_run_id`` and ``parent_step``.
 
@@ -34,6 +35,7 @@ def run_document(store: Store, run_id: str) -> dict[str, Any]:
         if rec.superseded_by is not None:
             superseded.setdefault(rec.superseded_by, []).append(rec.id)
     calls = store.model_calls([run_id])
+    inside = child_pauses(store, run_id, latest) if run.status == "paused" else []
     doc = run.summary_json()
     doc.update({
         "output": run.output,
@@ -46,12 +48,15 @@ def run_document(store: Store, run_id: str) -> dict[str, Any]:
         "attempts": [{"step_id": r.step_id, "index": r.index, "iteration": r.iteration, "unit": r.unit,
                       "attempt": r.attempt,
                       "status": r.status, "origin": r.origin, "error": r.error, "record_id": r.id,
-                      "superseded": r.superseded, "superseded_by": r.superseded_by, "skip_reason": r.skip_reason}
+                      "superseded": r.superseded, "superseded_by": r.superseded_by, "skip_reason": r.skip_reason,
+                      "pause": r.pause}
                      for r in records],
         "reviews": [{**r.to_json(), "superseded": superseded.get(r.id, [])} for r in reviews],
         "outcomes": [o.to_json() for o in store.outcomes(run_id)],
         "paused_steps": [r.unit for r in grouped(latest.values()) if r.status == "gate_failed" and r.id not in decided]
-        + ([p.path for p in child_pauses(store, run_id, latest)] if run.status == "paused" else []),
+        + [p.path for p in inside],
+        "pauses": [pause_json(OpenPause(r.unit, r)) for r in grouped(latest.values())
+                   if r.status == "gate_failed" and r.id not in decided] + [pause_json(p) for p in inside],
         "children": child_summaries(store, run_id),
         "llm": call_totals(calls),
         "model_calls": [c.to_json() for c in calls],
@@ -63,6 +68,33 @@ def pause_reason(record: StepRecordView) -> str | None:
     """Why a waiting record waits: its first failing gate's reason."""
     failing = record.failed_gates
     return failing[0].reason if failing else record.error_message
+
+
+def pause_reasons(record: StepRecordView) -> str:
+    """Why a waiting record waits, in full: every failing gate's reason, else its message (an approval's)."""
+    return "; ".join(g.reason for g in record.failed_gates) or record.error_message or ""
+
+
+def pause_json(pause: OpenPause) -> dict[str, Any]:
+    """``show --json``'s ``pauses`` entry: one open pause of the run's tree, ``{"path", "step", "run_id",
+    "unit", "pause", "reason", "since"}``. ``path`` names it from the run shown (``research > retrieve``),
+    ``step`` is the run's own unit it holds up (``research``), ``run_id`` and ``unit`` where it waits (a child
+    run's id and unit for a pause inside a child), ``pause`` its kind (``gate``, ``approval``, ``tool_call``)."""
+    rec = pause.record
+    return {"path": pause.path, "step": split_path(pause.path)[0], "run_id": rec.run_id, "unit": rec.unit,
+            "pause": rec.pause, "reason": pause_reasons(rec), "since": iso(rec.ended_at)}
+
+
+def with_child_pauses(store: Store, rows: Iterable[TriageRow]) -> None:
+    """Add to each paused run's waiting steps the pauses inside its child runs, by their paths (a parent paused
+    by a child waits at ``research > retrieve``), with the first one's reason when the run has none of its own:
+    what ``runs`` and the review app's runs list show."""
+    for row in rows:
+        if row.run.status == "paused":
+            inside = child_pauses(store, row.run.run_id)
+            if inside and not row.waiting_steps:
+                row.gate_reason = pause_reason(inside[0].record)
+            row.waiting_steps.extend(p.path for p in inside)
 
 
 def _sums(calls: Sequence[ModelCallView]) -> dict[str, Any]:
@@ -116,12 +148,7 @@ def runs_page_document(store: Store, query: RunQuery) -> tuple[RunPage, list[dic
     ``blamed_step``, ``waiting_step``, ``waiting_steps``, ``gate_reason``) and ``llm`` totals for runs
     that called a model (one query for the page). The page says how many runs there are in all."""
     page = store.triage_runs(query)
-    for row in page.rows:  # a parent paused by a child run waits at the path into it
-        if row.run.status == "paused":
-            inside = child_pauses(store, row.run.run_id)
-            if inside and not row.waiting_steps:
-                row.gate_reason = pause_reason(inside[0].record)
-            row.waiting_steps.extend(p.path for p in inside)
+    with_child_pauses(store, page.rows)
     by_run: dict[str, list[ModelCallView]] = {}
     for call in store.model_calls([row.run.run_id for row in page.rows]):
         by_run.setdefault(call.run_id, []).append(call)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.bind.approvals import edited_arguments
+from orchestrator.bind.approvals import edited_arguments, proposal_mismatches
 from orchestrator.bind.binding import BoundWorkflow
 from orchestrator.core import jsonio
 from orchestrator.core.errors import ReviewError
@@ -31,6 +31,12 @@ def check_arguments(workflow: BoundWorkflow, rec: StepRecordView, edited: Any) -
     except jsonio.NotSerializableError as exc:
         raise ReviewError(f"the edited arguments cannot be stored as JSON: {exc}") from None
     name = rec.output.get("tool") if isinstance(rec.output, dict) else None
+    call_id = rec.output.get("call_id") if isinstance(rec.output, dict) else None
+    problems = proposal_mismatches(edited, name, call_id)
+    if problems:
+        raise ReviewError(f"the edit of the call waiting in step {rec.unit!r} {' and '.join(problems)}; an edit "
+                          "changes only the arguments of the waiting call (name its tool and call id, or leave "
+                          "them out); nothing was changed")
     tools = getattr(workflow.step(rec.step_id).function.fn, "tools", ())
     spec = next((s for s in map(describe_tool, tools) if s.name == name), None)
     if spec is None:
@@ -41,7 +47,7 @@ def check_arguments(workflow: BoundWorkflow, rec: StepRecordView, edited: Any) -
         errors = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
         raise ReviewError(f"the edited arguments of the call of tool {name!r} in step {rec.unit!r} do not fit "
                           f"the tool: {errors}; nothing was changed") from None
-    return {"tool": name, "arguments": arguments, "call_id": rec.output.get("call_id")}
+    return {"tool": name, "arguments": arguments, "call_id": call_id}
 
 
 def review_of(rec: StepRecordView, decision: str, reviewer: str, comment: str | None,

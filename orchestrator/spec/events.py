@@ -79,6 +79,8 @@ class StepFinished:
     awaiting_approval: bool = False
     """The step waits for a person's approval (an approval step, a tool call marked ``approve``): its status
     says ``gate_failed`` as every waiting record's does, but no check failed."""
+    waiting_in_child: bool = False
+    """The step (a ``workflow:`` step) waits on a pause inside its child run: it failed nothing itself."""
 
     @property
     def unit(self) -> str:
@@ -86,8 +88,9 @@ class StepFinished:
 
     @property
     def shown_status(self) -> str:
-        """The status as faces print it: ``waiting`` for an approval, the stored status otherwise."""
-        return "waiting" if self.awaiting_approval else self.status
+        """The status as faces print it: ``waiting`` for an approval or a pause inside the child run, the
+        stored status otherwise."""
+        return "waiting" if self.awaiting_approval or self.waiting_in_child else self.status
 
 
 def _unit(step_id: str, index: int | None, iteration: int | None) -> str:

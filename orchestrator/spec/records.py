@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from orchestrator.spec.model import GATE_ERROR, RunStatus
 
@@ -16,6 +16,35 @@ from orchestrator.spec.model import GATE_ERROR, RunStatus
 def iso(ts: float | None) -> str | None:
     """Epoch seconds -> ISO 8601 with time zone, as the JSON contract requires."""
     return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
+
+
+AWAITING_APPROVAL = "AwaitingApproval"
+"""``error_type`` of a record that waits for a person's approval (an approval step, a tool call)."""
+
+PauseKind = Literal["gate", "approval", "tool_call"]
+"""What a waiting (``gate_failed``) record waits for: a review of failed gates (``gate``), the approval of an
+approval step's proposal (``approval``) or of an LLM step's tool call (``tool_call``). ``show --json`` says it
+in ``pause``; faces show the two approvals as ``waiting``, since nothing failed."""
+
+DECIDED_WORDS = {"approve": "approved", "edit": "edited", "reject": "rejected", "retry": "retried"}
+
+
+def pause_kind(error_type: str | None, step_type: str) -> PauseKind:
+    """The kind of pause a ``gate_failed`` record is (or was, once decided)."""
+    if error_type != AWAITING_APPROVAL:
+        return "gate"
+    return "approval" if step_type == "approval" else "tool_call"
+
+
+def shown_status(status: str, pause: str | None, *, waiting: bool, decision: str | None = None) -> str:
+    """A record's status as faces print it: a pause for an approval is ``waiting`` while open and then what
+    was decided (``approved``, ``rejected``, ...), never ``gate_failed``, since no check failed; any other
+    record (a pause at failed gates included) shows its stored status."""
+    if status != "gate_failed" or pause in (None, "gate"):
+        return status
+    if waiting or decision is None:
+        return "waiting"
+    return DECIDED_WORDS.get(decision, decision)
 
 
 @dataclass
@@ -130,6 +159,11 @@ class StepRecordView:
     def failed_gates(self) -> list[GateView]:
         return [g for g in self.gates if not g.passed]
 
+    @property
+    def pause(self) -> PauseKind | None:
+        """The kind of pause a ``gate_failed`` record is (:data:`PauseKind`); None for any other record."""
+        return pause_kind(self.error_type, self.step_type) if self.status == "gate_failed" else None
+
     def to_json(self) -> dict[str, Any]:
         return {"step_id": self.step_id, "type": self.step_type, "agent": self.agent, "status": self.status,
                 "attempt": self.attempt, "origin": self.origin, "record_id": self.id,
@@ -138,7 +172,8 @@ class StepRecordView:
                 "error": self.error, "gates": [g.to_json() for g in self.gates],
                 "consumed": self.consumed, "injected": self.injected, **({"llm": self.llm} if self.llm else {}),
                 "superseded": self.superseded, "superseded_by": self.superseded_by, "traceback": self.traceback,
-                "index": self.index, "iteration": self.iteration, "unit": self.unit, "skip_reason": self.skip_reason}
+                "index": self.index, "iteration": self.iteration, "unit": self.unit, "skip_reason": self.skip_reason,
+                "pause": self.pause}
 
 
 def unit_name(step_id: str, index: int | None, iteration: int | None = None) -> str:

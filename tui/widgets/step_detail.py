@@ -12,7 +12,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Button, Static
 
 from orchestrator.bind.approvals import is_approval, waiting_words
-from orchestrator.spec.records import StepRecordView, unit_name
+from orchestrator.spec.records import StepRecordView, shown_status, unit_name
 from tui.format import STATUS_STYLE, format_age, format_duration, step_status_words
 from tui.messages import JumpToStep
 from tui.queries import StepItem
@@ -208,11 +208,14 @@ class StepDetail(VerticalScroll):
     @staticmethod
     def _attempts(item: StepItem) -> Text:
         text = Text()
+        decided = {review.record_id: review.decision for review in item.reviews}
         for i, rec in enumerate(item.attempts):
             if i:
                 text.append("\n")
             text.append(f"#{rec.attempt} ")
-            text.append(rec.status, style=STATUS_STYLE.get(rec.status, ""))
+            waiting = item.waiting and item.record is not None and rec.id == item.record.id
+            status = shown_status(rec.status, rec.pause, waiting=waiting, decision=decided.get(rec.id))
+            text.append(status, style=STATUS_STYLE.get(rec.status, ""))
             text.append(f"  {rec.origin}  {format_duration(rec.duration)}")
             if rec.error:
                 text.append(f"\n   {rec.error}", style="dim")
