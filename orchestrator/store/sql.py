@@ -70,6 +70,7 @@ from orchestrator.store.rows import (
     gate_values,
     gate_view,
     gates_passed,
+    hand_back_values,
     lease_values,
     model_call_values,
     model_call_view,
@@ -311,6 +312,12 @@ class SqlStore(RetriedStore, Store):
             return bool(self.conn.execute(update(runs_t).where(
                 and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token))
                 .values(renewal_values(lease, now))).rowcount == 1)
+
+    def hand_back_lease(self, lease: Lease) -> bool:
+        with self.lock, self.conn.begin():
+            return bool(self.conn.execute(update(runs_t).where(
+                and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token))
+                .values(hand_back_values(self.clock()))).rowcount == 1)
 
     def due_reviews(self, now: float, *, limit: int = 100) -> list[tuple[str, float]]:
         rows = self.read(select(runs_t.c.run_id, runs_t.c.review_deadline).where(

@@ -53,7 +53,7 @@ T = TypeVar("T")
 
 _calls = threading.local()
 """Per thread: ``depth``, whether a store call is in progress (an inner one then runs as part of it);
-``retry``, False inside :func:`unretried`."""
+``budget``, the seconds of retrying allowed inside :func:`retry_within`."""
 
 
 def retry_seconds() -> float:
@@ -143,16 +143,17 @@ def store_error(exc: BaseException, display_url: str, *, waited: float = 0.0, tr
 
 
 @contextlib.contextmanager
-def unretried() -> Iterator[None]:
-    """Store calls made inside fail at once on a transient error, as a StoreUnavailableError: for a
-    caller that tries again on its own schedule (a lease renewal on the event loop must not sleep
-    there through a back-off)."""
-    before = getattr(_calls, "retry", True)
-    _calls.retry = False
+def retry_within(seconds: float) -> Iterator[None]:
+    """Store calls made inside (on this thread) retry a transient error for at most ``seconds`` (never
+    longer than ``ORCHESTRATOR_DB_RETRY_SECONDS``), then raise a StoreUnavailableError; 0 fails at once.
+    For a caller that tries again on its own schedule: a lease renewal that kept retrying past its
+    interval would only hold its thread while the next renewal is due."""
+    before = getattr(_calls, "budget", None)
+    _calls.budget = seconds
     try:
         yield
     finally:
-        _calls.retry = before
+        _calls.budget = before
 
 
 def call_retried(store: Any, call: Callable[[], T]) -> T:
@@ -166,8 +167,12 @@ def call_retried(store: Any, call: Callable[[], T]) -> T:
         return call()
     _calls.depth = 1
     try:
-        if getattr(_calls, "retry", True):
-            return _retry(store, call)
+        budget = retry_seconds()
+        within = getattr(_calls, "budget", None)
+        if within is not None:
+            budget = min(budget, within)
+        if budget > 0:
+            return _retry(store, call, budget)
         try:
             return call()
         except Exception as exc:
@@ -181,11 +186,10 @@ def call_retried(store: Any, call: Callable[[], T]) -> T:
         _calls.depth = 0
 
 
-def _retry(store: Any, call: Callable[[], T]) -> T:
+def _retry(store: Any, call: Callable[[], T], budget: float) -> T:
     began = 0.0
     pause = FIRST_PAUSE
     tries = 0
-    budget = retry_seconds()
     while True:
         try:
             return call()
