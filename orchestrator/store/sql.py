@@ -23,7 +23,7 @@ from sqlalchemy.sql.elements import ColumnElement
 import orchestrator.store.sql_analytics as sql_analytics
 import orchestrator.store.sql_live_analytics as sql_live_analytics
 from orchestrator.core import jsonio
-from orchestrator.core.errors import DatabaseUnreachableError, InputError, NotFoundError, RunBusyError
+from orchestrator.core.errors import InputError, NotFoundError, RunBusyError
 from orchestrator.spec.records import (
     AttributionView,
     GateView,
@@ -94,10 +94,9 @@ from orchestrator.store.rows import (
 from orchestrator.store.tables import TABLES, interrupted, lease_free, running
 from orchestrator.store.transient import (
     RetriedStore,
-    classify,
     insert_once,
-    is_database_error,
     is_missing_reference,
+    retry_opening,
 )
 from orchestrator.store.triage import RunPage, RunQuery
 
@@ -149,17 +148,19 @@ class SqlStore(RetriedStore, Store):
         self.create = create
         try:
             self.engine: Engine = self.create_engine()
-            self.create_schema()
-            self.conn: Connection = self.engine.connect()
-        except (SQLAlchemyError, ImportError, OSError) as exc:
+            self.conn: Connection = retry_opening(self.display_url, self.open_connection)
+        except (SQLAlchemyError, ImportError, OSError) as exc:  # not transient: the URL, the credentials, ...
             detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            error = DatabaseUnreachableError if is_database_error(exc) and classify(exc) == "transient" \
-                else InputError
-            raise error(f"cannot open the database {self.display_url}: {detail}; "
-                        "check --db or ORCHESTRATOR_DB") from None
+            raise InputError(f"cannot open the database {self.display_url}: {detail}; "
+                             "check --db or ORCHESTRATOR_DB") from None
         self.lock = threading.RLock()
         self.run_pks: BoundedCache[str, int] = BoundedCache()
         self.digests = RecordDigests(self.stored_output_digests)
+
+    def open_connection(self) -> Connection:
+        """One try at opening: the schema created or upgraded if needed, then the connection this store holds."""
+        self.create_schema()
+        return self.engine.connect()
 
     def reconnect(self) -> None:
         """Replace the held connection with a fresh one from the pool (pre-pinged); the old one may be

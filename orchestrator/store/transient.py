@@ -31,7 +31,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeVar
 
-from orchestrator.core.errors import InputError, StoreError, StoreFullError, StoreUnavailableError
+from orchestrator.core.errors import (
+    DatabaseUnreachableError,
+    InputError,
+    StoreError,
+    StoreFullError,
+    StoreUnavailableError,
+)
 
 log = logging.getLogger("orchestrator.store")
 
@@ -186,9 +192,57 @@ def call_retried(store: Any, call: Callable[[], T]) -> T:
         _calls.depth = 0
 
 
+class _Backoff:
+    """The waits between tries of one call: from FIRST_PAUSE doubling to MAX_PAUSE, with jitter, while the
+    time since the first failure stays within ``budget`` seconds; each wait logged."""
+
+    def __init__(self, display_url: str, budget: float) -> None:
+        self.display_url = display_url
+        self.budget = budget
+        self.began = 0.0
+        self.pause = FIRST_PAUSE
+
+    def waited(self) -> float:
+        return time.monotonic() - self.began if self.began else 0.0
+
+    def wait(self, error: BaseException, tries: int) -> bool:
+        """Sleep before try ``tries + 1``; False, at once, when that would outlast the budget."""
+        now = time.monotonic()
+        self.began = self.began or now
+        if now - self.began + self.pause > self.budget:
+            return False
+        slept = self.pause * (0.5 + random.random())
+        log.warning("the database %s did not answer (%s); try %d in %.2f s", self.display_url, reason(error),
+                    tries + 1, slept)
+        time.sleep(slept)
+        self.pause = min(self.pause * 2, MAX_PAUSE)
+        return True
+
+
+def retry_opening(display_url: str, open_once: Callable[[], T]) -> T:
+    """``open_once()`` (connecting, reading or creating the schema), retried as every later store call is
+    while it fails with a transient database error: a server restarting or dropping connections while a
+    command opens it is waited out, not taken for a wrong ``--db``. Each try opens afresh. Past the retry
+    window, a DatabaseUnreachableError naming the database; any other error is raised as it is."""
+    backoff = _Backoff(display_url, retry_seconds())
+    tries = 0
+    while True:
+        try:
+            return open_once()
+        except Exception as exc:
+            if not (is_database_error(exc) and classify(exc) == "transient"):
+                raise
+            tries += 1
+            if not backoff.wait(exc, tries):
+                raise DatabaseUnreachableError(
+                    f"cannot open the database {display_url}: it did not answer ({tries} "
+                    f"{'try' if tries == 1 else 'tries'} over {backoff.waited():.1f} s): {reason(exc)}; "
+                    "check --db or ORCHESTRATOR_DB", driver_error=type(driver_error(exc)).__name__,
+                    detail=detail(exc)) from None
+
+
 def _retry(store: Any, call: Callable[[], T], budget: float) -> T:
-    began = 0.0
-    pause = FIRST_PAUSE
+    backoff = _Backoff(store.display_url, budget)
     tries = 0
     while True:
         try:
@@ -199,15 +253,8 @@ def _retry(store: Any, call: Callable[[], T], budget: float) -> T:
             tries += 1
             first = exc
         while True:  # wait, reconnect; until a connection is made or the time is up
-            now = time.monotonic()
-            began = began or now
-            if classify(first) != "transient" or now - began + pause > budget:
-                raise store_error(first, store.display_url, waited=now - began, tries=tries) from None
-            slept = pause * (0.5 + random.random())
-            log.warning("the database %s did not answer (%s); try %d in %.2f s", store.display_url,
-                        reason(first), tries + 1, slept)
-            time.sleep(slept)
-            pause = min(pause * 2, MAX_PAUSE)
+            if classify(first) != "transient" or not backoff.wait(first, tries):
+                raise store_error(first, store.display_url, waited=backoff.waited(), tries=tries) from None
             try:
                 store.reconnect()
                 break
