@@ -47,6 +47,7 @@ from orchestrator.spec.events import EventHook
 from orchestrator.spec.model import WorkflowSpec
 from orchestrator.store import Lease, Store
 from orchestrator.store.off_loop import store_call, store_calls
+from orchestrator.store.transient import retry_within
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -297,7 +298,8 @@ def open_when_answering(open_store: Callable[[], Store]) -> Store | None:
         tries = 0
         while True:
             try:
-                return open_store()
+                with retry_within(0):  # this loop is the back-off: each try is one attempt, and a signal ends it
+                    return open_store()
             except DatabaseUnreachableError as exc:
                 pause = min(DatabaseWait.FIRST * 2 ** tries, DatabaseWait.LONGEST)
                 tries += 1

@@ -148,6 +148,14 @@ def store_error(exc: BaseException, display_url: str, *, waited: float = 0.0, tr
     return StoreError(f"database error in {display_url}: {why}", **facts)
 
 
+def _budget() -> float:
+    """How long a store call made now may retry: ``ORCHESTRATOR_DB_RETRY_SECONDS``, or less inside
+    :func:`retry_within`."""
+    budget = retry_seconds()
+    within = getattr(_calls, "budget", None)
+    return budget if within is None else min(budget, within)
+
+
 @contextlib.contextmanager
 def retry_within(seconds: float) -> Iterator[None]:
     """Store calls made inside (on this thread) retry a transient error for at most ``seconds`` (never
@@ -173,10 +181,7 @@ def call_retried(store: Any, call: Callable[[], T]) -> T:
         return call()
     _calls.depth = 1
     try:
-        budget = retry_seconds()
-        within = getattr(_calls, "budget", None)
-        if within is not None:
-            budget = min(budget, within)
+        budget = _budget()
         if budget > 0:
             return _retry(store, call, budget)
         try:
@@ -223,8 +228,9 @@ def retry_opening(display_url: str, open_once: Callable[[], T]) -> T:
     """``open_once()`` (connecting, reading or creating the schema), retried as every later store call is
     while it fails with a transient database error: a server restarting or dropping connections while a
     command opens it is waited out, not taken for a wrong ``--db``. Each try opens afresh. Past the retry
-    window, a DatabaseUnreachableError naming the database; any other error is raised as it is."""
-    backoff = _Backoff(display_url, retry_seconds())
+    window (shorter inside :func:`retry_within`), a DatabaseUnreachableError naming the database; any other
+    error is raised as it is."""
+    backoff = _Backoff(display_url, _budget())
     tries = 0
     while True:
         try:
