@@ -107,12 +107,18 @@ def _death(exitcode: int | None) -> str:
 
 
 def _message(exc: BaseException) -> str:
-    """The child's error message; a MemoryError (whose own message is empty) says what ran out, and the
-    address-space limit when one is set (``resource.setrlimit(RLIMIT_AS)``, ``ulimit -v``)."""
+    """The child's error message (see :func:`out_of_memory_text` for a MemoryError)."""
     if not isinstance(exc, MemoryError):
         return str(exc)
+    return out_of_memory_text(exc)
+
+
+def out_of_memory_text(exc: MemoryError, where: str = "") -> str:
+    """What a MemoryError says, since its own message is most often empty: that memory ran out (``where``:
+    in which process, when it says more than the step's own), its own message if any, and the address-space
+    limit when one is set (``resource.setrlimit(RLIMIT_AS)``, ``ulimit -v``)."""
     detail = str(exc)
-    text = "out of memory" + (f" ({detail})" if detail else "")
+    text = "out of memory" + (f" {where}" if where else "") + (f" ({detail})" if detail else "")
     try:
         import resource
 

@@ -70,11 +70,6 @@ class InputError(OrchestratorError):
     """Workflow inputs or command arguments are invalid."""
 
 
-class DatabaseUnreachableError(InputError):
-    """Opening the store found no server answering (refused, restarting, timed out). A command exits 2
-    naming --db, since the URL is the likeliest culprit; a worker waits for the database instead."""
-
-
 class ReviewError(OrchestratorError):
     """A review decision cannot be applied."""
 
@@ -133,6 +128,13 @@ class StoreError(OrchestratorError):
 
 class StoreUnavailableError(StoreError):
     """A transient error (a lost connection, a server restarting, SQLite busy) outlasted the store's retries."""
+
+
+class DatabaseUnreachableError(StoreUnavailableError):
+    """Opening the store found no server answering (refused, restarting, timed out, connections dropped) for
+    the whole retry window (``ORCHESTRATOR_DB_RETRY_SECONDS``). Not invalid input: the same command may work
+    once the database is back, so a command exits 1, as for any store error past its retries, naming
+    --db (the URL may still be the culprit); a worker waits for the database instead."""
 
 
 class StoreFullError(StoreError):

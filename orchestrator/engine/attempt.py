@@ -33,6 +33,7 @@ from orchestrator.bind.approvals import (
 )
 from orchestrator.bind.binding import BoundGate, BoundStep
 from orchestrator.bind.invoke import call_step
+from orchestrator.bind.isolation import out_of_memory_text
 from orchestrator.bind.output_schema import OUTPUT_SCHEMA_ERROR, schema_errors
 from orchestrator.bind.threads import POOL
 from orchestrator.core import jsonio
@@ -565,7 +566,12 @@ def gate_overrun(label: str, budget: float | None, own: bool, elapsed: float) ->
 
 def exception_text(exc: BaseException) -> str:
     """``str(exc)``, or what is known of it when the exception's own ``__str__`` raises: the step's
-    failure is still recorded with its type and traceback, whatever its message does."""
+    failure is still recorded with its type and traceback, whatever its message does. A MemoryError
+    raised here (not in a step's own process: that one comes as text) ran out in the orchestrator's
+    process, and says so."""
+    if isinstance(exc, MemoryError):
+        return out_of_memory_text(exc, "in the orchestrator's process (`isolation: process` gives a step a "
+                                       "process of its own)")
     try:
         return str(exc)
     except Exception as broken:  # noqa: BLE001 (user code: any error at all)

@@ -104,6 +104,9 @@ class ChildRuns:
             self.last_record[rec.unit] = rec
         self.latest: dict[str, RunView] | None = None
         """Each unit's latest child run (read once, then kept as children start)."""
+        self.loading = anyio.Lock()
+        """Held while :attr:`latest` is read: the units of a map ask at once, and every one of them must
+        see the children already started (an empty answer would start each a second child)."""
         self.delivered: set[str] = set()
         """Units whose child output this execution handed to the step: asked again, the step wants a new one."""
         self.workflow_ids: dict[int, int] = {}
@@ -113,13 +116,14 @@ class ChildRuns:
         workflow = step.child
         assert workflow is not None
         inputs = resolve_inputs(workflow.spec, given)
-        child = await store_call(self.reusable, unit, inputs)
+        children = await self.children()
+        child = await store_call(self.reusable, children.get(unit), unit, inputs)
         if child is None:
             result = await self.start(workflow, unit, inputs)
         else:
             result = await self.resume(child, workflow)
         # as it is now, should the unit ask again
-        self.children()[unit] = await store_call(self.store.get_run, result.run_id)
+        children[unit] = await store_call(self.store.get_run, result.run_id)
         if result.status == "succeeded":
             self.delivered.add(unit)
             return result.output
@@ -127,17 +131,24 @@ class ChildRuns:
             raise ChildPaused(result.run_id, result.paused_steps)
         raise ChildRunFailed(result.run_id, result.status, result.error)
 
-    def children(self) -> dict[str, RunView]:
-        if self.latest is None:
-            self.latest = {}
-            for run in self.store.child_runs(self.parent_run_id):
-                if run.kind == CHILD_KIND and run.parent_step is not None:
-                    self.latest[run.parent_step] = run  # oldest first: the last one stays
+    async def children(self) -> dict[str, RunView]:
+        """Each unit's latest child run, read from the store by the first unit to ask; the others wait for
+        that read to finish rather than see it half done."""
+        async with self.loading:
+            if self.latest is None:
+                self.latest = await store_call(self.read_children)
         return self.latest
 
-    def reusable(self, unit: str, inputs: dict[str, Any]) -> RunView | None:
-        """The unit's child run to continue, or None when a new one must start (see the module docstring)."""
-        child = self.children().get(unit)
+    def read_children(self) -> dict[str, RunView]:
+        latest: dict[str, RunView] = {}
+        for run in self.store.child_runs(self.parent_run_id):
+            if run.kind == CHILD_KIND and run.parent_step is not None:
+                latest[run.parent_step] = run  # oldest first: the last one stays
+        return latest
+
+    def reusable(self, child: RunView | None, unit: str, inputs: dict[str, Any]) -> RunView | None:
+        """The unit's child run to continue (``child``: its latest one), or None when a new one must start
+        (see the module docstring)."""
         if child is None:
             return None
         same_inputs = jsonio.loads(jsonio.dumps(inputs)) == child.inputs

@@ -96,7 +96,7 @@ def release_lease(store: Store, lease: Lease) -> None:
     worker's SIGTERM drain, a quitting TUI): the lease expires now, so the run shows as
     ``interrupted`` and ``resume`` or any worker takes it over at once, not after the lease's duration.
     Nothing happens when the lease was already taken over or ended."""
-    store.renew_lease(replace(lease, seconds=0.0))
+    store.hand_back_lease(lease)
 
 
 class Drain:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from types import FrameType
+from typing import ParamSpec, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -45,10 +46,15 @@ from orchestrator.service.runner import continue_run_async
 from orchestrator.spec.events import EventHook
 from orchestrator.spec.model import WorkflowSpec
 from orchestrator.store import Lease, Store
+from orchestrator.store.off_loop import store_call, store_calls
+from orchestrator.store.transient import retry_within
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 log = logging.getLogger("orchestrator.worker")
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class DatabaseWait:
@@ -209,6 +215,14 @@ class Worker:
         chosen = self.options.store_calls_off_loop
         return not self.store.embedded if chosen is None else chosen
 
+    async def store_call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """A store call of a run's execution made by the worker itself (ending or handing back its lease when
+        the execution failed): where the run's own store calls are made, so that on a database that makes
+        calls wait the other runs go on meanwhile. Shielded off the loop: a lease is handed back even when
+        a second signal cancels everything meanwhile."""
+        with store_calls(off_loop=self.store_calls_off_loop()):
+            return await store_call(fn, *args, **kwargs)
+
     def claim_one(self, lease: Lease) -> str | None:
         """Claim a run under ``lease``, interrupted runs first: a run whose executor died is taken over within
         about a lease, not after the whole backlog of queued runs. In a thread, off the event loop."""
@@ -236,21 +250,21 @@ class Worker:
                                               max_concurrency=self.options.max_concurrency, drain=self.drain,
                                               off_loop=self.store_calls_off_loop())
         except (SpecError, StoreMismatchError) as exc:
-            self.store.end_lease(lease, "failed", error=str(exc))
+            await self.store_call(self.store.end_lease, lease, "failed", error=str(exc))
             result = RunResult(run_id, "failed", error=str(exc))
         except LeaseLostError:
             return  # this worker stalled and another took the run over; it wrote nothing more
         except StoreError as exc:  # this run's store call failed past its retries; the other runs go on
             log.warning("run %s handed back: %s", run_id, exc)
             with contextlib.suppress(Exception):  # the lease expires by itself if the database is still away
-                release_lease(self.store, lease)
+                await self.store_call(release_lease, self.store, lease)
             self.summary.handed_back.append(run_id)
             return
         except RunHandedBack:
             self.summary.handed_back.append(run_id)
             return
         except BaseException:  # stopped at once (a second signal), possibly before the run began
-            release_lease(self.store, lease)
+            await self.store_call(release_lease, self.store, lease)
             self.summary.handed_back.append(run_id)
             raise
         finally:
@@ -295,7 +309,8 @@ def open_when_answering(open_store: Callable[[], Store]) -> Store | None:
         tries = 0
         while True:
             try:
-                return open_store()
+                with retry_within(0):  # this loop is the back-off: each try is one attempt, and a signal ends it
+                    return open_store()
             except DatabaseUnreachableError as exc:
                 pause = min(DatabaseWait.FIRST * 2 ** tries, DatabaseWait.LONGEST)
                 tries += 1

@@ -133,7 +133,13 @@ class RunStore(ABC):
 
     @abstractmethod
     def renew_lease(self, lease: Lease) -> bool:
-        """Extend a held lease (the heartbeat); False when it was taken over."""
+        """Extend a held lease (the heartbeat); False when it was taken over, ended or handed back."""
+
+    @abstractmethod
+    def hand_back_lease(self, lease: Lease) -> bool:
+        """Let a held lease lapse now without ending its run: the run shows as ``interrupted`` and anyone may
+        take it at once. The token stops holding the run, so a renewal sent before (and still on its way)
+        cannot extend the lease again. False when the lease was no longer held."""
 
     @abstractmethod
     def due_reviews(self, now: float, *, limit: int = 100) -> list[tuple[str, float]]:

@@ -366,6 +366,11 @@ def renewal_values(lease: Lease, now: Any) -> dict[str, Any]:
     return {"lease_expires_at": now + lease.seconds, "heartbeat_at": now}
 
 
+def hand_back_values(now: Any) -> dict[str, Any]:
+    """A lease handed back at ``now``: lapsed, and held by no token (a late renewal finds nothing to extend)."""
+    return {"lease_token": None, "lease_expires_at": now, "heartbeat_at": now}
+
+
 def lease_values(lease: Lease, now: Any) -> dict[str, Any]:
     """A run taken under ``lease`` at ``now`` (acquired, claimed from the queue): running, held by the lease's
     holder with its token, the lease lasting from ``now``."""

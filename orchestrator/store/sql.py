@@ -24,7 +24,7 @@ from sqlalchemy.sql.elements import ColumnElement
 import orchestrator.store.sql_analytics as sql_analytics
 import orchestrator.store.sql_live_analytics as sql_live_analytics
 from orchestrator.core import jsonio
-from orchestrator.core.errors import DatabaseUnreachableError, InputError, NotFoundError, RunBusyError
+from orchestrator.core.errors import InputError, NotFoundError, RunBusyError
 from orchestrator.spec.records import (
     AttributionView,
     GateView,
@@ -71,6 +71,7 @@ from orchestrator.store.rows import (
     gate_values,
     gate_view,
     gates_passed,
+    hand_back_values,
     lease_values,
     model_call_values,
     model_call_view,
@@ -94,10 +95,9 @@ from orchestrator.store.rows import (
 from orchestrator.store.tables import TABLES, interrupted, lease_free, running
 from orchestrator.store.transient import (
     RetriedStore,
-    classify,
     insert_once,
-    is_database_error,
     is_missing_reference,
+    retry_opening,
     retry_seconds,
 )
 from orchestrator.store.triage import RunPage, RunQuery
@@ -151,18 +151,20 @@ class SqlStore(RetriedStore, Store):
         self.retry_budget = retry_seconds()
         try:
             self.engine: Engine = self.create_engine()
-            self.create_schema()
-            self.conn: Connection = self.engine.connect()
-        except (SQLAlchemyError, ImportError, OSError) as exc:
+            self.conn: Connection = retry_opening(self.display_url, self.open_connection)
+        except (SQLAlchemyError, ImportError, OSError) as exc:  # not transient: the URL, the credentials, ...
             detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            error = DatabaseUnreachableError if is_database_error(exc) and classify(exc) == "transient" \
-                else InputError
-            raise error(f"cannot open the database {self.display_url}: {detail}; "
-                        "check --db or ORCHESTRATOR_DB") from None
+            raise InputError(f"cannot open the database {self.display_url}: {detail}; "
+                             "check --db or ORCHESTRATOR_DB") from None
         self.lock: AbstractContextManager[Any] = threading.RLock()
         """Serialises the use of the one held connection (a SQLite store's side shares its owner's)."""
         self.run_pks: BoundedCache[str, int] = BoundedCache()
         self.digests = RecordDigests(self.stored_output_digests)
+
+    def open_connection(self) -> Connection:
+        """One try at opening: the schema created or upgraded if needed, then the connection this store holds."""
+        self.create_schema()
+        return self.engine.connect()
 
     def reconnect(self) -> None:
         """Replace the held connection with a fresh one from the pool (pre-pinged); the old one may be
@@ -315,6 +317,12 @@ class SqlStore(RetriedStore, Store):
             return bool(self.conn.execute(update(runs_t).where(
                 and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token))
                 .values(renewal_values(lease, now))).rowcount == 1)
+
+    def hand_back_lease(self, lease: Lease) -> bool:
+        with self.lock, self.conn.begin():
+            return bool(self.conn.execute(update(runs_t).where(
+                and_(runs_t.c.run_id == lease.run_id, runs_t.c.lease_token == lease.token))
+                .values(hand_back_values(self.clock()))).rowcount == 1)
 
     def due_reviews(self, now: float, *, limit: int = 100) -> list[tuple[str, float]]:
         rows = self.read(select(runs_t.c.run_id, runs_t.c.review_deadline).where(

@@ -46,6 +46,7 @@ from orchestrator.store.rows import (
     RunEnd,
     gate_values,
     gate_view,
+    hand_back_values,
     lease_values,
     model_call_values,
     model_call_view,
@@ -454,6 +455,10 @@ class SqliteStore(RetriedStore, DelegatingStore):
     def renew_lease(self, lease: Lease) -> bool:
         now = time.time()
         return self.update_runs(renewal_values(lease, now), "run_id = ? AND lease_token = ?",
+                                (lease.run_id, lease.token)) == 1
+
+    def hand_back_lease(self, lease: Lease) -> bool:
+        return self.update_runs(hand_back_values(time.time()), "run_id = ? AND lease_token = ?",
                                 (lease.run_id, lease.token)) == 1
 
     def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,

@@ -28,10 +28,16 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeVar
 
-from orchestrator.core.errors import InputError, StoreError, StoreFullError, StoreUnavailableError
+from orchestrator.core.errors import (
+    DatabaseUnreachableError,
+    InputError,
+    StoreError,
+    StoreFullError,
+    StoreUnavailableError,
+)
 
 log = logging.getLogger("orchestrator.store")
 
@@ -65,7 +71,7 @@ class RetryTally:
 
 TALLY = RetryTally()
 """Per thread: ``depth``, whether a store call is in progress (an inner one then runs as part of it);
-``retry``, False inside :func:`unretried`."""
+``budget``, the seconds of retrying allowed inside :func:`retry_within`."""
 
 
 def retry_seconds() -> float:
@@ -154,20 +160,41 @@ def store_error(exc: BaseException, display_url: str, *, waited: float = 0.0, tr
     return StoreError(f"database error in {display_url}: {why}", **facts)
 
 
+def _budget(configured: float | None = None) -> float:
+    """How long a store call made now may retry: ``configured`` (a store's budget, read as it opened), else
+    ``ORCHESTRATOR_DB_RETRY_SECONDS``; less inside :func:`retry_within`, nothing inside :class:`unretried`."""
+    budget = retry_seconds() if configured is None else configured
+    within = getattr(_calls, "budget", None)
+    return budget if within is None else min(budget, within)
+
+
+@contextlib.contextmanager
+def retry_within(seconds: float) -> Iterator[None]:
+    """Store calls made inside (on this thread) retry a transient error for at most ``seconds`` (never
+    longer than ``ORCHESTRATOR_DB_RETRY_SECONDS``), then raise a StoreUnavailableError; 0 fails at once.
+    For a caller that tries again on its own schedule: a lease renewal that kept retrying past its
+    interval would only hold its thread while the next renewal is due."""
+    before = getattr(_calls, "budget", None)
+    _calls.budget = seconds
+    try:
+        yield
+    finally:
+        _calls.budget = before
+
+
 class unretried:  # noqa: N801 (used as a function: ``with unretried():``)
-    """Store calls made inside fail at once on a transient error, as a StoreUnavailableError: for a
-    caller that tries again on its own schedule (a lease renewal on the event loop must not sleep
-    there through a back-off; a call tried on the loop is made again on a thread). A class, not a
+    """:func:`retry_within` ``(0)``: store calls made inside fail at once on a transient error, as a
+    StoreUnavailableError (a call tried on the event loop is made again on a thread). A class, not a
     generator: it is entered around every store call the async API tries on its loop."""
 
     __slots__ = ("before",)
 
     def __enter__(self) -> None:
-        self.before = getattr(_calls, "retry", True)
-        _calls.retry = False
+        self.before = getattr(_calls, "budget", None)
+        _calls.budget = 0.0
 
     def __exit__(self, *exc: object) -> None:
-        _calls.retry = self.before
+        _calls.budget = self.before
 
 
 def call_retried(store: Any, call: Callable[[], T]) -> T:
@@ -182,8 +209,9 @@ def call_retried(store: Any, call: Callable[[], T]) -> T:
         return call()
     _calls.depth = 1
     try:
-        if getattr(_calls, "retry", True):
-            return _retry(store, call)
+        budget = _budget(getattr(store, "retry_budget", None))
+        if budget > 0:
+            return _retry(store, call, budget)
         try:
             return call()
         except Exception as exc:
@@ -197,11 +225,59 @@ def call_retried(store: Any, call: Callable[[], T]) -> T:
         _calls.depth = 0
 
 
-def _retry(store: Any, call: Callable[[], T]) -> T:
-    began = 0.0
-    pause = FIRST_PAUSE
+class _Backoff:
+    """The waits between tries of one call: from FIRST_PAUSE doubling to MAX_PAUSE, with jitter, while the
+    time since the first failure stays within ``budget`` seconds; each wait logged."""
+
+    def __init__(self, display_url: str, budget: float) -> None:
+        self.display_url = display_url
+        self.budget = budget
+        self.began = 0.0
+        self.pause = FIRST_PAUSE
+
+    def waited(self) -> float:
+        return time.monotonic() - self.began if self.began else 0.0
+
+    def wait(self, error: BaseException, tries: int) -> bool:
+        """Sleep before try ``tries + 1``; False, at once, when that would outlast the budget."""
+        now = time.monotonic()
+        self.began = self.began or now
+        if now - self.began + self.pause > self.budget:
+            return False
+        slept = self.pause * (0.5 + random.random())
+        log.warning("the database %s did not answer (%s); try %d in %.2f s", self.display_url, reason(error),
+                    tries + 1, slept)
+        time.sleep(slept)
+        self.pause = min(self.pause * 2, MAX_PAUSE)
+        return True
+
+
+def retry_opening(display_url: str, open_once: Callable[[], T]) -> T:
+    """``open_once()`` (connecting, reading or creating the schema), retried as every later store call is
+    while it fails with a transient database error: a server restarting or dropping connections while a
+    command opens it is waited out, not taken for a wrong ``--db``. Each try opens afresh. Past the retry
+    window (shorter inside :func:`retry_within`), a DatabaseUnreachableError naming the database; any other
+    error is raised as it is."""
+    backoff = _Backoff(display_url, _budget())
     tries = 0
-    budget = store.retry_budget
+    while True:
+        try:
+            return open_once()
+        except Exception as exc:
+            if not (is_database_error(exc) and classify(exc) == "transient"):
+                raise
+            tries += 1
+            if not backoff.wait(exc, tries):
+                raise DatabaseUnreachableError(
+                    f"cannot open the database {display_url}: it did not answer ({tries} "
+                    f"{'try' if tries == 1 else 'tries'} over {backoff.waited():.1f} s): {reason(exc)}; "
+                    "check --db or ORCHESTRATOR_DB", driver_error=type(driver_error(exc)).__name__,
+                    detail=detail(exc)) from None
+
+
+def _retry(store: Any, call: Callable[[], T], budget: float) -> T:
+    backoff = _Backoff(store.display_url, budget)
+    tries = 0
     while True:
         try:
             return call()
@@ -211,17 +287,10 @@ def _retry(store: Any, call: Callable[[], T]) -> T:
             tries += 1
             first = exc
         while True:  # wait, reconnect; until a connection is made or the time is up
-            now = time.monotonic()
-            began = began or now
-            if classify(first) != "transient" or now - began + pause > budget:
-                raise store_error(first, store.display_url, waited=now - began, tries=tries) from None
+            if classify(first) != "transient" or not backoff.wait(first, tries):
+                raise store_error(first, store.display_url, waited=backoff.waited(), tries=tries) from None
             TALLY.transient_errors += 1
             TALLY.retries += 1
-            slept = pause * (0.5 + random.random())
-            log.warning("the database %s did not answer (%s); try %d in %.2f s", store.display_url,
-                        reason(first), tries + 1, slept)
-            time.sleep(slept)
-            pause = min(pause * 2, MAX_PAUSE)
             try:
                 store.reconnect()
                 break

@@ -1,6 +1,7 @@
 """An ``isolation: process`` step whose process dies says how: a signal by name (the OOM killer's SIGKILL
 with a hint), an exit without an answer by its code, and a MemoryError under a real memory limit by its
-type with a message a person can act on, never ``exit code None`` or an empty message."""
+type with a message a person can act on, never ``exit code None`` or an empty message; a MemoryError in the
+orchestrator's own process (a step without isolation) says so too."""
 
 from __future__ import annotations
 
@@ -76,3 +77,22 @@ def test_a_step_process_that_dies_is_recorded_with_its_signal_or_exit_code(tmp_p
     assert (record.status, record.error_type) == ("failed", "ChildDied")
     assert record.error_message == f"the step's process {death} before it answered"
     assert doc["steps"][0]["error"] == f"ChildDied: {record.error_message}"
+
+
+def test_a_memory_error_in_the_orchestrators_own_process_says_what_ran_out_where(tmp_path):
+    """A step without ``isolation: process`` runs in the orchestrator's process: a MemoryError() with no message
+    there is stored saying that memory ran out, in that process, and how to give the step one of its own."""
+    (tmp_path / "hungry_steps.py").write_text("def hungry(x: int) -> int:\n    raise MemoryError()\n")
+    workflow = tmp_path / "hungry.yaml"
+    workflow.write_text("name: hungry\ninputs: {x: {type: integer, default: 1}}\nsteps:\n"
+                        "  - {id: s, run: 'hungry_steps:hungry', inputs: {x: $inputs.x}}\n")
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(workflow), "--db", db, "--json"],
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    [record] = open_store(db).step_records(doc["run_id"])
+    assert record.error_type == "MemoryError"
+    assert record.error_message.startswith("out of memory in the orchestrator's process (`isolation: process` "
+                                           "gives a step a process of its own)")
+    assert doc["steps"][0]["error"] == f"MemoryError: {record.error_message}"

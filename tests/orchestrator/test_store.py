@@ -48,11 +48,20 @@ def test_unknown_synchronous_level_is_a_clear_error(cli, tmp_path):
 
 
 def test_a_database_that_cannot_be_opened_is_exit_2_with_one_line(cli):
-    for url, detail in (("postgresql://nobody@127.0.0.1:1/none", "connection"),
-                        ("nonsense://x", "Can't load plugin"),
+    for url, detail in (("nonsense://x", "Can't load plugin"),
                         ("mysql://x/y", "MySQLdb")):
         result = cli("runs", "--db", url, db=False)
         assert result.exit_code == 2, url
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: cannot open the database"), result.stderr
         assert detail in lines[0]
+
+
+def test_a_database_server_that_does_not_answer_past_the_retries_is_exit_1_with_one_line(cli, monkeypatch):
+    monkeypatch.setenv("ORCHESTRATOR_DB_RETRY_SECONDS", "0")  # no retry: the first refusal is the last
+    result = cli("runs", "--db", "postgresql://nobody@127.0.0.1:1/none", db=False)
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot open the database 127.0.0.1:1/none: it did not "
+                                                   "answer (1 try over 0.0 s): "), result.stderr
+    assert "connection" in lines[0] and lines[0].endswith("check --db or ORCHESTRATOR_DB")
