@@ -48,14 +48,14 @@ def instructions(path: Path, sql: str, *params: object) -> int:
     return steps
 
 
-def test_due_reviews_cost_the_same_beside_ten_or_a_thousand_paused_runs(tmp_path: Path):
+def test_due_reviews_cost_the_same_beside_ten_or_a_thousand_paused_runs(tmp_path: Path) -> None:
     few, many = tmp_path / "few.db", tmp_path / "many.db"
     paused_runs(few, 10, due=3)
     paused_runs(many, 1000, due=3)
     assert instructions(many, DUE_REVIEWS, 1e9) == instructions(few, DUE_REVIEWS, 1e9)
 
 
-def test_due_reviews_are_a_search_of_one_index_in_deadline_order(tmp_path: Path):
+def test_due_reviews_are_a_search_of_one_index_in_deadline_order(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     paused_runs(path, 50, due=5)
     with sqlite3.connect(path) as conn:
