@@ -30,9 +30,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from orchestrator.core.errors import InputError
-from orchestrator.engine.children import CHILD_KIND
 from orchestrator.engine.workflow_filter import check_workflow_filter
-from orchestrator.spec.records import ModelCallView, iso, join_path, parse_unit, path_head, split_path
+from orchestrator.spec.records import CHILD_KIND, ModelCallView, iso, join_path, parse_unit, path_head, split_path
 from orchestrator.store import Store
 from orchestrator.store.analytics import OutcomeCounts, StepPeriodCounts
 

@@ -26,15 +26,13 @@ import anyio
 from orchestrator.bind.binding import BoundStep, BoundWorkflow
 from orchestrator.core import jsonio
 from orchestrator.core.errors import LeaseLostError, OrchestratorError
-from orchestrator.engine.run_state import RunResult
+from orchestrator.engine.run_state import RunResult, in_order
 from orchestrator.engine.stored_workflow import load_run_workflow
+from orchestrator.engine.tree import OpenPause, pauses_of_runs
 from orchestrator.spec.inputs import resolve_inputs
-from orchestrator.spec.records import RunView, StepRecordView
+from orchestrator.spec.records import CHILD_KIND, RunView, StepRecordView
 from orchestrator.store import Lease, Store
 from orchestrator.store.off_loop import store_call
-
-CHILD_KIND = "child"
-"""``runs.kind`` of a run a ``workflow:`` step started."""
 
 RESUMABLE_CHILD = ("paused", "failed", "running", "queued")
 """A child run's states from which its parent's execution continues it (``running`` once its lease lapsed,
@@ -102,6 +100,8 @@ class ChildRuns:
         self.delivered: set[str] = set()
         """Units whose child output this execution handed to the step: asked again, the step wants a new one."""
         self.workflow_ids: dict[int, int] = {}
+        self.paused: dict[str, list[OpenPause]] | None = None
+        """The open pauses of the child runs paused when this execution first asked (read together, once)."""
 
     async def run(self, step: BoundStep, unit: str, given: dict[str, Any]) -> Any:
         """The child's output for ``unit`` of the parent; ChildPaused or ChildRunFailed otherwise."""
@@ -109,6 +109,10 @@ class ChildRuns:
         assert workflow is not None
         inputs = resolve_inputs(workflow.spec, given)
         child = await store_call(self.reusable, unit, inputs)
+        if child is not None and child.status == "paused":  # no decision since it paused: nothing of it can run
+            waiting = await store_call(self.paused_units, child, workflow)
+            if waiting:
+                raise ChildPaused(child.run_id, waiting)
         if child is None:
             result = await self.start(workflow, unit, inputs)
         else:
@@ -129,6 +133,19 @@ class ChildRuns:
                 if run.kind == CHILD_KIND and run.parent_step is not None:
                     self.latest[run.parent_step] = run  # oldest first: the last one stays
         return self.latest
+
+    def paused_units(self, child: RunView, workflow: BoundWorkflow) -> list[str]:
+        """Where a paused child run waits (its units, and paths into its own paused children), read from its
+        records, as executing it again would find them. The pauses of all the paused children are read at
+        once, on the first one asked about: a continuation of a tree of many paused children (one of them
+        just decided) executes each of the others only to find it paused again, once per child read one by
+        one."""
+        if self.paused is None:
+            self.paused = pauses_of_runs(self.store, [c for c in self.children().values() if c.status == "paused"])
+        pauses = self.paused.get(child.run_id)
+        if pauses is None:  # paused during this execution
+            pauses = pauses_of_runs(self.store, [child])[child.run_id]
+        return in_order([pause.path for pause in pauses], workflow.order)
 
     def reusable(self, unit: str, inputs: dict[str, Any]) -> RunView | None:
         """The unit's child run to continue, or None when a new one must start (see the module docstring)."""

@@ -106,6 +106,11 @@ class RunStore(ABC):
         """Replays and forks of a run, oldest first."""
 
     @abstractmethod
+    def child_runs_of(self, run_ids: Sequence[str]) -> dict[str, list[RunView]]:
+        """:meth:`child_runs` of several runs at once, by parent run id (runs without any left out): one level
+        of a tree read in one call, however many runs it holds."""
+
+    @abstractmethod
     def set_run_status(self, run_id: str, status: str, *, output: Any = None, error: str | None = None,
                        expect: Iterable[str] | None = None, holder: str | None = UNCHANGED) -> bool:
         """Move a run to ``status``; with ``expect``, only from one of those states (False if not).
@@ -184,6 +189,10 @@ class RecordStore(ABC):
     def step_records(self, run_id: str, *, latest_only: bool = False) -> list[StepRecordView]:
         """Records of a run in insertion order with their gates; optionally the latest per step."""
 
+    @abstractmethod
+    def step_records_of(self, run_ids: Sequence[str]) -> dict[str, list[StepRecordView]]:
+        """:meth:`step_records` of several runs at once, by run id (runs without any left out)."""
+
     def latest_records(self, run_id: str) -> dict[str, StepRecordView]:
         """The latest record of each step of a run."""
         return {v.step_id: v for v in self.step_records(run_id, latest_only=True)}
@@ -235,6 +244,10 @@ class DecisionStore(ABC):
     @abstractmethod
     def reviews(self, run_id: str) -> list[ReviewView]:
         """Decisions on a run, oldest first."""
+
+    @abstractmethod
+    def reviews_of(self, run_ids: Sequence[str]) -> dict[str, list[ReviewView]]:
+        """:meth:`reviews` of several runs at once, by run id (runs without any left out)."""
 
 
 

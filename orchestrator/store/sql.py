@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Float, and_, bindparam, cast, create_engine, exists, func, insert, literal, select, text, update
@@ -402,6 +402,18 @@ class SqlStore(RetriedStore, Store):
         return [run_view(r) for r in self.read(select(runs_t).where(runs_t.c.parent_run_id == run_id)
                                                .order_by(runs_t.c.id))]
 
+    def child_runs_of(self, run_ids: Sequence[str]) -> dict[str, list[RunView]]:
+        found: dict[str, list[RunView]] = {}
+        for chunk in _chunks(run_ids):
+            for row in self.read(select(runs_t).where(runs_t.c.parent_run_id.in_(chunk)).order_by(runs_t.c.id)):
+                found.setdefault(row.parent_run_id, []).append(run_view(row))
+        return found
+
+    def run_ids_by_pk(self, run_ids: Sequence[str]) -> dict[int, str]:
+        """The integer keys of these runs (those that exist), to the run ids."""
+        return {pk: run_id for chunk in _chunks(run_ids)
+                for pk, run_id in self.read(select(runs_t.c.id, runs_t.c.run_id).where(runs_t.c.run_id.in_(chunk)))}
+
     # -- step records ------------------------------------------------------------------------
 
     def insert_step_records(self, records: Sequence[NewStepRecord], *, end: RunEnd | None = None) -> list[int]:
@@ -489,6 +501,21 @@ class SqlStore(RetriedStore, Store):
             return list({v.unit: v for v in views}.values())
         return views
 
+    def step_records_of(self, run_ids: Sequence[str]) -> dict[str, list[StepRecordView]]:
+        found: dict[str, list[StepRecordView]] = {}
+        by_pk = self.run_ids_by_pk(run_ids)
+        for chunk in _chunks(list(by_pk)):
+            rows, gate_rows = self.read(
+                select(steps_t).where(steps_t.c.run_pk.in_(chunk)).order_by(steps_t.c.id),
+                select(gates_t).where(gates_t.c.run_pk.in_(chunk)).order_by(gates_t.c.id))
+            gates: dict[int, list[GateView]] = {}
+            for g in gate_rows:
+                gates.setdefault(g.record_id, []).append(gate_view(g))
+            for r in rows:
+                run_id = by_pk[r.run_pk]
+                found.setdefault(run_id, []).append(record_view(r, run_id, gates.get(r.id, [])))
+        return found
+
     def llm_records(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
         out: dict[str, list[dict[str, Any]]] = {}
         ids = list(run_ids)
@@ -573,6 +600,15 @@ class SqlStore(RetriedStore, Store):
         rows = self.read(select(reviews_t).where(reviews_t.c.run_pk == run_pk).order_by(reviews_t.c.id))
         return [review_view(r, run_id) for r in rows]
 
+    def reviews_of(self, run_ids: Sequence[str]) -> dict[str, list[ReviewView]]:
+        found: dict[str, list[ReviewView]] = {}
+        by_pk = self.run_ids_by_pk(run_ids)
+        for chunk in _chunks(list(by_pk)):
+            for row in self.read(select(reviews_t).where(reviews_t.c.run_pk.in_(chunk)).order_by(reviews_t.c.id)):
+                run_id = by_pk[row.run_pk]
+                found.setdefault(run_id, []).append(review_view(row, run_id))
+        return found
+
     # -- outcomes and attribution -------------------------------------------------------------
 
     def add_outcome(self, outcome: NewOutcome) -> int:
@@ -645,3 +681,11 @@ class SqlStore(RetriedStore, Store):
         counts = self.read(*(select(func.count()).select_from(t) for t in TABLES.values()))
         return {name: int(rows[0][0] or 0) for name, rows in zip(TABLES, counts, strict=True)}
 
+
+IN_LIST = 500
+"""Values in one ``IN (...)`` list: well under SQLite's and PostgreSQL's limits on bound parameters."""
+
+
+def _chunks(values: Sequence[Any]) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(values), IN_LIST):
+        yield values[start:start + IN_LIST]
