@@ -183,12 +183,13 @@ def measure_in(tree: Path, case: str, sizes: list[int]) -> dict[int, tuple[float
     return {int(k): (v[0], v[1]) for k, v in json.loads(out.stdout.splitlines()[-1]).items()}
 
 
-def print_table(label: str, rounds: list[dict[int, tuple[float, dict[str, Any]]]], sizes: list[int]) -> None:
+def print_table(label: str, rounds: list[dict[int, tuple[float, dict[str, Any]]]], sizes: list[int],
+                unit: str) -> None:
     medians = {s: statistics.median(r[s][0] for r in rounds) for s in sizes}
     extras = rounds[-1][sizes[0]][1].keys()
     for size in sizes:
         more = " ".join(f"{k} {rounds[-1][size][1][k]}" for k in extras)
-        print(f"  {label:<8} {size:>9}  {medians[size]:>12.1f} µs  {more}")
+        print(f"  {label:<8} {size:>9}  {medians[size]:>12.1f} {unit}  {more}")
     ratio = medians[sizes[-1]] / medians[sizes[0]]
     print(f"  {label:<8} ratio {sizes[-1]}/{sizes[0]}: {ratio:.2f}x")
 
@@ -205,7 +206,7 @@ def main() -> None:
     if args.emit is not None:  # a measuring process of the driver below
         sys.path.insert(0, str(args.emit))
         if args.case == "stats":
-            from benchmarks.growth_stats import measure_stats
+            from growth_stats import measure_stats  # beside this file, whichever tree is measured
 
             print(json.dumps(measure_stats(sizes)))
         else:
@@ -219,7 +220,7 @@ def main() -> None:
     unit = "MB peak" if args.case == "stats" else "CPU µs per unit"
     print(f"{args.case}: {unit}, median of {args.rounds} rounds" + (" (interleaved)" if args.against else ""))
     for tree in trees:
-        print_table("this" if tree == ROOT else "against", results[tree], sizes)
+        print_table("this" if tree == ROOT else "against", results[tree], sizes, "MB" if args.case == "stats" else "µs")
 
 
 if __name__ == "__main__":

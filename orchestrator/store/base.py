@@ -49,6 +49,7 @@ from orchestrator.store.rows import (
 if TYPE_CHECKING:  # annotations only: a run never loads the analytics and triage rows
     from orchestrator.store.analytics import (
         AttributionCounts,
+        ModelCallGroup,
         NondeterminismCounts,
         OutcomeCounts,
         OutcomeSummary,
@@ -288,6 +289,12 @@ class AnalyticsStore(ABC):
     @abstractmethod
     def workflow_model_calls(self, workflow: str, *, since: float | None = None) -> list[ModelCallView]:
         """Every model call of a workflow's original runs (no replays) started since ``since``: ``stats`` reads them."""
+
+    @abstractmethod
+    def workflow_model_usage(self, workflow: str, *, since: float | None = None) -> list[ModelCallGroup]:
+        """The model calls of a workflow's original runs (no replays) started since ``since``, added up per step,
+        purpose, gate and UTC day by the database: what ``stats`` shows of them, in memory that grows with the
+        steps and days, not the calls (each loaded call cost about a kilobyte)."""
 
     @abstractmethod
     def step_period_counts(self, workflow: str, *, period: str = "week",

@@ -35,7 +35,9 @@ from orchestrator.spec.records import (
 )
 from orchestrator.store.analytics import (
     PRODUCTION_KINDS,
+    PRODUCTION_SQL,
     AttributionCounts,
+    ModelCallGroup,
     NondeterminismCounts,
     OutcomeCounts,
     OutcomeSummary,
@@ -481,6 +483,24 @@ class SqlStore(RetriedStore, Store):
         if since is not None:
             query = query.where(calls_t.c.started_at >= since)
         return [model_call_view(r, r.run_id_) for r in self.read(query)]
+
+    def workflow_model_usage(self, workflow: str, *, since: float | None = None) -> list[ModelCallGroup]:
+        from orchestrator.store.sql_counting import DAY, day_expr
+
+        dialect = self.engine.dialect.name
+        answered = "mc.error IS NULL"
+        rows = self.read(text(f"""
+            SELECT mc.step_id, mc.purpose, mc.gate, {day_expr('mc.started_at', dialect)} AS day, COUNT(*) AS calls,
+                   SUM(mc.input_tokens) AS input_tokens, SUM(mc.output_tokens) AS output_tokens,
+                   SUM(CASE WHEN {answered} THEN mc.cost ELSE 0 END) AS cost,
+                   SUM(CASE WHEN {answered} AND mc.cost IS NULL THEN 1 ELSE 0 END) AS unpriced
+            FROM model_calls mc JOIN runs r ON r.id = mc.run_pk
+            WHERE r.workflow = :workflow AND r.kind IN {PRODUCTION_SQL} AND mc.started_at >= :since
+            GROUP BY mc.step_id, mc.purpose, mc.gate, {day_expr('mc.started_at', dialect)}""").bindparams(
+            workflow=workflow, since=-1.0 if since is None else since))
+        return [ModelCallGroup(r.step_id, r.purpose, r.gate, float(r.day) * DAY, int(r.calls),
+                               int(r.input_tokens or 0), int(r.output_tokens or 0), float(r.cost or 0.0),
+                               int(r.unpriced or 0)) for r in rows]
 
     def stored_output_digests(self, ids: Iterable[int]) -> dict[int, str | None]:
         """Output digests of stored records (for inputs digests); runs inside a caller's transaction if one is open."""
