@@ -15,6 +15,11 @@ a ratio above about 1.2 is a path whose cost grows with the number of units arou
     (store calls and CPU per decision; the unit is the decision, so the ratio compares whole decisions).
 ``poll``
     one idle poll of a worker (claims, recovery, due reviews, dead holders) beside N paused runs.
+``prompts``
+    rendering one step's prompt N times, as N model calls do (per render).
+``first_call``
+    the latency recorded of a process's first N model calls against a local scripted server (per call), beside
+    the wall time of the whole calls: the first one imports the SDK, which the recorded latency must not hold.
 ``stats``
     peak resident memory (MB) of the ``stats``, ``report`` and ``runs`` commands, each in a process of its
     own, over a database of N step records (the unit is the command, so the ratio compares whole peaks).
@@ -44,6 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FLOW = ROOT / "tests" / "fixtures" / "flow"
 
 DEFAULT_SIZES = {"maps": [100, 1000, 10_000], "loops": [100, 400, 4000], "tree": [20, 200],
+                 "prompts": [100, 1000, 10_000], "first_call": [1, 10],
                  "poll": [10, 10_000], "stats": [100_000, 1_000_000]}
 
 
@@ -159,7 +165,43 @@ def case_poll(size: int) -> tuple[float, dict[str, Any]]:
     return statistics.median(times) * 1e6, {}
 
 
+def case_prompts(size: int) -> tuple[float, dict[str, Any]]:
+    """CPU µs per render of one step's prompt and system templates, ``size`` renders (as ``size`` calls)."""
+    from orchestrator.llm.prompt import render_prompt
+
+    system, prompt = "You classify support tickets.", "Classify: {{ ticket }}\nAnswer with one word."
+    began = time.process_time()
+    for i in range(size):
+        render_prompt(prompt, {"ticket": f"ticket {i}"}, system=system)
+    return (time.process_time() - began) / size * 1e6, {}
+
+
+def case_first_call(size: int) -> tuple[float, dict[str, Any]]:
+    """The ``latency`` recorded of the first ``size`` model calls of a process against a local scripted server
+    (µs per call), and the wall time of the whole calls: the first one imports the SDK."""
+    import anyio
+
+    from orchestrator.llm import LLMConfig, run_llm
+    from tests.llm.fake_openai_server import FakeOpenAI, completion
+
+    server = FakeOpenAI().start()
+    try:
+        config = LLMConfig.model_validate({"provider": "openai", "model": "fake", "base_url": server.base_url})
+        recorded, whole = 0.0, 0.0
+        for _ in range(size):
+            server.respond(completion("ok"))
+            began = time.perf_counter()
+            outcome = anyio.run(lambda: run_llm(config=config, prompt="Say ok."))
+            whole += time.perf_counter() - began
+            recorded += outcome.record.latency
+    finally:
+        server.stop()
+    return recorded / size * 1e6, {"whole call µs": round(whole / size * 1e6)}
+
+
 CASES: dict[str, Callable[[int], tuple[float, dict[str, Any]]]] = {
+    "prompts": case_prompts,
+    "first_call": case_first_call,
     "maps": lambda n: case_map(n, loops=False),
     "loops": lambda n: case_map(n, loops=True),
     "tree": case_tree,
@@ -217,7 +259,8 @@ def main() -> None:
     for r in range(args.rounds):
         for tree in trees if r % 2 == 0 else trees[::-1]:
             results[tree].append(measure_in(tree, args.case, sizes))
-    unit = "MB peak" if args.case == "stats" else "CPU µs per unit"
+    unit = {"stats": "MB peak", "first_call": "recorded latency (wall) µs per call",
+            "tree": "CPU µs per decision"}.get(args.case, "CPU µs per unit")
     print(f"{args.case}: {unit}, median of {args.rounds} rounds" + (" (interleaved)" if args.against else ""))
     for tree in trees:
         print_table("this" if tree == ROOT else "against", results[tree], sizes, "MB" if args.case == "stats" else "µs")
