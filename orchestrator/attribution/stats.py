@@ -30,11 +30,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from orchestrator.core.errors import InputError
-from orchestrator.engine.children import CHILD_KIND
 from orchestrator.engine.workflow_filter import check_workflow_filter
-from orchestrator.spec.records import ModelCallView, iso, join_path, parse_unit, path_head, split_path
+from orchestrator.spec.records import CHILD_KIND, iso, join_path, parse_unit, path_head, split_path
 from orchestrator.store import Store
-from orchestrator.store.analytics import OutcomeCounts, StepPeriodCounts
+from orchestrator.store.analytics import ModelCallGroup, OutcomeCounts, StepPeriodCounts
 
 PERIODS = ("day", "week")
 MAX_RUNS = 1_000_000
@@ -225,7 +224,7 @@ def compute_stats(store: Store, workflow: str | None = None, *, since: float | N
     return build_stats(name, store.step_period_counts(name, period=period, since=since),
                        store.outcome_counts(name, period=period, since=since), step_order=order,
                        period=period, since=since, alert_drop=alert_drop, min_runs=min_runs, now=now,
-                       calls=store.workflow_model_calls(name, since=since), expanded=expanded)
+                       calls=store.workflow_model_usage(name, since=since), expanded=expanded)
 
 
 def _step_order(store: Store, workflow: str) -> tuple[list[tuple[str, str | None]], list[str]]:
@@ -261,45 +260,44 @@ def _ordered_steps(rows: Sequence[StepPeriodCounts],
     return [(sid, agents[sid]) for sid in order]
 
 
-def usage_of(calls: Sequence[ModelCallView]) -> ModelUsage:
+def usage_of(groups: Sequence[ModelCallGroup]) -> ModelUsage:
     """Summed calls, tokens and cost; cost None when any answered call's price is unknown."""
-    costs = [c.cost for c in calls if c.error is None]
-    return ModelUsage(calls=len(calls), input_tokens=sum(c.input_tokens for c in calls),
-                      output_tokens=sum(c.output_tokens for c in calls),
-                      cost=None if any(c is None for c in costs) else round(sum(float(c or 0) for c in costs), 8))
+    return ModelUsage(calls=sum(g.calls for g in groups), input_tokens=sum(g.input_tokens for g in groups),
+                      output_tokens=sum(g.output_tokens for g in groups),
+                      cost=None if any(g.unpriced for g in groups) else round(sum(g.cost for g in groups), 8))
 
 
-def by_purpose(calls: Sequence[ModelCallView]) -> dict[str, ModelUsage]:
-    groups: dict[str, list[ModelCallView]] = {}
-    for c in calls:
-        groups.setdefault(c.purpose, []).append(c)
-    return {purpose: usage_of(group) for purpose, group in sorted(groups.items())}
+def by_purpose(groups: Sequence[ModelCallGroup]) -> dict[str, ModelUsage]:
+    by: dict[str, list[ModelCallGroup]] = {}
+    for g in groups:
+        by.setdefault(g.purpose, []).append(g)
+    return {purpose: usage_of(group) for purpose, group in sorted(by.items())}
 
 
-def _model_usage(calls: Sequence[ModelCallView]) -> dict[str, Any]:
+def _model_usage(groups: Sequence[ModelCallGroup]) -> dict[str, Any]:
     """A step's model fields of :class:`StepStats` from its calls (none without any)."""
-    if not calls:
+    if not groups:
         return {}
-    total = usage_of(calls)
+    total = usage_of(groups)
     return {"model_calls": total.calls, "input_tokens": total.input_tokens, "output_tokens": total.output_tokens,
-            "cost": total.cost, "model_usage": by_purpose(calls)}
+            "cost": total.cost, "model_usage": by_purpose(groups)}
 
 
-def _model_trend(calls: Sequence[ModelCallView], period: str) -> list[UsagePoint]:
-    groups: dict[tuple[str, str], list[ModelCallView]] = {}
-    for c in calls:
-        groups.setdefault(period_of(c.started_at, period), []).append(c)
+def _model_trend(groups: Sequence[ModelCallGroup], period: str) -> list[UsagePoint]:
+    by: dict[tuple[str, str], list[ModelCallGroup]] = {}
+    for g in groups:
+        by.setdefault(period_of(g.day_start, period), []).append(g)
     return [UsagePoint(period=label, start=start, **usage_of(group).model_dump(), by_purpose=by_purpose(group))
-            for (label, start), group in sorted(groups.items(), key=lambda item: item[0][1])]
+            for (label, start), group in sorted(by.items(), key=lambda item: item[0][1])]
 
 
-def _judge_spend(calls: Sequence[ModelCallView]) -> list[GateSpend]:
-    groups: dict[tuple[str, str, str], list[ModelCallView]] = {}
-    for c in calls:
-        if c.gate is not None:
-            groups.setdefault((c.step_id, c.gate, c.purpose), []).append(c)
+def _judge_spend(groups: Sequence[ModelCallGroup]) -> list[GateSpend]:
+    by: dict[tuple[str, str, str], list[ModelCallGroup]] = {}
+    for g in groups:
+        if g.gate is not None:
+            by.setdefault((g.step_id, g.gate, g.purpose), []).append(g)
     spend = [GateSpend(step_id=step_id, gate=gate, purpose=purpose, **usage_of(group).model_dump())
-             for (step_id, gate, purpose), group in groups.items()]
+             for (step_id, gate, purpose), group in by.items()]
     return sorted(spend, key=lambda g: (-(g.input_tokens + g.output_tokens), g.step_id, g.gate))
 
 
@@ -309,7 +307,7 @@ def _rate(part: int, whole: int) -> float | None:
 
 def _step_stats(step_id: str, agent: str | None, rows: Sequence[StepPeriodCounts], labels: dict[float, tuple[str, str]],
                 incorrect_in: Counter[float], blamed_in: Counter[tuple[float, str | None]],
-                calls: Sequence[ModelCallView]) -> StepStats:
+                calls: Sequence[ModelCallGroup]) -> StepStats:
     """One step's totals and trend from its rows per period, with the incorrect outcomes it was blamed for."""
     by_start = {r.period_start: r for r in rows}
     trend = []
@@ -338,11 +336,12 @@ def _step_stats(step_id: str, agent: str | None, rows: Sequence[StepPeriodCounts
 def build_stats(workflow: str, step_rows: Sequence[StepPeriodCounts], outcome_rows: Sequence[OutcomeCounts], *,
                 step_order: Sequence[tuple[str, str | None]] = (), period: str = "week", since: float | None = None,
                 alert_drop: float = 5.0, min_runs: int = 1, now: float | None = None,
-                calls: Sequence[ModelCallView] = (),
+                calls: Sequence[ModelCallGroup] = (),
                 expanded: Mapping[str, Sequence[StepPeriodCounts]] | None = None) -> StatsReport:
     """Pure: the dashboard from the store's aggregated rows (per step and period, per outcome state)
-    and the workflow's model calls; ``expanded``: the child workflow's rows of each ``workflow:`` step to show
-    beneath it (:meth:`~orchestrator.store.base.Store.child_step_period_counts`)."""
+    and the workflow's model calls (added up per step, purpose, gate and day); ``expanded``: the child
+    workflow's rows of each ``workflow:`` step to show beneath it
+    (:meth:`~orchestrator.store.base.Store.child_step_period_counts`)."""
     starts = {r.period_start for r in step_rows} | {o.period_start for o in outcome_rows}
     starts |= {r.period_start for rows in (expanded or {}).values() for r in rows}
     labels = {start: period_of(start, period) for start in starts}
@@ -357,7 +356,7 @@ def build_stats(workflow: str, step_rows: Sequence[StepPeriodCounts], outcome_ro
     by_step: dict[str, list[StepPeriodCounts]] = {}
     for row in step_rows:
         by_step.setdefault(row.step_id, []).append(row)
-    calls_of: dict[str, list[ModelCallView]] = {}
+    calls_of: dict[str, list[ModelCallGroup]] = {}
     for call in calls:
         calls_of.setdefault(call.step_id, []).append(call)
     steps = [_step_stats(sid, agent, by_step.get(sid, []), labels, incorrect_in, blamed_in, calls_of.get(sid, []))

@@ -27,15 +27,13 @@ import anyio
 from orchestrator.bind.binding import BoundStep, BoundWorkflow
 from orchestrator.core import jsonio
 from orchestrator.core.errors import LeaseLostError, OrchestratorError
-from orchestrator.engine.run_state import RunResult
+from orchestrator.engine.run_state import RunResult, in_order
 from orchestrator.engine.stored_workflow import load_run_workflow
+from orchestrator.engine.tree import OpenPause, pauses_of_runs
 from orchestrator.spec.inputs import resolve_inputs
-from orchestrator.spec.records import RunView, StepRecordView
+from orchestrator.spec.records import CHILD_KIND, RunView, StepRecordView
 from orchestrator.store import Lease, Store
 from orchestrator.store.off_loop import store_call
-
-CHILD_KIND = "child"
-"""``runs.kind`` of a run a ``workflow:`` step started."""
 
 CHILD_WAIT = "ChildPaused"
 """``error_type`` of a parent's record of a unit's wait at a pause inside its child run, written (superseded at
@@ -110,6 +108,8 @@ class ChildRuns:
         self.delivered: set[str] = set()
         """Units whose child output this execution handed to the step: asked again, the step wants a new one."""
         self.workflow_ids: dict[int, int] = {}
+        self.paused: dict[str, list[OpenPause]] | None = None
+        """The open pauses of the child runs paused when this execution first asked (read together, once)."""
 
     async def run(self, step: BoundStep, unit: str, given: dict[str, Any]) -> Any:
         """The child's output for ``unit`` of the parent; ChildPaused or ChildRunFailed otherwise."""
@@ -118,6 +118,10 @@ class ChildRuns:
         inputs = resolve_inputs(workflow.spec, given)
         children = await self.children()
         child = await store_call(self.reusable, children.get(unit), unit, inputs)
+        if child is not None and child.status == "paused":  # no decision since it paused: nothing of it can run
+            waiting = await store_call(self.paused_units, child, workflow, children)
+            if waiting:
+                raise ChildPaused(child.run_id, waiting)
         if child is None:
             result = await self.start(workflow, unit, inputs)
         else:
@@ -145,6 +149,19 @@ class ChildRuns:
             if run.kind == CHILD_KIND and run.parent_step is not None:
                 latest[run.parent_step] = run  # oldest first: the last one stays
         return latest
+
+    def paused_units(self, child: RunView, workflow: BoundWorkflow, children: dict[str, RunView]) -> list[str]:
+        """Where a paused child run waits (its units, and paths into its own paused children), read from its
+        records, as executing it again would find them. The pauses of all the paused children are read at
+        once, on the first one asked about: a continuation of a tree of many paused children (one of them
+        just decided) executes each of the others only to find it paused again, once per child read one by
+        one."""
+        if self.paused is None:
+            self.paused = pauses_of_runs(self.store, [c for c in children.values() if c.status == "paused"])
+        pauses = self.paused.get(child.run_id)
+        if pauses is None:  # paused during this execution
+            pauses = pauses_of_runs(self.store, [child])[child.run_id]
+        return in_order([pause.path for pause in pauses], workflow.order)
 
     def reusable(self, child: RunView | None, unit: str, inputs: dict[str, Any]) -> RunView | None:
         """The unit's child run to continue (``child``: its latest one), or None when a new one must start

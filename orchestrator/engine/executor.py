@@ -17,6 +17,7 @@ import os
 import secrets
 import time
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -48,6 +49,7 @@ from orchestrator.engine.run_state import (
     pause_deadline,
 )
 from orchestrator.engine.tree import child_pause_deadline
+from orchestrator.engine.waiting import WaitingUnits
 from orchestrator.spec.events import EventHook, RunFinished, RunStarted, shielded
 from orchestrator.spec.records import PATH_SEPARATOR, StepRecordView, parse_unit, path_head
 from orchestrator.store import Lease, NewRun, NewStepRecord, RunEnd, Store
@@ -227,7 +229,7 @@ class Executor:
                                       failed_steps=tuple(result.failed_steps), error=result.error))
         return result
 
-    def review_deadline(self, run_id: str, waiting: set[str]) -> float | None:
+    def review_deadline(self, run_id: str, waiting: AbstractSet[str]) -> float | None:
         """When the first of the run's pauses times out: its own steps' ``review_timeout`` and, for pauses
         inside its child runs (``research > retrieve``), the child steps' (so the root, which a worker polls,
         carries the deadline of a pause deep in its tree)."""
@@ -277,7 +279,7 @@ class _Schedule:
         self.workflow = executor.workflow
         self.run_context = run
         self.done: dict[str, Done] = run.done
-        self.waiting = set(prior.waiting)
+        self.waiting = WaitingUnits(prior.waiting)
         """Units (steps, ``STEP[i]`` instances of mapped steps, ``STEP#n`` iterations of loops) waiting for review."""
         self.retry_feedback = prior.retry_feedback
         self.next_attempt = prior.next_attempt

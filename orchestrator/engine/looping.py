@@ -31,6 +31,7 @@ from orchestrator.core import jsonio
 from orchestrator.core.errors import LeaseLostError, StoreError
 from orchestrator.engine.attempt import RunContext, StepRunner, exception_text, gate_policy, gate_row, skip_reason
 from orchestrator.engine.run_state import Done, StepOutcome
+from orchestrator.engine.waiting import WaitingUnits
 from orchestrator.spec import conditions
 from orchestrator.spec.conditions import ConditionError
 from orchestrator.spec.events import StepFinished, StepStarted, Verdict
@@ -47,7 +48,7 @@ class LoopState:
 
     iterations: dict[str, dict[int, Done]]
     """Completed iterations of each loop (by the loop's unit: ``improve``, ``summarize[3]``), by number."""
-    waiting: set[str]
+    waiting: WaitingUnits
     """Units waiting for review: an iteration (``improve#2``) or a loop's ``repeat`` pause (``improve``)."""
     next_attempt: dict[str, int]
     retry_feedback: dict[str, list[GateResult]]
@@ -146,9 +147,8 @@ class LoopRunner:
 
     def waiting_iteration(self) -> str | None:
         """This loop's iteration waiting for review, if one is."""
-        for unit in self.state.waiting:
-            step_id, index, iteration = parse_unit(path_head(unit))  # a path: a pause inside its child run
-            if step_id == self.step.id and index == self.index and iteration is not None:
+        for unit in sorted(self.state.waiting.of_instance(self.step.id, self.index)):
+            if parse_unit(path_head(unit))[2] is not None:  # a path: a pause inside the iteration's child run
                 return unit
         return None
 

@@ -27,10 +27,11 @@ from orchestrator.core.errors import InputError, LeaseLostError
 from orchestrator.engine.attempt import RunContext, StepRunner, exception_text, skip_reason
 from orchestrator.engine.looping import LoopRunner, LoopState
 from orchestrator.engine.run_state import FAIR_SHARE_SECONDS, Done, StepOutcome, in_order
+from orchestrator.engine.waiting import WaitingUnits
 from orchestrator.spec.conditions import ConditionError
 from orchestrator.spec.events import StepFinished, StepStarted
 from orchestrator.spec.model import GateResult, field_value, parse_reference
-from orchestrator.spec.records import parse_unit, path_head, unit_name
+from orchestrator.spec.records import unit_name
 
 DEFAULT_MAX_ITEMS = 10_000
 MAX_MAX_ITEMS = 1_000_000
@@ -59,7 +60,7 @@ class MapState:
 
     instances: dict[str, dict[int, Done]]
     """Completed or skipped instances of each mapped step, by index (from the records, then as they finish)."""
-    waiting: set[str]
+    waiting: WaitingUnits
     """Units waiting for review: not run again until a decision releases them."""
     next_attempt: dict[str, int]
     retry_feedback: dict[str, list[GateResult]]
@@ -147,12 +148,8 @@ class MapRunner:
     def waiting_units(self, count: int) -> list[str]:
         """The step's units waiting for review: instances, iterations of instances that loop, or paths into
         the child runs of instances (``per_ticket[3] > classify``)."""
-        found = []
-        for unit in self.state.waiting:
-            step_id, index, _ = parse_unit(path_head(unit))
-            if step_id == self.step.id and index is not None and index < count:
-                found.append(unit)
-        return found
+        return [unit for index, units in self.state.waiting.of_instances(self.step.id).items()
+                if index is not None and index < count for unit in units]
 
     async def unforeseen_failure(self, exc: Exception) -> StepOutcome:
         """The map itself broke (not one of its instances): the step's own record says how."""

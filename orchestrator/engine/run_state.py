@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -202,7 +203,8 @@ def review_deadline(waiting: Iterable[StepRecordView], timeouts: Mapping[str, fl
                 if rec.step_id in timeouts and rec.ended_at is not None), default=None)
 
 
-def pause_deadline(store: RecordStore, run_id: str, waiting: set[str], timeouts: Mapping[str, float]) -> float | None:
+def pause_deadline(store: RecordStore, run_id: str, waiting: AbstractSet[str],
+                   timeouts: Mapping[str, float]) -> float | None:
     """The review deadline of a run pausing at ``waiting`` (units): read from its records only when one of
     those steps has a ``review_timeout``."""
     if not any(parse_unit(path_head(unit))[0] in timeouts for unit in waiting):
@@ -212,7 +214,7 @@ def pause_deadline(store: RecordStore, run_id: str, waiting: set[str], timeouts:
 
 
 def finish_run(store: RunStore, run_id: str, *, output_step: str, order: Sequence[str], done: Mapping[str, Done],
-               waiting: set[str], failed: list[str], errors: list[str], lease: Lease | None = None,
+               waiting: AbstractSet[str], failed: list[str], errors: list[str], lease: Lease | None = None,
                ended: bool = False, outcome: NewOutcome | None = None, evaluator_error: str | None = None,
                review_deadline: Callable[[], float | None] | None = None) -> RunResult:
     """Store how an execution ended (failed, paused or succeeded) and release the run's lease.

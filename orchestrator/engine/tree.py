@@ -10,13 +10,21 @@ attribution (:func:`children`, :func:`resolve_path` and :func:`record_at` are it
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core.errors import NotFoundError
-from orchestrator.engine.children import CHILD_KIND
 from orchestrator.spec.model import StepSpec, WorkflowSpec
-from orchestrator.spec.records import RunView, StepRecordView, join_path, live_records, split_path
+from orchestrator.spec.records import (
+    CHILD_KIND,
+    ReviewView,
+    RunView,
+    StepRecordView,
+    join_path,
+    live_records,
+    split_path,
+)
 from orchestrator.store import Store
 
 MAX_DEPTH = 64
@@ -32,8 +40,13 @@ def is_child(run: RunView) -> bool:
 def children(store: Store, run_id: str) -> dict[str, RunView]:
     """The run's child runs by the unit that started them (``research``, ``per_ticket[3]``), the latest of
     each unit, in the order they were started."""
+    return latest_children(store.child_runs(run_id))
+
+
+def latest_children(runs: Iterable[RunView]) -> dict[str, RunView]:
+    """Of a run's child runs (oldest first), the latest of each unit, by unit, in the order they started."""
     found: dict[str, RunView] = {}
-    for run in store.child_runs(run_id):
+    for run in runs:
         if run.kind == CHILD_KIND and run.parent_step is not None:
             found.pop(run.parent_step, None)
             found[run.parent_step] = run
@@ -111,12 +124,16 @@ class OpenPause:
     """From the run asked about: ``research > retrieve`` (``retrieve`` itself for its own pause)."""
     record: StepRecordView
     """The waiting record, in the run that holds it."""
+    workflow_id: int | None = None
+    """The stored workflow version of the run holding the record (None for the run asked about: not read)."""
 
 
 def open_pauses(store: Store, run_id: str) -> list[OpenPause]:
     """The run's waiting records no decision answered, then those of its paused child runs (and theirs),
     each named by its path from this run; ordered as the runs' steps started."""
-    return _pauses(store, run_id, live_records(store.step_records(run_id)), own=True, depth=0)
+    live = live_records(store.step_records(run_id))
+    own = [OpenPause(r.unit, r) for r in waiting_in(live, store.reviews(run_id))]
+    return own + _inside(store, {run_id: live}, depth=0)[run_id]
 
 
 def child_pauses(store: Store, run_id: str, live: dict[str, StepRecordView] | None = None) -> list[OpenPause]:
@@ -124,15 +141,24 @@ def child_pauses(store: Store, run_id: str, live: dict[str, StepRecordView] | No
     run's live records, when the caller has them."""
     if live is None:
         live = live_records(store.step_records(run_id))
-    return _pauses(store, run_id, live, own=False, depth=0)
+    return _inside(store, {run_id: live}, depth=0)[run_id]
 
 
-def waiting_in(store: Store, run_id: str, live: dict[str, StepRecordView] | None = None) -> list[StepRecordView]:
-    """The run's own waiting records no decision answered (not those inside its child runs), in the order their
-    steps started, instances by index."""
-    if live is None:
-        live = live_records(store.step_records(run_id))
-    decided = {r.record_id for r in store.reviews(run_id)}
+def pauses_of_runs(store: Store, runs: Sequence[RunView]) -> dict[str, list[OpenPause]]:
+    """The open pauses of each of these runs (its own, then those inside its child runs), by run id, paths
+    from each run. The runs are read together, one level of their trees at a time: a few store calls
+    whatever the number of runs, where reading them one by one cost three calls per run."""
+    return _pauses_of(store, runs, depth=0)
+
+
+def waiting_of(store: Store, run_id: str) -> list[StepRecordView]:
+    """The run's own waiting records no decision answered (not those inside its child runs)."""
+    return waiting_in(live_records(store.step_records(run_id)), store.reviews(run_id))
+
+
+def waiting_in(live: dict[str, StepRecordView], reviews: Iterable[ReviewView]) -> list[StepRecordView]:
+    """A run's waiting records no decision answered, ordered as their steps started (instances by index)."""
+    decided = {r.record_id for r in reviews}
     waiting = [r for r in live.values() if r.status == "gate_failed" and r.id not in decided]
     began: dict[str, float] = {}
     for r in waiting:
@@ -141,17 +167,34 @@ def waiting_in(store: Store, run_id: str, live: dict[str, StepRecordView] | None
     return waiting
 
 
-def _pauses(store: Store, run_id: str, live: dict[str, StepRecordView], *, own: bool, depth: int) -> list[OpenPause]:
-    found = [OpenPause(r.unit, r) for r in waiting_in(store, run_id, live)] if own else []
+def _pauses_of(store: Store, runs: Sequence[RunView], depth: int) -> dict[str, list[OpenPause]]:
+    """Each run's own open pauses, then those inside its child runs."""
+    if not runs:
+        return {}
+    run_ids = [run.run_id for run in runs]
+    records, reviews = store.step_records_of(run_ids), store.reviews_of(run_ids)
+    lives = {run_id: live_records(records.get(run_id, ())) for run_id in run_ids}
+    inside = _inside(store, lives, depth)
+    return {run.run_id: [OpenPause(r.unit, r, run.workflow_id)
+                         for r in waiting_in(lives[run.run_id], reviews.get(run.run_id, ()))] + inside[run.run_id]
+            for run in runs}
+
+
+def _inside(store: Store, lives: dict[str, dict[str, StepRecordView]], depth: int) -> dict[str, list[OpenPause]]:
+    """The pauses inside the paused child runs of each run (given with its live records), by run id."""
+    found: dict[str, list[OpenPause]] = {run_id: [] for run_id in lives}
     if depth >= MAX_DEPTH:
         return found
-    for unit, child in children(store, run_id).items():
-        mine = live.get(unit)
-        if child.status != "paused" or (mine is not None and mine.status != "failed"):
-            continue  # a unit with a live result is past its child run (a failed one runs it again)
-        inner_live = live_records(store.step_records(child.run_id))
-        found.extend(OpenPause(join_path(unit, inner.path), inner.record)
-                     for inner in _pauses(store, child.run_id, inner_live, own=True, depth=depth + 1))
+    below: list[tuple[str, str, RunView]] = []
+    for run_id, runs in store.child_runs_of(list(lives)).items():
+        for unit, child in latest_children(runs).items():
+            mine = lives[run_id].get(unit)
+            if child.status != "paused" or (mine is not None and mine.status != "failed"):
+                continue  # a unit with a live result is past its child run (a failed one runs it again)
+            below.append((run_id, unit, child))
+    inner = _pauses_of(store, [child for _, _, child in below], depth + 1)
+    for run_id, unit, child in below:
+        found[run_id].extend(OpenPause(join_path(unit, p.path), p.record, p.workflow_id) for p in inner[child.run_id])
     return found
 
 
@@ -172,19 +215,22 @@ class StepTimeouts:
         self.workflow_of: dict[str, int] = {}
         """Run id -> its stored workflow version."""
 
-    def step(self, record: StepRecordView) -> StepSpec:
-        """The spec of the step a record belongs to, in the workflow version its run was started from."""
-        if record.run_id not in self.workflow_of:
+    def step(self, pause: OpenPause) -> StepSpec:
+        """The spec of the step a pause waits at, in the workflow version its run was started from."""
+        record = pause.record
+        if pause.workflow_id is not None:
+            self.workflow_of[record.run_id] = pause.workflow_id
+        elif record.run_id not in self.workflow_of:
             self.workflow_of[record.run_id] = self.store.get_run(record.run_id).workflow_id
         workflow_id = self.workflow_of[record.run_id]
         if workflow_id not in self.specs:
             self.specs[workflow_id] = WorkflowSpec.model_validate(self.store.workflow_definition(workflow_id)[0])
         return self.specs[workflow_id].step(record.step_id)
 
-    def deadline(self, record: StepRecordView) -> float | None:
-        """When a waiting record times out (its end plus its step's ``review_timeout``); None without one."""
-        timeout = self.step(record).review_timeout
-        return None if timeout is None else record.ended_at + timeout
+    def deadline(self, pause: OpenPause) -> float | None:
+        """When a pause times out (its record's end plus its step's ``review_timeout``); None without one."""
+        timeout = self.step(pause).review_timeout
+        return None if timeout is None else pause.record.ended_at + timeout
 
 
 def child_pause_deadline(store: Store, run_id: str, live: dict[str, StepRecordView] | None = None) -> float | None:
@@ -192,5 +238,5 @@ def child_pause_deadline(store: Store, run_id: str, live: dict[str, StepRecordVi
     child step's ``review_timeout``; None when none of them has one. Stored on the root with its own, so the
     worker that polls due reviews sees a pause deep in a tree time out."""
     timeouts = StepTimeouts(store)
-    deadlines = [d for pause in child_pauses(store, run_id, live) if (d := timeouts.deadline(pause.record)) is not None]
+    deadlines = [d for pause in child_pauses(store, run_id, live) if (d := timeouts.deadline(pause)) is not None]
     return min(deadlines, default=None)

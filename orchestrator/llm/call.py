@@ -21,7 +21,7 @@ from orchestrator.bind.approvals import ToolApprovalPending, ToolResume
 from orchestrator.llm.cache import ResponseCache, cache_key
 from orchestrator.llm.pricing import cost
 from orchestrator.llm.prompt import FeedbackLike, NeedLike, render_prompt
-from orchestrator.llm.providers.base import ChatProvider, ChatRequest, ChatResponse
+from orchestrator.llm.providers.base import ChatProvider, ChatRequest, ChatResponse, connection
 from orchestrator.llm.structured import schema_of, validate
 from orchestrator.llm.tools import ToolScope, ToolSpec, describe_tools, run_tool_call, tool_message_content
 from orchestrator.spec.context import CallLog, ModelCall
@@ -275,27 +275,29 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
                 "injected_spans": rendered.injected_spans, "cache_key": key})
             return LLMOutcome(output=cached_output, record=record)
 
-    model = provider or get_provider(config)
     attempt = _Attempt(rendered.messages, config, log, prices, tool_scope)
     output: Any = None
     errors: list[str] = []
     approvals = frozenset(approval_tools)
     try:
-        start = (0, 0) if resume is None else await _continue_decided(attempt, resume, specs, approvals, checkpoint)
-        for round_no in range(start[0], validation_retries + 1):
-            for turn_no in range(start[1] if round_no == start[0] else 0, max(max_turns, 1)):
-                offered = tool_schemas if turn_no < max_turns - 1 else None
-                response = await attempt.ask(model, request, offered)
-                if not (offered and response.tool_calls):
+        # the provider's set-up (its SDK's imports, a client) before any call is timed
+        async with connection(provider or get_provider(config)) as model:
+            start = (0, 0) if resume is None else await _continue_decided(attempt, resume, specs, approvals,
+                                                                          checkpoint)
+            for round_no in range(start[0], validation_retries + 1):
+                for turn_no in range(start[1] if round_no == start[0] else 0, max(max_turns, 1)):
+                    offered = tool_schemas if turn_no < max_turns - 1 else None
+                    response = await attempt.ask(model, request, offered)
+                    if not (offered and response.tool_calls):
+                        break
+                    await attempt.run_tools(response, specs, approvals, (round_no, turn_no))
+                output, errors = _check(output_schema, attempt.last.text)
+                if not errors:
                     break
-                await attempt.run_tools(response, specs, approvals, (round_no, turn_no))
-            output, errors = _check(output_schema, attempt.last.text)
-            if not errors:
-                break
-            attempt.validation_errors.append("; ".join(errors))
-            if round_no < validation_retries:
-                attempt.conversation.append({"role": "assistant", "content": attempt.last.text})
-                attempt.conversation.append({"role": "user", "content": reask_message(errors)})
+                attempt.validation_errors.append("; ".join(errors))
+                if round_no < validation_retries:
+                    attempt.conversation.append({"role": "assistant", "content": attempt.last.text})
+                    attempt.conversation.append({"role": "user", "content": reask_message(errors)})
     except _Pause as pause:
         record = _record(config, attempt, rendered.injected_spans, key, prices)
         record.loop = pause.state

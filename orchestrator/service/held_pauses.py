@@ -15,10 +15,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from orchestrator.engine.children import CHILD_KIND, CHILD_WAIT
+from orchestrator.engine.children import CHILD_WAIT
 from orchestrator.engine.tree import OpenPause, child_pauses, children
 from orchestrator.spec.model import WorkflowSpec
-from orchestrator.spec.records import RunView, StepRecordView, join_path, live_records, parse_unit, path_head
+from orchestrator.spec.records import (
+    CHILD_KIND,
+    RunView,
+    StepRecordView,
+    join_path,
+    live_records,
+    parse_unit,
+    path_head,
+)
 from orchestrator.store import NewDecision, NewStepRecord, Store
 
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from orchestrator.engine.children import CHILD_KIND
-from orchestrator.engine.tree import is_child, path_from_root, waiting_in
+from orchestrator.engine.tree import is_child, path_from_root, waiting_of
 from orchestrator.spec.model import WorkflowSpec
 from orchestrator.spec.records import (
+    CHILD_KIND,
     RunView,
     StepRecordView,
     join_path,
@@ -96,7 +96,7 @@ def plan_run_rejection(store: Store, run_id: str, reviewer: str, comment: str | 
     run = store.get_run(run_id)
     why = f"rejected as a whole at run {run_id}" + (f": {comment}" if comment else "")
     plan = RejectionPlan([])
-    waiting = waiting_in(store, run_id)
+    waiting = waiting_of(store, run_id)
     primary = _closing(waiting[0], reviewer, comment) if waiting else None
     _end_run(store, plan, run, why, reviewer, primary=primary)
     return _upward(store, plan, run, why, reviewer)
@@ -138,7 +138,7 @@ def _end_run(store: Store, plan: RejectionPlan, run: RunView, why: str, reviewer
                                       from_statuses=("paused", "failed"), run_id=run.run_id))
     plan.ended.append(run.run_id)
     prefix = path_from_root(store, run.run_id)
-    for rec in waiting_in(store, run.run_id):
+    for rec in waiting_of(store, run.run_id):
         if primary is not None and rec.id == primary.record_id:
             continue
         plan.decisions.append(NewDecision(_closing(rec, reviewer, f"closed: {why}"), run_status="rejected",

@@ -894,7 +894,7 @@ def apply_review_timeouts(store: Store, run_id: str, spec: WorkflowSpec, *, now:
         return decisions
     inside = StepTimeouts(store)
     due = [(rec.unit, spec.step(rec.step_id), rec) for rec in waiting_records(store, run_id)]
-    due += [(pause.path, inside.step(pause.record), pause.record) for pause in child_pauses(store, run_id)]
+    due += [(pause.path, inside.step(pause), pause.record) for pause in child_pauses(store, run_id)]
     for unit, step, rec in due:
         if step.review_timeout is None or rec.ended_at + step.review_timeout > now:
             continue
@@ -919,7 +919,7 @@ def next_review_deadline(store: Store, run_id: str, spec: WorkflowSpec) -> float
     deadlines = []
     inside = StepTimeouts(store)
     for step, rec in [*((spec.step(r.step_id), r) for r in waiting_records(store, run_id)),
-                      *((inside.step(p.record), p.record) for p in child_pauses(store, run_id))]:
+                      *((inside.step(p), p.record) for p in child_pauses(store, run_id))]:
         if step.review_timeout is None:
             return None
         deadlines.append(rec.ended_at + step.review_timeout)

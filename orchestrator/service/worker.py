@@ -36,7 +36,6 @@ from orchestrator.core.errors import (
     StoreFullError,
     StoreMismatchError,
 )
-from orchestrator.engine.children import CHILD_KIND
 from orchestrator.engine.executor import Drain, new_lease, release_lease
 from orchestrator.engine.leases.holder import holder_is_gone, holder_name
 from orchestrator.engine.run_state import RunHandedBack, RunResult, earliest, review_deadline
@@ -45,6 +44,7 @@ from orchestrator.service.review import apply_review_timeouts, waiting_records
 from orchestrator.service.runner import continue_run_async
 from orchestrator.spec.events import EventHook
 from orchestrator.spec.model import WorkflowSpec
+from orchestrator.spec.records import CHILD_KIND
 from orchestrator.store import Lease, Store
 from orchestrator.store.off_loop import store_call, store_calls
 from orchestrator.store.transient import retry_within

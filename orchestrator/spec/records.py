@@ -302,6 +302,10 @@ class AttributionView:
                 "cost": self.cost, "outcome_id": self.outcome_id, "created_at": iso(self.created_at)}
 
 
+CHILD_KIND = "child"
+"""``runs.kind`` of a run a ``workflow:`` step started."""
+
+
 @dataclass
 class RunView:
     id: int

@@ -45,6 +45,24 @@ def period_start(ts: float, period: str) -> float:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelCallGroup:
+    """A workflow's model calls of one step, purpose, gate and UTC day, added up: what ``stats`` shows of them."""
+
+    step_id: str
+    purpose: str
+    gate: str | None
+    day_start: float
+    """The UTC midnight starting the day."""
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    """The summed price of the answered calls (failed calls are not charged)."""
+    unpriced: int
+    """Answered calls whose price is unknown: a total holding one has no known cost."""
+
+
+@dataclass(frozen=True, slots=True)
 class StepPeriodCounts:
     """One step in one period: what its records in the period's runs add up to."""
 

@@ -49,6 +49,7 @@ from orchestrator.store.rows import (
 if TYPE_CHECKING:  # annotations only: a run never loads the analytics and triage rows
     from orchestrator.store.analytics import (
         AttributionCounts,
+        ModelCallGroup,
         NondeterminismCounts,
         OutcomeCounts,
         OutcomeSummary,
@@ -104,6 +105,11 @@ class RunStore(ABC):
     @abstractmethod
     def child_runs(self, run_id: str) -> list[RunView]:
         """Replays and forks of a run, oldest first."""
+
+    @abstractmethod
+    def child_runs_of(self, run_ids: Sequence[str]) -> dict[str, list[RunView]]:
+        """:meth:`child_runs` of several runs at once, by parent run id (runs without any left out): one level
+        of a tree read in one call, however many runs it holds."""
 
     @abstractmethod
     def set_run_status(self, run_id: str, status: str, *, output: Any = None, error: str | None = None,
@@ -190,6 +196,10 @@ class RecordStore(ABC):
     def step_records(self, run_id: str, *, latest_only: bool = False) -> list[StepRecordView]:
         """Records of a run in insertion order with their gates; optionally the latest per step."""
 
+    @abstractmethod
+    def step_records_of(self, run_ids: Sequence[str]) -> dict[str, list[StepRecordView]]:
+        """:meth:`step_records` of several runs at once, by run id (runs without any left out)."""
+
     def latest_records(self, run_id: str) -> dict[str, StepRecordView]:
         """The latest record of each step of a run."""
         return {v.step_id: v for v in self.step_records(run_id, latest_only=True)}
@@ -242,6 +252,10 @@ class DecisionStore(ABC):
     def reviews(self, run_id: str) -> list[ReviewView]:
         """Decisions on a run, oldest first."""
 
+    @abstractmethod
+    def reviews_of(self, run_ids: Sequence[str]) -> dict[str, list[ReviewView]]:
+        """:meth:`reviews` of several runs at once, by run id (runs without any left out)."""
+
 
 
 class OutcomeStore(ABC):
@@ -281,6 +295,12 @@ class AnalyticsStore(ABC):
     @abstractmethod
     def workflow_model_calls(self, workflow: str, *, since: float | None = None) -> list[ModelCallView]:
         """Every model call of a workflow's original runs (no replays) started since ``since``: ``stats`` reads them."""
+
+    @abstractmethod
+    def workflow_model_usage(self, workflow: str, *, since: float | None = None) -> list[ModelCallGroup]:
+        """The model calls of a workflow's original runs (no replays) started since ``since``, added up per step,
+        purpose, gate and UTC day by the database: what ``stats`` shows of them, in memory that grows with the
+        steps and days, not the calls (each loaded call cost about a kilobyte)."""
 
     @abstractmethod
     def step_period_counts(self, workflow: str, *, period: str = "week",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -36,7 +36,9 @@ from orchestrator.spec.records import (
 )
 from orchestrator.store.analytics import (
     PRODUCTION_KINDS,
+    PRODUCTION_SQL,
     AttributionCounts,
+    ModelCallGroup,
     NondeterminismCounts,
     OutcomeCounts,
     OutcomeSummary,
@@ -414,6 +416,18 @@ class SqlStore(RetriedStore, Store):
         return [run_view(r) for r in self.read(select(runs_t).where(runs_t.c.parent_run_id == run_id)
                                                .order_by(runs_t.c.id))]
 
+    def child_runs_of(self, run_ids: Sequence[str]) -> dict[str, list[RunView]]:
+        found: dict[str, list[RunView]] = {}
+        for chunk in _chunks(run_ids):
+            for row in self.read(select(runs_t).where(runs_t.c.parent_run_id.in_(chunk)).order_by(runs_t.c.id)):
+                found.setdefault(row.parent_run_id, []).append(run_view(row))
+        return found
+
+    def run_ids_by_pk(self, run_ids: Sequence[str]) -> dict[int, str]:
+        """The integer keys of these runs (those that exist), to the run ids."""
+        return {pk: run_id for chunk in _chunks(run_ids)
+                for pk, run_id in self.read(select(runs_t.c.id, runs_t.c.run_id).where(runs_t.c.run_id.in_(chunk)))}
+
     # -- step records ------------------------------------------------------------------------
 
     def insert_step_records(self, records: Sequence[NewStepRecord], *, end: RunEnd | None = None) -> list[int]:
@@ -482,6 +496,24 @@ class SqlStore(RetriedStore, Store):
             query = query.where(calls_t.c.started_at >= since)
         return [model_call_view(r, r.run_id_) for r in self.read(query)]
 
+    def workflow_model_usage(self, workflow: str, *, since: float | None = None) -> list[ModelCallGroup]:
+        from orchestrator.store.sql_counting import DAY, day_expr
+
+        dialect = self.engine.dialect.name
+        answered = "mc.error IS NULL"
+        rows = self.read(text(f"""
+            SELECT mc.step_id, mc.purpose, mc.gate, {day_expr('mc.started_at', dialect)} AS day, COUNT(*) AS calls,
+                   SUM(mc.input_tokens) AS input_tokens, SUM(mc.output_tokens) AS output_tokens,
+                   SUM(CASE WHEN {answered} THEN mc.cost ELSE 0 END) AS cost,
+                   SUM(CASE WHEN {answered} AND mc.cost IS NULL THEN 1 ELSE 0 END) AS unpriced
+            FROM model_calls mc JOIN runs r ON r.id = mc.run_pk
+            WHERE r.workflow = :workflow AND r.kind IN {PRODUCTION_SQL} AND mc.started_at >= :since
+            GROUP BY mc.step_id, mc.purpose, mc.gate, {day_expr('mc.started_at', dialect)}""").bindparams(
+            workflow=workflow, since=-1.0 if since is None else since))
+        return [ModelCallGroup(r.step_id, r.purpose, r.gate, float(r.day) * DAY, int(r.calls),
+                               int(r.input_tokens or 0), int(r.output_tokens or 0), float(r.cost or 0.0),
+                               int(r.unpriced or 0)) for r in rows]
+
     def stored_output_digests(self, ids: Iterable[int]) -> dict[int, str | None]:
         """Output digests of stored records (for inputs digests); runs inside a caller's transaction if one is open."""
         query = _stored_output_digests.bindparams(ids_=list(ids))
@@ -500,6 +532,21 @@ class SqlStore(RetriedStore, Store):
         if latest_only:
             return list({v.unit: v for v in views}.values())
         return views
+
+    def step_records_of(self, run_ids: Sequence[str]) -> dict[str, list[StepRecordView]]:
+        found: dict[str, list[StepRecordView]] = {}
+        by_pk = self.run_ids_by_pk(run_ids)
+        for chunk in _chunks(list(by_pk)):
+            rows, gate_rows = self.read(
+                select(steps_t).where(steps_t.c.run_pk.in_(chunk)).order_by(steps_t.c.id),
+                select(gates_t).where(gates_t.c.run_pk.in_(chunk)).order_by(gates_t.c.id))
+            gates: dict[int, list[GateView]] = {}
+            for g in gate_rows:
+                gates.setdefault(g.record_id, []).append(gate_view(g))
+            for r in rows:
+                run_id = by_pk[r.run_pk]
+                found.setdefault(run_id, []).append(record_view(r, run_id, gates.get(r.id, [])))
+        return found
 
     def llm_records(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
         out: dict[str, list[dict[str, Any]]] = {}
@@ -592,6 +639,15 @@ class SqlStore(RetriedStore, Store):
         rows = self.read(select(reviews_t).where(reviews_t.c.run_pk == run_pk).order_by(reviews_t.c.id))
         return [review_view(r, run_id) for r in rows]
 
+    def reviews_of(self, run_ids: Sequence[str]) -> dict[str, list[ReviewView]]:
+        found: dict[str, list[ReviewView]] = {}
+        by_pk = self.run_ids_by_pk(run_ids)
+        for chunk in _chunks(list(by_pk)):
+            for row in self.read(select(reviews_t).where(reviews_t.c.run_pk.in_(chunk)).order_by(reviews_t.c.id)):
+                run_id = by_pk[row.run_pk]
+                found.setdefault(run_id, []).append(review_view(row, run_id))
+        return found
+
     # -- outcomes and attribution -------------------------------------------------------------
 
     def add_outcome(self, outcome: NewOutcome) -> int:
@@ -664,3 +720,11 @@ class SqlStore(RetriedStore, Store):
         counts = self.read(*(select(func.count()).select_from(t) for t in TABLES.values()))
         return {name: int(rows[0][0] or 0) for name, rows in zip(TABLES, counts, strict=True)}
 
+
+IN_LIST = 500
+"""Values in one ``IN (...)`` list: well under SQLite's and PostgreSQL's limits on bound parameters."""
+
+
+def _chunks(values: Sequence[Any]) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(values), IN_LIST):
+        yield values[start:start + IN_LIST]

@@ -276,6 +276,8 @@ CREATE INDEX ix_runs_review_deadline ON runs (review_deadline)
 ;
 CREATE INDEX ix_runs_status ON runs (status)
 ;
+CREATE INDEX ix_runs_status_review_deadline ON runs (status, review_deadline)
+;
 CREATE INDEX ix_runs_workflow ON runs (workflow)
 ;
 CREATE INDEX ix_runs_workflow_id ON runs (workflow_id)

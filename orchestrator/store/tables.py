@@ -60,6 +60,9 @@ class RunRow(StoreModel, table=True):
     """One execution of a workflow; replays and forks point at their parent."""
 
     __tablename__ = "runs"
+    __table_args__ = (
+        Index("ix_runs_status_review_deadline", "status", "review_deadline"),  # a worker's due reviews
+    )
     id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(unique=True)
     workflow_id: int = Field(foreign_key="workflows.id", index=True)

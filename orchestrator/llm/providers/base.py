@@ -8,6 +8,7 @@ or can be adapted to it.
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
@@ -65,3 +66,24 @@ class ChatProvider(Protocol):
     async def complete(self, request: ChatRequest) -> ChatResponse:
         """Answer one request; raise :class:`~orchestrator.spec.llm_errors.LLMError` for anything a user must fix."""
         ...
+
+
+@runtime_checkable
+class ConnectingProvider(Protocol):
+    """A backend with set-up of its own before a request can be sent (its SDK's imports, a client, a model
+    loaded): :meth:`connect` does it, and the calls of one attempt go through the connection it yields. A
+    model call is timed from the request sent to its answer, so its ``latency`` and its span hold the request
+    alone, not the 1-3 s of the first call's imports."""
+
+    name: str
+
+    def connect(self) -> AbstractAsyncContextManager[ChatProvider]:
+        """Set up (off the event loop where it blocks), and yield what answers the attempt's requests."""
+        ...
+
+
+def connection(provider: ChatProvider) -> AbstractAsyncContextManager[ChatProvider]:
+    """``provider.connect()`` for a provider with set-up of its own; else the provider itself, as it is."""
+    if isinstance(provider, ConnectingProvider):
+        return provider.connect()
+    return nullcontext(provider)

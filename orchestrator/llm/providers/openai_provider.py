@@ -12,12 +12,14 @@ Errors a user must fix (no key, wrong URL, unknown model, rejected key) become o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
 import random
 import re
 import weakref
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -191,17 +193,30 @@ class OpenAIProvider:
         return limiter
 
     def _client(self) -> AsyncOpenAI:
-        """A client for one ``complete`` call (closed after it).
+        """A client for one connection (closed after it), its chat resource loaded.
 
         Pooled connections are bound to the event loop that opened them, and a client dropped
         after its loop closed fails while being garbage-collected in the next one; a model call
-        takes far longer than the connection setup a shared client would save.
+        takes far longer than the connection setup a shared client would save. The first one in a
+        process imports the SDK (1-3 s) and its lazily loaded parts (~0.5 s more).
         """
         from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
         # the SSL context is what costs (~20 ms reading the certificate store): build it once
         http = DefaultAsyncHttpxClient(verify=_ssl_context())
-        return AsyncOpenAI(base_url=self.base_url, api_key=self._api_key, max_retries=0, http_client=http)
+        client = AsyncOpenAI(base_url=self.base_url, api_key=self._api_key, max_retries=0, http_client=http)
+        client.chat.completions  # noqa: B018 -- loaded on first use: here, not in a timed call
+        return client
+
+    @contextlib.asynccontextmanager
+    async def connect(self) -> AsyncIterator[OpenAIConnection]:
+        """A client for the calls of one attempt, made in a worker thread (imports block whoever makes it)
+        before any of them is timed; closed after the attempt."""
+        import anyio.to_thread
+
+        client = await anyio.to_thread.run_sync(self._client)
+        async with client:
+            yield OpenAIConnection(self, client)
 
     def _arguments(self, request: ChatRequest, mode: str | None) -> dict[str, Any]:
         """The SDK call's arguments; ``mode`` says how the output schema is asked for (None: no schema)."""
@@ -240,25 +255,31 @@ class OpenAIProvider:
         return kwargs
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
-        """One answer. With an output schema under ``structured_output: auto``, a server that refuses a
-        format is asked again in the next (json_schema, json_object, tools, prompt), and the format it
-        accepted is used first from then on."""
+        """One answer, on a connection of its own."""
+        async with self.connect() as connection:
+            return await connection.complete(request)
+
+    async def complete_with(self, client: AsyncOpenAI, request: ChatRequest) -> ChatResponse:
+        """One answer through ``client``. With an output schema under ``structured_output: auto``, a server that
+        refuses a format is asked again in the next (json_schema, json_object, tools, prompt), and the format
+        it accepted is used first from then on."""
         if request.response_format is None:
-            return await self._complete(request, None, fallback=False)
+            return await self._complete(client, request, None, fallback=False)
         if request.structured_output != "auto":
-            return await self._complete(request, request.structured_output, fallback=False)
+            return await self._complete(client, request, request.structured_output, fallback=False)
         mode: str | None = self.formats.get(request.model, "json_schema")
         while True:
             assert mode is not None
             try:
-                response = await self._complete(request, mode, fallback=mode in MODE_FALLBACK)
+                response = await self._complete(client, request, mode, fallback=mode in MODE_FALLBACK)
             except FormatRefused:
                 mode = MODE_FALLBACK[mode]
                 continue
             self.formats[request.model] = mode
             return response
 
-    async def _complete(self, request: ChatRequest, mode: str | None, *, fallback: bool) -> ChatResponse:
+    async def _complete(self, client: AsyncOpenAI, request: ChatRequest, mode: str | None, *,
+                        fallback: bool) -> ChatResponse:
         import anyio
         import openai
         from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
@@ -268,11 +289,10 @@ class OpenAIProvider:
         retrying = AsyncRetrying(retry=retry_if_exception(is_transient), wait=retry_wait, sleep=anyio.sleep,
                                  stop=stop_after_attempt(request.max_retries + 1), reraise=True)
         try:
-            async with self._client() as client:
-                async for attempt in retrying:
-                    with attempt:
-                        async with limiter:
-                            completion = await client.chat.completions.create(**kwargs)
+            async for attempt in retrying:
+                with attempt:
+                    async with limiter:
+                        completion = await client.chat.completions.create(**kwargs)
         except openai.OpenAIError as exc:
             error = self._error(exc, request)
             if fallback and refused_format(exc):
@@ -315,3 +335,16 @@ class OpenAIProvider:
                             input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
                             output_tokens=getattr(usage, "completion_tokens", 0) or 0,
                             model=getattr(completion, "model", None))
+
+
+class OpenAIConnection:
+    """The calls of one attempt on one client of an :class:`OpenAIProvider` (see :meth:`OpenAIProvider.connect`)."""
+
+    name = "openai"
+
+    def __init__(self, provider: OpenAIProvider, client: AsyncOpenAI) -> None:
+        self.provider = provider
+        self.client = client
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        return await self.provider.complete_with(self.client, request)
