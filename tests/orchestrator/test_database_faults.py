@@ -27,6 +27,10 @@ from tests.pg_cluster import PrivateCluster, private_cluster, wait_for  # noqa: 
 WORKFLOW = FIXTURES / "db_chaos.py"
 STEPS = ("s1", "s2", "s3", "s4", "s5")
 
+pytestmark = pytest.mark.xdist_group("private_postgres_cluster")
+"""The module's tests share one private server (``private_cluster`` is module-scoped): on one worker it is
+initialised once, where spread over several each would ``initdb`` and start a server of its own."""
+
 
 @pytest.fixture
 def database(private_cluster: PrivateCluster, request: pytest.FixtureRequest) -> str:  # noqa: F811
