@@ -270,8 +270,7 @@ class TestDecisions:
         claims, never one ``running`` with no lease that nobody would take over."""
         result = start_run(store, load_workflow(FIXTURES / "gated_review_timeout.yaml"), {})
         assert result.status == "paused"
-        _wait_until(lambda: review.waiting_records(store, result.run_id)[0].ended_at + 0.5 < time.time())
-        ReviewTimeouts(store).decide()
+        ReviewTimeouts(store).decide(now=time.time() + 60)  # a minute on: past the step's review_timeout (0.5 s)
         run = store.get_run(result.run_id)
         assert (run.status, run.lease_expires_at) == ("queued", None)
         assert [(r.decision, r.reviewer) for r in store.reviews(result.run_id)] == [("approve", "review-timeout")]
@@ -307,13 +306,6 @@ class TestDecisions:
         store = open_store(db_url)
         assert store.get_run(run_id).status == "succeeded"
         assert [(r.decision, r.reviewer) for r in store.reviews(run_id)] == [("approve", "ana")]
-
-
-def _wait_until(condition) -> None:
-    deadline = time.monotonic() + 30
-    while not condition():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
 
 
 class TestContextAndCritics:
