@@ -86,6 +86,7 @@ def test_two_racing_resumes_leave_each_instance_executed_once_after_the_kill(tmp
     assert store.get_run(run_id).status == "succeeded"
 
 
+@pytest.mark.slow
 def test_several_paused_instances_are_decided_once_each_by_racing_reviewers(tmp_path, durable_url):
     log = tmp_path / "steps.log"
     log.touch()
