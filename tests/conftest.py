@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
 from orchestrator.store import open_store
 from tests.store.conftest import postgres_url  # noqa: F401  (a fixture, shared with the contract suite)
 
@@ -21,6 +20,19 @@ REPO = Path(__file__).parent.parent
 
 
 PROJECT_PACKAGES = ("orchestrator", "gates", "tui", "tests", "benchmarks")
+
+TERMINAL_SIZE_VARIABLES = ("COLUMNS", "LINES")
+"""Set by whatever starts pytest (a pytest-xdist worker inherits ``COLUMNS=80``, a developer's shell may
+export its own), and read once by the CLI's consoles when ``orchestrator.cli`` is imported: a size there
+would fix the width of every table printed in-process for the rest of the session, whatever a test asks for."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Tests see the same terminal whoever started them: no inherited size, so each CLI invocation gets the
+    width it sets (``cli`` uses 200 columns) and a spawned process the width of a pipe. This runs before any
+    test module is imported; the CLI itself is imported lazily below, never by this file at import time."""
+    for name in TERMINAL_SIZE_VARIABLES:
+        os.environ.pop(name, None)
 
 
 def _workflow_module(module: object) -> bool:
@@ -110,6 +122,8 @@ class Result:
 
 
 def _cli_on(url: str):
+    from orchestrator.cli import app  # not at import time: see pytest_configure
+
     runner = CliRunner()
 
     def invoke(*args: str, db: bool = True) -> Result:

@@ -369,8 +369,10 @@ class ReviewTimeouts:
         self.specs: dict[int, WorkflowSpec | None] = {}
         """Per stored workflow version: its spec (None when the stored definition no longer validates)."""
 
-    def decide(self) -> None:
-        now = time.time()
+    def decide(self, now: float | None = None) -> None:
+        """Decide every pause due at ``now`` (default: the clock's time; a caller may ask about another moment,
+        as a test does instead of sleeping past a timeout)."""
+        now = time.time() if now is None else now
         for run_id, deadline in self.store.due_reviews(now, limit=self.BATCH):
             self.decide_run(run_id, deadline, now)
 
@@ -384,7 +386,7 @@ class ReviewTimeouts:
             log.warning("run %s: its stored workflow no longer validates; its review timeouts are not applied", run_id)
             self.store.set_review_deadline(run_id, None, was=deadline)
             return
-        self.apply(run_id, spec)
+        self.apply(run_id, spec, now)
         next_deadline = earliest(review_deadline(waiting_records(self.store, run_id), spec.review_timeouts()),
                                  child_pause_deadline(self.store, run_id))
         if next_deadline is not None and next_deadline <= now:  # due, yet not decided: the workflow does not bind
@@ -393,14 +395,15 @@ class ReviewTimeouts:
             next_deadline = now + self.RETRY_SECONDS
         self.store.set_review_deadline(run_id, next_deadline, was=deadline)  # False: decided, no longer paused
 
-    def apply(self, run_id: str, spec: WorkflowSpec) -> None:
+    def apply(self, run_id: str, spec: WorkflowSpec, now: float) -> None:
         """Decide the run's timed-out pauses, its own and those inside its child runs. An approval takes the
         run's lease with the decision (a pause inside a child must: the tree is continued from its root, under
         one token); the run is then handed to the queue for any worker, and the child runs the decisions
         landed in are let go at once, so the worker that claims the root takes them over without waiting for
-        their leases to lapse. A rejection ends the run."""
+        their leases to lapse. A rejection ends the run. Pauses are judged at the poll's ``now``, the moment
+        the store was asked about."""
         lease = new_lease(run_id)
-        decisions = apply_review_timeouts(self.store, run_id, spec, lease=lease)
+        decisions = apply_review_timeouts(self.store, run_id, spec, now=now, lease=lease)
         if not any(d.continue_run for d in decisions):
             return
         for decision in decisions:

@@ -35,6 +35,7 @@ def paused(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str
     return result.run_id
 
 
+@pytest.mark.slow
 async def test_the_step_detail_says_waiting_for_approval_with_the_proposal_as_output(store: Store,
                                                                                     paused: str) -> None:
     app = make_app(store, reviewer="tester", refresh_interval=0.2, cursor_blink=False)

@@ -72,6 +72,7 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_sigkill_right_after_the_approval_was_stored_runs_the_call_once_on_resume(tmp_path, durable_url, model, env):
     run_id = _paused(durable_url, env)
     decide = ("import os, signal, sys\n"
@@ -98,6 +99,7 @@ def test_sigkill_right_after_the_approval_was_stored_runs_the_call_once_on_resum
     assert len(model.requests) == 3  # the two turns before the pause were not asked again
 
 
+@pytest.mark.slow
 def test_sigkill_after_the_call_ran_answers_the_model_with_the_stored_result(tmp_path, durable_url, model, env):
     run_id = _paused(durable_url, env)
     model.hold()  # the turn after the refund waits at the server: the process is killed meanwhile
@@ -121,6 +123,7 @@ def test_sigkill_after_the_call_ran_answers_the_model_with_the_stored_result(tmp
 
 
 @pytest.mark.parametrize("hold", ["REFUND_HOLD_BEFORE", "REFUND_HOLD_AFTER"])
+@pytest.mark.slow
 def test_sigkill_while_the_call_runs_asks_the_person_again_instead_of_running_it(tmp_path, durable_url, model,
                                                                                env, hold):
     run_id = _paused(durable_url, env)

@@ -50,6 +50,7 @@ def _lines(env: dict[str, str], name: str) -> list[str]:
     return Path(env[name]).read_text().splitlines()
 
 
+@pytest.mark.slow
 def test_an_approved_call_run_again_after_sigkill_gets_the_same_key_and_the_next_call_another(
         tmp_path, durable_url, fake_openai, env):
     _refund(fake_openai, "c1", "refund_once", 40)
@@ -89,6 +90,7 @@ def test_an_approved_call_run_again_after_sigkill_gets_the_same_key_and_the_next
     assert len(fake_openai.requests) == 3  # the proposal of c1, of c2, the answer: none asked twice
 
 
+@pytest.mark.slow
 def test_a_tool_that_declares_ctx_receives_its_call_its_step_and_its_key(tmp_path, fake_openai, env):
     url = f"sqlite:///{tmp_path / 'orchestrator.db'}"
     _refund(fake_openai, "c7", "refund_traced", 40)

@@ -15,6 +15,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from orchestrator.store import open_store
 from tests.conftest import REPO
 from tests.flow.conftest import FLOW, executions
@@ -38,6 +40,7 @@ def _paused(env: dict[str, str], url: str, workflow: str, *inputs: str) -> dict:
     return json.loads(out)
 
 
+@pytest.mark.slow
 def test_racing_reviewers_from_the_parent_and_from_the_child_decide_once(tmp_path, durable_url):
     log = tmp_path / "steps.log"
     log.touch()
@@ -59,6 +62,7 @@ def test_racing_reviewers_from_the_parent_and_from_the_child_decide_once(tmp_pat
                                                 "tree-research.summarize": 1, "tree-review.write": 1})
 
 
+@pytest.mark.slow
 def test_a_decision_on_another_pause_waits_while_the_tree_is_continued_then_lands(tmp_path, durable_url):
     log = tmp_path / "steps.log"
     log.touch()
@@ -87,6 +91,7 @@ def test_a_decision_on_another_pause_waits_while_the_tree_is_continued_then_land
                                                 "tree-triage.answer": 5, "tree-map.combine": 1})
 
 
+@pytest.mark.slow
 def test_a_decision_inside_a_tree_another_process_keeps_executing_is_refused_naming_it(tmp_path, db_url):
     """The first decision's continuation holds the tree past the wait: the second is refused (exit 2), names
     the holder and stores nothing; decided once the tree pauses again, it lands."""

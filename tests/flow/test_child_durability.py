@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from orchestrator.engine.attempt import idempotency_key
 from orchestrator.store import Store, open_store
 from tests.conftest import REPO
@@ -97,6 +99,7 @@ def _wait_interrupted(store: Store, run_id: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_a_kill_inside_the_child_then_resume_of_the_parent_runs_no_completed_step_again(tmp_path, durable_url):
     run_id, log, env = _start_and_kill(tmp_path, durable_url, "tree_parent.yaml", _child_record_done("retrieve"))
     store = open_store(durable_url)
@@ -116,6 +119,7 @@ def test_a_kill_inside_the_child_then_resume_of_the_parent_runs_no_completed_ste
     assert len(doc["children"]) == 1 and doc["children"][0]["status"] == "succeeded"
 
 
+@pytest.mark.slow
 def test_two_racing_resumes_after_a_kill_inside_the_child_run_each_step_once(tmp_path, durable_url):
     run_id, log, env = _start_and_kill(tmp_path, durable_url, "tree_parent.yaml", _child_record_done("retrieve"))
     store = open_store(durable_url)
@@ -134,6 +138,7 @@ def test_two_racing_resumes_after_a_kill_inside_the_child_run_each_step_once(tmp
     assert store.get_run(run_id).status == "succeeded"
 
 
+@pytest.mark.slow
 def test_a_worker_takes_the_killed_tree_over_through_its_root(tmp_path, durable_url):
     run_id, log, env = _start_and_kill(tmp_path, durable_url, "tree_parent.yaml", _child_record_done("retrieve"))
     store = open_store(durable_url)
@@ -150,6 +155,7 @@ def test_a_worker_takes_the_killed_tree_over_through_its_root(tmp_path, durable_
     assert Counter(rerun) == Counter({"tree-research.summarize": 1, "tree-parent.write": 1})
 
 
+@pytest.mark.slow
 def test_a_kill_in_a_map_of_child_runs_resumes_only_the_unfinished_children(tmp_path, durable_url):
     run_id, log, env = _start_and_kill(tmp_path, durable_url, "tree_map.yaml", _children_done(2))
     store = open_store(durable_url)
@@ -174,6 +180,7 @@ def test_a_kill_in_a_map_of_child_runs_resumes_only_the_unfinished_children(tmp_
         assert Counter(_keys(log))[key] <= 1 + (key not in completed and key in _keys(log)[:before])
 
 
+@pytest.mark.slow
 def test_while_the_tree_runs_a_resume_of_the_parent_or_of_a_child_is_refused(tmp_path, durable_url):
     log = tmp_path / "steps.log"
     log.touch()

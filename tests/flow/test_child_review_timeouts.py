@@ -58,8 +58,7 @@ def test_a_worker_decides_a_timed_out_pause_inside_a_child_and_runs_the_tree_on(
     store = open_store(db_url)
     paused = start_run(store, load_workflow(FLOW / "tree_timeout_map.yaml"), {})
     assert paused.status == "paused" and paused.paused_steps == ["per_ticket[1] > classify"]
-    time.sleep(0.6)  # past the child step's review_timeout (0.5 s)
-    ReviewTimeouts(store).decide()
+    ReviewTimeouts(store).decide(now=time.time() + 60)  # a minute on: past the child step's review_timeout (0.5 s)
     root = store.get_run(paused.run_id)
     assert (root.status, root.lease_expires_at) == ("queued", None)  # handed to any worker, decided
     assert _reviews_of_children(store, paused.run_id) == [("per_ticket[1]", "classify", "approve", "review-timeout")]

@@ -15,6 +15,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from orchestrator.store import open_store
 from tests.flow.conftest import FLOW, durable_env, executions, orchestrator_cli, wait_interrupted
 
@@ -48,6 +50,7 @@ def _killed_mid_loop(tmp_path: Path, url: str) -> tuple[str, Path, dict[str, str
     return run_id, log, env
 
 
+@pytest.mark.slow
 def test_a_resume_after_sigkill_goes_on_with_the_next_iteration(tmp_path, durable_url):
     run_id, log, env = _killed_mid_loop(tmp_path, durable_url)
     completed = _completed(durable_url, run_id)
@@ -67,6 +70,7 @@ def test_a_resume_after_sigkill_goes_on_with_the_next_iteration(tmp_path, durabl
     assert steps["draft#6"]["output"]["revises"] == "essay v5"  # $previous crossed the kill
 
 
+@pytest.mark.slow
 def test_two_racing_resumes_leave_each_iteration_executed_once_after_the_kill(tmp_path, durable_url):
     run_id, log, env = _killed_mid_loop(tmp_path, durable_url)
     completed = _completed(durable_url, run_id)
@@ -86,6 +90,7 @@ def test_two_racing_resumes_leave_each_iteration_executed_once_after_the_kill(tm
                   and r.status == "succeeded") == ITERATIONS
 
 
+@pytest.mark.slow
 def test_a_loop_ends_on_until_or_pauses_at_max_and_each_decision_continues_it(tmp_path, durable_url):
     """Through the CLI on each backend: until ends a loop; max pauses it at its repeat gate, and approve,
     edit and retry each continue it (retry with a new round), no iteration running twice."""

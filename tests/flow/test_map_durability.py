@@ -16,6 +16,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from orchestrator.store import open_store
 from tests.flow.conftest import FLOW, durable_env, executions, orchestrator_cli, wait_interrupted
 
@@ -46,6 +48,7 @@ def _killed_mid_map(tmp_path: Path, url: str) -> tuple[str, Path, dict[str, str]
     return run_id, log, env
 
 
+@pytest.mark.slow
 def test_a_resume_after_sigkill_runs_only_the_instances_without_a_completed_record(tmp_path, durable_url):
     run_id, log, env = _killed_mid_map(tmp_path, durable_url)
     store = open_store(durable_url)
@@ -64,6 +67,7 @@ def test_a_resume_after_sigkill_runs_only_the_instances_without_a_completed_reco
     assert {f"summarize[{i}]" for i in range(8)} <= set(executions(log))
 
 
+@pytest.mark.slow
 def test_two_racing_resumes_leave_each_instance_executed_once_after_the_kill(tmp_path, durable_url):
     run_id, log, env = _killed_mid_map(tmp_path, durable_url)
     store = open_store(durable_url)
@@ -82,6 +86,7 @@ def test_two_racing_resumes_leave_each_instance_executed_once_after_the_kill(tmp
     assert store.get_run(run_id).status == "succeeded"
 
 
+@pytest.mark.slow
 def test_several_paused_instances_are_decided_once_each_by_racing_reviewers(tmp_path, durable_url):
     log = tmp_path / "steps.log"
     log.touch()

@@ -75,6 +75,7 @@ def test_a_failing_gate_pauses_and_a_retry_tells_the_model_which_check_failed(cl
     assert "## Your previous answer failed these checks" in prompt and "one_of" in prompt
 
 
+@pytest.mark.slow
 def test_an_unreachable_endpoint_fails_the_step_with_one_line(cli, monkeypatch):
     monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     result = cli("run", str(WORKFLOWS / "triage.yaml"), "--input", "ticket=x", "--json")

@@ -28,6 +28,7 @@ PROMPT = "What is the capital of {{ country }}? Answer in JSON."
 NEEDS = [("report", "writer", "the capital city's name", "a travel report")]
 
 
+@pytest.mark.slow
 async def test_structured_output_is_schema_valid_and_recorded() -> None:
     outcome = await run_llm(config=LOCAL, prompt=PROMPT, variables={"country": "France"}, output_schema=SCHEMA,
                             needs=NEEDS)
@@ -40,12 +41,14 @@ async def test_structured_output_is_schema_valid_and_recorded() -> None:
     assert record.provider == "local" and record.calls >= 1 and record.cost == 0.0
 
 
+@pytest.mark.slow
 async def test_same_call_twice_gives_the_same_text() -> None:
     first = await run_llm(config=LOCAL, prompt="Name one colour.")
     second = await run_llm(config=LOCAL, prompt="Name one colour.")
     assert first.record.response == second.record.response != ""
 
 
+@pytest.mark.slow
 async def test_judge_verdict_is_valid_and_the_threshold_is_applied_to_the_score() -> None:
     verdict = await judge(config=LOCAL, rubric="The answer names the capital of France.", output="Paris",
                           threshold=0.5)
@@ -57,6 +60,7 @@ async def test_judge_verdict_is_valid_and_the_threshold_is_applied_to_the_score(
     assert strict.score == verdict.score and not strict.passed  # same prompt, deterministic model
 
 
+@pytest.mark.slow
 async def test_tool_protocol_asks_for_a_tool_or_final_answer() -> None:
     tools = [{"type": "function", "function": {"name": "add", "description": "Add two integers.",
                                                 "parameters": {"type": "object",
@@ -72,6 +76,7 @@ async def test_tool_protocol_asks_for_a_tool_or_final_answer() -> None:
         assert isinstance(response.text, str)
 
 
+@pytest.mark.slow
 async def test_tool_choice_required_makes_the_model_call_a_tool_with_arguments_its_parameters_take() -> None:
     tools = [{"type": "function", "function": {"name": "add", "description": "Add two integers.",
                                                 "parameters": {"type": "object", "required": ["a", "b"],

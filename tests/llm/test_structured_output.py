@@ -24,7 +24,9 @@ from tests.llm.llama_server import LlamaServer
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 QUESTION = "What is the capital of France?"
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("llama_server")]
+"""One worker runs the module: the server (module-scoped) loads its model once, where spread over several
+workers each would start a server of its own and load the model again beside the other."""
 
 
 @pytest.fixture(scope="module")

@@ -164,6 +164,7 @@ def test_public_methods_have_real_types_not_any():
         assert method.__doc__, f"{name} has no docstring"
 
 
+@pytest.mark.slow
 def test_mypy_strict_sees_no_any_in_a_script_using_the_api(tmp_path: Path):
     import subprocess
     import sys

@@ -27,6 +27,10 @@ from tests.pg_cluster import PrivateCluster, private_cluster, wait_for  # noqa: 
 WORKFLOW = FIXTURES / "db_chaos.py"
 STEPS = ("s1", "s2", "s3", "s4", "s5")
 
+pytestmark = pytest.mark.xdist_group("private_postgres_cluster")
+"""The module's tests share one private server (``private_cluster`` is module-scoped): on one worker it is
+initialised once, where spread over several each would ``initdb`` and start a server of its own."""
+
 
 @pytest.fixture
 def database(private_cluster: PrivateCluster, request: pytest.FixtureRequest) -> str:  # noqa: F811
@@ -96,6 +100,7 @@ def test_a_record_written_while_the_server_restarts_is_written_once_it_is_back(
         store.close()
 
 
+@pytest.mark.slow
 def test_a_server_away_past_the_retries_stops_the_run_resumable_and_no_message_shows_sql(
         private_cluster: PrivateCluster, database: str, tmp_path: Path) -> None:  # noqa: F811
     hold = tmp_path / "go"
@@ -130,6 +135,7 @@ def test_a_server_away_past_the_retries_stops_the_run_resumable_and_no_message_s
     assert all(ran[(run_id, s)] == 1 for s in ("s3", "s4", "s5"))
 
 
+@pytest.mark.slow
 def test_a_terminated_session_is_replaced_and_the_run_goes_on(
         private_cluster: PrivateCluster, database: str, tmp_path: Path) -> None:  # noqa: F811
     hold = tmp_path / "go"
@@ -142,6 +148,7 @@ def test_a_terminated_session_is_replaced_and_the_run_goes_on(
     assert sorted(executions(tmp_path).values()) == [1] * 5
 
 
+@pytest.mark.slow
 def test_one_runs_store_error_does_not_stop_the_workers_other_run(
         private_cluster: PrivateCluster, database: str, tmp_path: Path) -> None:  # noqa: F811
     """Run n=1 holds in its step s2 while the server is away; run n=2's records meet the outage past the

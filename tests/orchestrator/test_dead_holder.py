@@ -69,6 +69,7 @@ def _resume(run_id: str, url: str, env: dict[str, str]) -> subprocess.CompletedP
 
 
 @pytest.mark.parametrize("reaped", [True, False], ids=["reaped", "zombie"])
+@pytest.mark.slow
 def test_resume_takes_the_run_of_a_sigkilled_run_at_once(tmp_path, durable_url, reaped):
     """SIGKILL leaves the lease with 30 s to run; resume right after takes the run and finishes it, and
     the step that completed before the kill is not executed again (also while the killed process is still
@@ -97,6 +98,7 @@ def test_resume_takes_the_run_of_a_sigkilled_run_at_once(tmp_path, durable_url, 
     assert Path(env["SIDE"]).read_text().splitlines() == ["first", "nap", "nap"]  # first ran once
 
 
+@pytest.mark.slow
 def test_a_holder_whose_pid_now_belongs_to_a_later_process_holds_nothing(tmp_path, durable_url):
     """The pid of a dead holder may be given to a new process; its start time tells them apart, so a
     holder naming a living pid with another start time is gone, and one naming it exactly is alive."""
@@ -134,6 +136,7 @@ def _holder_of(pid: int, machine: str) -> str:
     return f"{this_holder().rsplit(':', 1)[0]}:{pid}#{start}@{machine}"
 
 
+@pytest.mark.slow
 def test_a_worker_takes_over_the_run_of_a_sigkilled_process_at_once(tmp_path, durable_url):
     """A worker that finds nothing queued ends the leases of holders of this machine that are gone, so the
     run of a killed `run` is recovered now: with 30 s still on the lease, `worker --once` finishes it, and the

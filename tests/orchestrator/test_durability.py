@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from orchestrator.store import open_store
 from tests.conftest import FIXTURES, REPO
 
@@ -75,6 +77,7 @@ def test_a_resume_while_the_holder_lives_is_refused_naming_it(tmp_path, durable_
     assert len(early.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_two_resumes_of_one_killed_run_execute_each_step_once(tmp_path, durable_url):
     run_id, log, env = _killed_mid_run(tmp_path, durable_url)
     store = open_store(durable_url)
@@ -101,6 +104,7 @@ def _log_lines(path: Path) -> list[tuple[str, str]]:
     return [tuple(line.split()) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_resume_finishes_without_repeating_completed_steps(tmp_path, durable_url):
     log = tmp_path / "steps.log"
     log.touch()

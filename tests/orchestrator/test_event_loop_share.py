@@ -8,6 +8,7 @@ import threading
 import time
 
 import anyio
+import pytest
 
 from orchestrator import Workflow, open_store, start_run
 from orchestrator.service.runner import start_run_async
@@ -82,6 +83,7 @@ def test_a_slow_sync_step_alone_in_flight_leaves_the_event_loop_free_meanwhile(t
     assert anyio.run(main) == ("succeeded", True)
 
 
+@pytest.mark.xdist_group("sub_second_leases")  # shares a worker with tests/orchestrator/test_lease_keeper.py: why there
 def test_a_long_chain_of_steps_that_never_suspend_keeps_its_lease_renewed(tmp_path, monkeypatch):
     """Leases of 0.3 s, renewed every 0.1 s; the chain runs for about a second without a step ever
     suspending. The last step reads the run as others see it: still running, not interrupted."""

@@ -55,6 +55,7 @@ def sent(tmp_path: Path) -> list[str]:
 
 
 class TestCriticPauseFixedAtItsCause:
+    @pytest.mark.slow
     def test_edit_of_the_verified_step_reruns_its_descendants_and_the_run_succeeds(self, durable_url, env, fixed,
                                                                                    tmp_path):
         first = orchestrator(env, "run", CAUSE, "--db", durable_url)

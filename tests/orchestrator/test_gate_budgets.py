@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import FIXTURES, REPO
 
 DEADLINE = 120
@@ -46,6 +48,7 @@ def test_without_its_own_timeout_a_gate_has_the_step_s(tmp_path: Path):
     assert doc["status"] == "failed"
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_run_while_a_gate_runs(tmp_path: Path):
     started = tmp_path / "gate-started"
     process = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(FIXTURES / "gate_forever.yaml"),

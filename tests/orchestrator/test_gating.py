@@ -270,34 +270,42 @@ class TestDecisions:
         claims, never one ``running`` with no lease that nobody would take over."""
         result = start_run(store, load_workflow(FIXTURES / "gated_review_timeout.yaml"), {})
         assert result.status == "paused"
-        _wait_until(lambda: review.waiting_records(store, result.run_id)[0].ended_at + 0.5 < time.time())
-        ReviewTimeouts(store).decide()
+        ReviewTimeouts(store).decide(now=time.time() + 60)  # a minute on: past the step's review_timeout (0.5 s)
         run = store.get_run(result.run_id)
         assert (run.status, run.lease_expires_at) == ("queued", None)
         assert [(r.decision, r.reviewer) for r in store.reviews(result.run_id)] == [("approve", "review-timeout")]
 
     def test_a_long_review_timeout_wait_says_what_it_waits_for_and_until_when(self, tmp_path, db_url):
+        """The wait is announced before it begins, and a decision from another terminal, as the announcement
+        suggests, ends it: the waiting process sees the run decided and stops waiting (its 600 s are not spent)."""
         workflow = tmp_path / "long_wait.yaml"
         workflow.write_text((FIXTURES / "gated_review_timeout.yaml").read_text().replace(
-            "review_timeout: 0.5", "review_timeout: 5.5"))
+            "review_timeout: 0.5", "review_timeout: 600"))
         (tmp_path / "steps.py").write_text((FIXTURES / "steps.py").read_text())
-        done = subprocess.run([sys.executable, "-m", "orchestrator", "run", str(workflow), "--db", db_url],
-                              env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
-                              timeout=120)
-        assert done.returncode == 0, done.stderr
-        run_id = open_store(db_url).list_runs()[0].run_id
-        waits = [line for line in done.stderr.splitlines() if "waiting for a review until" in line]
-        assert len(waits) == 1, done.stderr
-        assert re.fullmatch(rf"run {run_id} paused at scored: waiting for a review until \S+\+00:00, when its "
-                            r"review_timeout applies; decide now with `orchestrator review` or `orchestrator "
-                            rf"approve\|edit\|retry\|reject {run_id}` from another terminal", waits[0]), waits[0]
-
-
-def _wait_until(condition) -> None:
-    deadline = time.monotonic() + 30
-    while not condition():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        waiting = subprocess.Popen([sys.executable, "-m", "orchestrator", "run", str(workflow), "--db", db_url],
+                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            assert waiting.stderr is not None
+            seen: list[str] = []
+            while not any("waiting for a review until" in line for line in seen):
+                line = waiting.stderr.readline()
+                assert line, f"the run ended without announcing its wait: {seen}"
+                seen.append(line)
+            run_id = open_store(db_url).list_runs()[0].run_id
+            assert re.fullmatch(rf"run {run_id} paused at scored: waiting for a review until \S+\+00:00, when its "
+                                r"review_timeout applies; decide now with `orchestrator review` or `orchestrator "
+                                rf"approve\|edit\|retry\|reject {run_id}` from another terminal\n", seen[-1]), seen[-1]
+            approved = subprocess.run([sys.executable, "-m", "orchestrator", "approve", run_id, "--reviewer", "ana",
+                                       "--db", db_url], env=env, capture_output=True, text=True, timeout=120)
+            assert approved.returncode == 0, approved.stderr
+            waiting.wait(timeout=120)
+        finally:
+            waiting.kill()
+            waiting.communicate()
+        store = open_store(db_url)
+        assert store.get_run(run_id).status == "succeeded"
+        assert [(r.decision, r.reviewer) for r in store.reviews(run_id)] == [("approve", "ana")]
 
 
 class TestContextAndCritics:

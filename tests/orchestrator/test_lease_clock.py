@@ -33,6 +33,7 @@ def executions(log: Path) -> Counter[tuple[str, str]]:
     return Counter(zip(words[0::2], words[1::2], strict=True))
 
 
+@pytest.mark.slow
 def test_a_host_whose_clock_is_20_s_fast_does_not_take_over_a_live_15_s_lease(
         postgres_url: str, tmp_path: Path) -> None:
     log, hold = tmp_path / "steps.log", tmp_path / "go"

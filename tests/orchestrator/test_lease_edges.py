@@ -127,6 +127,7 @@ def _stopped(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
 
 
+@pytest.mark.slow
 def test_a_worker_stopped_after_its_claim_starts_no_step_once_another_holds_the_run(tmp_path, durable_url):
     """The first worker claims the run and is stopped (SIGSTOP) before any step starts; its lease lapses,
     a second worker takes the run over and is inside ``first`` when the first one continues (SIGCONT):
@@ -157,6 +158,7 @@ def test_a_worker_stopped_after_its_claim_starts_no_step_once_another_holds_the_
     assert store.get_run(run_id).output == 2
 
 
+@pytest.mark.slow
 def test_a_worker_stopped_between_two_attempts_of_a_step_starts_no_retry_once_another_holds_the_run(
         tmp_path, durable_url):
     """The lease is confirmed before every attempt, not only a step's first: the first worker's attempt 1
@@ -186,6 +188,7 @@ def test_a_worker_stopped_between_two_attempts_of_a_step_starts_no_retry_once_an
     assert store.get_run(run_id).output == 1
 
 
+@pytest.mark.slow
 def test_two_workers_execute_a_3s_inline_step_under_a_1s_lease_once(tmp_path, durable_url):
     """The inline step holds its worker's event loop for three leases; renewals come from a thread, so the
     other worker, polling all along, never takes the run over."""
@@ -204,6 +207,7 @@ def test_two_workers_execute_a_3s_inline_step_under_a_1s_lease_once(tmp_path, du
     assert store.get_run(run_id).output == 2
 
 
+@pytest.mark.slow
 def test_a_worker_takes_an_interrupted_run_over_before_a_backlog_of_400_queued_runs(tmp_path, durable_url):
     """Recovery does not wait for the queue: the first run a fresh worker claims is the one whose executor
     was killed, not the oldest of 400 queued runs (``benchmarks/chaos.py --backlog`` times it)."""

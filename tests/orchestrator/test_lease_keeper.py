@@ -23,6 +23,10 @@ from orchestrator.store.delegating import DelegatingStore
 
 LEASE = 0.3
 
+pytestmark = pytest.mark.xdist_group("sub_second_leases")
+"""Leases of 0.3 s renewed every 0.1 s: a process starved of the CPU for 0.3 s loses its lease. These tests run
+one after another on one worker, so that no two of them starve each other; the other worker runs the rest."""
+
 
 @dataclass
 class Seen:

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from orchestrator.store import open_store
 from tests.conftest import FIXTURES, REPO, calls
 
@@ -36,6 +38,7 @@ def _completed(store, run_id: str) -> int:
     return len([r for r in store.step_records(run_id) if r.status == "succeeded"])
 
 
+@pytest.mark.slow
 def test_a_worker_finishes_the_run_of_a_killed_process_within_two_leases(tmp_path, durable_url):
     log = tmp_path / "steps.log"
     log.touch()
@@ -63,6 +66,7 @@ def test_a_worker_finishes_the_run_of_a_killed_process_within_two_leases(tmp_pat
     assert [s for s in done_before if calls(log).count(s) != 1] == []  # completed steps never ran again
 
 
+@pytest.mark.slow
 def test_a_stopped_worker_that_wakes_after_losing_its_lease_writes_nothing(tmp_path, durable_url):
     log = tmp_path / "steps.log"
     log.touch()
@@ -90,6 +94,7 @@ def test_a_stopped_worker_that_wakes_after_losing_its_lease_writes_nothing(tmp_p
     assert store.get_run(run_id).status == "succeeded" and store.get_run(run_id).output == 6
 
 
+@pytest.mark.slow
 def test_a_process_killed_while_its_evaluator_scores_leaves_the_run_resumable_and_two_resumes_score_it_once(
         tmp_path, durable_url):
     log = tmp_path / "steps.log"

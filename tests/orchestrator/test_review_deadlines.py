@@ -16,6 +16,8 @@ import sys
 import time
 from collections import Counter
 
+import pytest
+
 from orchestrator.bind.loader import load_workflow
 from orchestrator.service.runner import enqueue_run, start_run
 from orchestrator.store import open_store
@@ -87,6 +89,7 @@ def _wait_for(predicate, what: str, seconds: float = 120) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_two_workers_beside_1000_paused_runs_execute_each_step_once_and_decide_each_timed_out_review_once(
         tmp_path, durable_url, monkeypatch):
     (tmp_path / "deadline_steps.py").write_text(STEPS)

@@ -19,6 +19,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from orchestrator.store import open_store
 from tests.conftest import REPO
 
@@ -125,6 +127,7 @@ def _statuses(url: str, run_id: str) -> dict[str, str]:
     return {r.step_id: r.status for r in open_store(url).step_records(run_id, latest_only=True)}
 
 
+@pytest.mark.slow
 def test_sigterm_drains_a_worker_the_steps_in_flight_are_recorded_and_resume_finishes_the_run(tmp_path, durable_url):
     workflow, side = _setup(tmp_path)
     env = _env(side, 2)
@@ -147,6 +150,7 @@ def test_sigterm_drains_a_worker_the_steps_in_flight_are_recorded_and_resume_fin
                                            "last start"])  # every step executed exactly once
 
 
+@pytest.mark.slow
 def test_a_second_sigterm_stops_the_worker_at_once_and_still_hands_the_lease_back(tmp_path, durable_url):
     workflow, side = _setup(tmp_path)
     env = _env(side, 60)
@@ -171,6 +175,7 @@ def test_a_second_sigterm_stops_the_worker_at_once_and_still_hands_the_lease_bac
     assert [lines.count(s) for s in ("first start", "nap start", "anap start", "last start")] == [1, 2, 2, 1]
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_run_at_once_names_it_and_resume_finishes_it(tmp_path, durable_url):
     workflow, side = _setup(tmp_path)
     proc = subprocess.Popen([*ORCHESTRATOR, "run", str(workflow), "--db", durable_url], env=_env(side, 60),
@@ -193,6 +198,7 @@ def test_ctrl_c_stops_a_run_at_once_names_it_and_resume_finishes_it(tmp_path, du
     assert [lines.count(s) for s in ("first start", "nap start", "anap start", "last start")] == [1, 2, 2, 1]
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_run_like_ctrl_c_exits_143_and_resume_takes_it_at_once(tmp_path, durable_url):
     """SIGTERM is what `docker stop`, systemd and CI timeouts send: the lease is handed back as on Ctrl-C,
     so an immediate resume is not refused for the rest of the lease (30 s here)."""
@@ -234,6 +240,7 @@ def linger(x: int) -> int:
 '''
 
 
+@pytest.mark.slow
 def test_a_second_sigterm_after_the_drain_finished_exits_130(tmp_path, durable_url):
     """The drain is over (the summary is printed) but the process still waits, here for a thread a step
     left running; a second SIGTERM then stops it at once with the documented 130, never by the default

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from orchestrator.store import open_store
 from tests.conftest import FIXTURES, REPO, calls
 
@@ -51,10 +53,12 @@ def _two_workers_share_the_queue(url: str, tmp_path) -> None:
     assert calls(log).count("add") == 6
 
 
+@pytest.mark.slow
 def test_two_workers_share_a_sqlite_queue(tmp_path, db_url):
     _two_workers_share_the_queue(db_url, tmp_path)
 
 
+@pytest.mark.slow
 def test_two_workers_share_a_postgres_queue(tmp_path, postgres_url):
     _two_workers_share_the_queue(postgres_url, tmp_path)
 
@@ -77,6 +81,7 @@ steps:
 """
 
 
+@pytest.mark.slow
 def test_a_worker_with_concurrency_3_overlaps_runs_and_executes_each_step_once(tmp_path, durable_url):
     (tmp_path / "timed_steps.py").write_text(TIMED_STEPS)
     (tmp_path / "timed.yaml").write_text(TIMED)

@@ -131,6 +131,7 @@ def test_an_unversioned_database_of_an_earlier_build_gets_the_columns_the_releas
     engine.dispose()
 
 
+@pytest.mark.slow
 def test_a_newer_schema_than_the_code_knows_is_refused_and_left_as_it_is(durable_url: str, tmp_path: Path) -> None:
     url = normalize_url(durable_url)
     ensure_schema(url)
@@ -148,6 +149,7 @@ def test_a_newer_schema_than_the_code_knows_is_refused_and_left_as_it_is(durable
     assert "Traceback" not in refused.stderr
 
 
+@pytest.mark.slow
 def test_opening_a_current_database_reads_one_row_and_imports_no_alembic(durable_url: str) -> None:
     ensure_schema(normalize_url(durable_url))
     probe = ("import sys; from orchestrator.store import open_store; "
@@ -168,6 +170,7 @@ def test_stored_revision_reads_a_stdlib_sqlite_connection(tmp_path: Path) -> Non
     conn.close()
 
 
+@pytest.mark.slow
 def test_db_upgrade_says_what_it_did_and_db_revision_where_a_database_stands(durable_url: str) -> None:
     engine = sa.create_engine(normalize_url(durable_url))
     with engine.connect() as conn:
@@ -188,6 +191,7 @@ def test_db_upgrade_says_what_it_did_and_db_revision_where_a_database_stands(dur
     ("memory://", "memory:// keeps nothing between commands and has no schema"),
     ("{tmp}/absent.db", "no database at {tmp}/absent.db"),
 ])
+@pytest.mark.slow
 def test_db_commands_refuse_what_has_no_schema_in_one_line(tmp_path: Path, db: str, message: str) -> None:
     for command_ in ("upgrade", "revision"):
         refused = cli("db", command_, db=db.format(tmp=tmp_path))
@@ -260,6 +264,7 @@ def check_release_content_upgrades(db: str) -> None:
     assert [o["source"] for o in show(succeeded, db)["outcomes"]] == ["evaluator", "human"]
 
 
+@pytest.mark.slow
 def test_the_release_sqlite_database_upgrades_and_its_paused_run_continues(tmp_path: Path) -> None:
     db = tmp_path / "release.db"
     shutil.copy(RELEASE_DB / "release.db", db)
@@ -287,6 +292,7 @@ def copy_release_rows(source: Path, target: sa.Connection) -> None:
     target.commit()
 
 
+@pytest.mark.slow
 def test_the_release_content_upgrades_on_postgresql(postgres_url: str) -> None:
     """A PostgreSQL database as the release left it: the 0001 schema (which equals the release's
     ``tables.py``), no ``alembic_version``, and the fixture's rows."""

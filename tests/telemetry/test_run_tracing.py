@@ -83,6 +83,7 @@ def test_outcomes_and_the_attribution_they_trigger_are_exported_in_the_runs_trac
     assert isinstance(values["orchestrator.attribution_id"], int) and "orchestrator.blamed_step" not in values
 
 
+@pytest.mark.slow
 def test_ctrl_c_then_resume_stays_one_trace_and_keeps_the_first_segment(tmp_path: Path, step_log: Path,
                                                                        receiver: Receiver):
     """The interrupted execution's spans are exported (its run span says so) and its trace id is

@@ -152,6 +152,7 @@ class TestAlerts:
 
 
 class TestNavigation:
+    @pytest.mark.slow
     async def test_q_and_escape_go_back_to_the_runs(self, history_app: ReviewApp) -> None:
         async with history_app.run_test(size=SIZE) as pilot:
             await open_dashboard(pilot)

@@ -117,6 +117,7 @@ class TestEdit:
         doc = cli("show", seeded.paused_retryable, "--json").json()
         assert doc["status"] == "paused" and doc["reviews"] == []
 
+    @pytest.mark.slow
     async def test_confirming_stores_the_edit_as_forced_and_the_run_continues(self, app: ReviewApp, store: Store,
                                                                             seeded: Seeded, cli) -> None:
         """`y`: the edit is stored with forced=True and its comment, the run goes on to the end, and the review

@@ -46,6 +46,7 @@ async def select(pilot, screen: RunDetailScreen, step: str) -> None:
     raise AssertionError(f"cannot select {step}")
 
 
+@pytest.mark.slow
 async def test_e_on_the_verified_step_fixes_it_and_the_run_succeeds(store: Store) -> None:
     run_id = await paused_run(store, "fix_cause.yaml")
     app = make_app(store, reviewer="tester", refresh_interval=0.2, cursor_blink=False)
@@ -79,6 +80,7 @@ async def test_e_on_the_verified_step_fixes_it_and_the_run_succeeds(store: Store
         "draft_reply", "make_invoice", "check_customer"]
 
 
+@pytest.mark.slow
 async def test_r_on_a_completed_step_asks_before_repeating_side_effects(store: Store) -> None:
     run_id = await paused_run(store, "fix_side_effects.yaml")
     app = make_app(store, reviewer="tester", refresh_interval=0.2, cursor_blink=False)

@@ -27,6 +27,7 @@ def hostile_runs(store: Store, db_url: str, tmp_path: Path) -> tuple[str, str, s
             interrupted_run(db_url, tmp_path))
 
 
+@pytest.mark.slow
 async def test_the_runs_screen_shows_hostile_names_and_every_status(store: Store,
                                                                      hostile_runs: tuple[str, str, str]) -> None:
     app = make_app(store, reviewer="[bold]ann[/]", refresh_interval=0.2, cursor_blink=False)

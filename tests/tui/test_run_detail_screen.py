@@ -175,6 +175,7 @@ class TestDecisions:
 
 
 class TestTwoWaitingSteps:
+    @pytest.mark.slow
     async def test_decisions_apply_to_the_selected_waiting_step(self, store: Store, notes_factory) -> None:
         """With two steps waiting, the runs screen sends the reviewer into the run; there `a` approves
         only the selected one and the run stays paused at the other."""

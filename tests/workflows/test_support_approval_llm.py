@@ -39,6 +39,7 @@ def _proposed(cli) -> str:
     return doc["run_id"]
 
 
+@pytest.mark.slow
 def test_an_approved_refund_runs_once_and_the_reply_waits_for_approval_before_it_is_sent(cli, ledger, tmp_path):
     run_id = _proposed(cli)
     assert ledger.read_text() == ""
@@ -57,6 +58,7 @@ def test_an_approved_refund_runs_once_and_the_reply_waits_for_approval_before_it
     assert ledger.read_text() == "1042 39.00\n"
 
 
+@pytest.mark.slow
 def test_a_rejected_refund_refunds_nothing_and_the_model_reads_the_reason(cli, ledger):
     run_id = _proposed(cli)
     res = cli("reject", run_id, "--reason", "the kettle is out of warranty", "--json")

@@ -20,6 +20,11 @@ SUPPORT = REPO / "workflows" / "support" / "support.yaml"
 TICKET = documented_input(SUPPORT, "ticket")  # the command docs/llm.md (and the README) show
 
 
+pytestmark = pytest.mark.xdist_group("support_example_run")
+"""One worker runs the module: the paused run of the support example (module-scoped, on the embedded model) is
+made once, where spread over several workers each would make it again."""
+
+
 @pytest.fixture(scope="module")
 def paused_run(tmp_path_factory):
     from typer.testing import CliRunner
@@ -31,6 +36,7 @@ def paused_run(tmp_path_factory):
     return result, db
 
 
+@pytest.mark.slow
 def test_the_example_runs_offline_and_its_judge_pauses_the_weak_draft(paused_run):
     result, _ = paused_run
     assert result.exit_code == 3, result.output
@@ -59,6 +65,7 @@ def _ctx() -> StepContext:
                        llm_defaults=LLMConfig(provider="local", model="smollm2", max_tokens=60))
 
 
+@pytest.mark.slow
 def test_a_judge_gate_applies_its_threshold_to_the_model_score():
     lenient = LLMJudge(rubric="The text is a greeting.", threshold=0.0).check("Hello there!", _ctx())
     strict = LLMJudge(rubric="The text is a greeting.", threshold=1.0).check("zzz", _ctx())
