@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -33,6 +34,18 @@ def pytest_configure(config: pytest.Config) -> None:
     test module is imported; the CLI itself is imported lazily below, never by this file at import time."""
     for name in TERMINAL_SIZE_VARIABLES:
         os.environ.pop(name, None)
+    restore_ctrl_c()
+
+
+def restore_ctrl_c() -> None:
+    """Ctrl-C works in this process and in every process a test starts, as in a shell.
+
+    A pytest-xdist worker is started with SIGINT ignored (the controller handles Ctrl-C), and an ignored
+    signal stays ignored across ``exec``: a Python child started from the worker would then never see the
+    SIGINT a test sends it (Ctrl-C on a run, a drain). A handler, unlike an ignore, is reset to the default
+    on ``exec``, so installing Python's own here gives every child the terminal's behaviour back."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _workflow_module(module: object) -> bool:
