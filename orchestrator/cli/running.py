@@ -413,7 +413,6 @@ def resume(run_id: RunArgument, as_json: JsonOption = False,
     report_result(store, result, as_json)
 
 
-@guarded
 def serve_metrics(store: "Store", host: str, port: int) -> "WorkerMetrics":
     """The worker's metrics, served at ``http://HOST:PORT/metrics``; a port that cannot be bound is exit 2."""
     from orchestrator.core.errors import InputError
@@ -429,6 +428,7 @@ def serve_metrics(store: "Store", host: str, port: int) -> "WorkerMetrics":
     return metrics
 
 
+@guarded
 def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queue is empty.")] = False,
            poll: Annotated[float, typer.Option("--poll", min=0.05, max=3600.0,
                                                help="Seconds between queue checks.")] = 1.0,
