@@ -12,6 +12,8 @@ import sys
 import time
 import urllib.request
 
+import pytest
+
 from tests.conftest import FIXTURES, REPO
 
 
@@ -36,6 +38,7 @@ def scrape(port: int) -> dict[str, float]:
         return samples(response.read().decode())
 
 
+@pytest.mark.slow
 def test_a_worker_serves_its_runs_steps_queue_and_waiting_runs_as_prometheus_metrics(durable_url, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cli = [sys.executable, "-m", "orchestrator"]
