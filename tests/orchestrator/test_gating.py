@@ -17,7 +17,7 @@ import time
 import pytest
 
 from orchestrator.bind.loader import load_workflow
-from orchestrator.core.errors import ReviewError
+from orchestrator.core.errors import LeaseHeldError, ReviewError
 from orchestrator.service import review
 from orchestrator.service.runner import start_run
 from orchestrator.service.worker import ReviewTimeouts
@@ -235,8 +235,8 @@ class TestDecisions:
             try:
                 fn(s, run_id, comment="race")
                 results.append("won")
-            except ReviewError as exc:
-                results.append(f"lost: {exc}")
+            except (ReviewError, LeaseHeldError) as exc:  # refused: the pause was decided, or the winner's
+                results.append(f"lost: {exc}")  # continuation already holds the run (a rejection needs it too)
 
         threads = [threading.Thread(target=decide, args=(fn,)) for fn in (review.approve, review.reject)]
         for t in threads:
