@@ -175,6 +175,10 @@ class Worker:
         options = self.options
         slots = anyio.Semaphore(options.concurrency)
         claimed = 0
+        # ``once``: the next claim is the one after an idle check that found nothing. A dead executor's lease
+        # can lapse between a claim and the idle check (its run turns interrupted, and the check has no lease
+        # left to release), so the queue is empty only when a claim made after the check finds nothing too.
+        last_look = False
         while not self.drain.requested and (options.max_runs is None or claimed < options.max_runs):
             await slots.acquire()
             if self.drain.requested:
@@ -192,20 +196,22 @@ class Worker:
                 continue
             if run_id is None:
                 slots.release()
+                if options.once and last_look:
+                    break
                 try:
                     more = await anyio.to_thread.run_sync(self.idle_checks)
                 except StoreError as exc:
                     await self.database_wait.wait(exc, self.stopping)
                     continue
                 self.database_wait.answered()
-                if more:
+                last_look = not more
+                if more or options.once:
                     continue
-                if options.once:
-                    break
                 with anyio.move_on_after(options.poll):
                     await self.stopping.wait()
                 continue
             self.database_wait.answered()
+            last_look = False
             claimed += 1
             self.in_flight.add(run_id)
             runs.start_soon(self.execute, replace(lease, run_id=run_id), slots)
