@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from orchestrator.cli import attribution, database, inspecting, reviewing, running
+from orchestrator.cli import attribution, database, gating, inspecting, reviewing, running
 from orchestrator.cli.common import collect_after_start_up, quiet_stdout
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -24,6 +24,7 @@ for command in (running.validate, running.schema, running.run, running.resume, r
                 attribution.report):
     app.command()(command)
 app.add_typer(database.db, name="db")
+app.add_typer(gating.gates, name="gates")
 
 
 def main() -> None:
