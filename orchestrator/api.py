@@ -36,6 +36,7 @@ from orchestrator.bind.threads import DEFAULT_CONCURRENCY
 from orchestrator.core.errors import InputError
 from orchestrator.engine.documents import run_document, runs_page_document
 from orchestrator.engine.executor import new_lease
+from orchestrator.service.backtest import BacktestReport, GateBacktest
 from orchestrator.service.listing import run_query
 from orchestrator.service.review import Decision
 from orchestrator.service.runner import (
@@ -53,7 +54,7 @@ from orchestrator.store.run_prefix import resolve_run_id
 
 __all__ = ["Orchestrator", "RunDetail", "RunList", "RunSummary", "StepDetail", "GateVerdict", "ReviewDetail",
            "OutcomeDetail", "AttributionDetail", "Candidate", "LabelDetail", "InsideEventLoopError",
-           "WorkflowLike", "EventsDropped", "StreamItem"]
+           "WorkflowLike", "EventsDropped", "StreamItem", "BacktestReport", "GateBacktest"]
 
 WorkflowLike = str | Path | Workflow | BoundWorkflow
 """A workflow file (``.yaml``/``.py``), a :class:`~orchestrator.bind.python_workflow.Workflow` or a bound workflow."""
@@ -558,6 +559,32 @@ class Orchestrator:
         from orchestrator.attribution.stats import compute_stats
 
         return compute_stats(self.store, workflow, since=run_query(since=since).since, period=period, min_runs=min_runs)
+
+    # -- gates -----------------------------------------------------------------------------------
+
+    def backtest(self, workflow: WorkflowLike, *, step: str | None = None, status: str | None = None,
+                 since: str | float | datetime | None = None, limit: int | None = None,
+                 outcome: Literal["correct", "incorrect"] | None = None, blamed: str | None = None,
+                 runs_of: str | None = None, judges: bool = False) -> BacktestReport:
+        """Judge ``workflow``'s gates (only ``step``'s with ``step``) on the stored outputs of past runs of the
+        workflow by name (``runs_of``: another name), executing no step, and set each gate's verdicts against
+        the runs' recorded outcomes (``gates backtest --json``). Model judges are called only with ``judges``.
+        The filters are those of :meth:`list_runs`; ``limit`` defaults to the newest 1000 runs."""
+        refuse_inside_event_loop("Orchestrator.backtest()", "await Orchestrator.abacktest(...)")
+        from orchestrator.service.backtest import backtest
+
+        filters = {"status": status, "since": since, "limit": limit, "outcome": outcome, "blamed": blamed,
+                   "workflow": runs_of}
+        return backtest(self.store, self._bind(workflow), step=step, filters=filters, judges=judges)
+
+    async def abacktest(self, workflow: WorkflowLike, *, step: str | None = None, status: str | None = None,
+                        since: str | float | datetime | None = None, limit: int | None = None,
+                        outcome: Literal["correct", "incorrect"] | None = None, blamed: str | None = None,
+                        runs_of: str | None = None, judges: bool = False) -> BacktestReport:
+        """:meth:`backtest` without blocking the caller's event loop (it runs on a worker thread)."""
+        return await anyio.to_thread.run_sync(lambda: self.backtest(
+            workflow, step=step, status=status, since=since, limit=limit, outcome=outcome, blamed=blamed,
+            runs_of=runs_of, judges=judges))
 
     # -- helpers ---------------------------------------------------------------------------------
 

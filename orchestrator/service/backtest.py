@@ -66,6 +66,9 @@ by default the backtested file's own name)."""
 CRITIC_GATE = "critic"
 """The label of a critic's verdict, as runs store it."""
 
+JUDGE_SKIPPED = "it calls a model; backtest with --judges to call it"
+"""Why a model judge was not asked."""
+
 _JUDGED_STATUSES = frozenset({"succeeded", "gate_failed"})
 """Statuses of an attempt whose output its gates judged (besides a ``failed`` one failed by its gates)."""
 
@@ -79,10 +82,10 @@ class RefusingModelClient:
     instead of calling (and paying for) a model nobody asked to call."""
 
     async def acomplete(self, *_: Any, **__: Any) -> Any:
-        raise ModelCallsRefused("this gate calls a model; backtest with --judges to call it")
+        raise ModelCallsRefused(JUDGE_SKIPPED)
 
     def complete(self, *_: Any, **__: Any) -> Any:
-        raise ModelCallsRefused("this gate calls a model; backtest with --judges to call it")
+        raise ModelCallsRefused(JUDGE_SKIPPED)
 
 
 # -- the report ---------------------------------------------------------------------------------------
@@ -217,12 +220,12 @@ def parse_run_filters(entries: Iterable[str]) -> dict[str, str]:
     return filters
 
 
-def _limit(value: str | int | None) -> int:
+def _limit(value: object) -> int:
     if value is None:
         return DEFAULT_LIMIT
     try:
-        limit = int(value)
-    except ValueError:
+        limit = int(str(value))
+    except (TypeError, ValueError):
         raise InputError(f"--runs limit={value!r} is not a whole number") from None
     if not 1 <= limit <= MAX_LIMIT:
         raise InputError(f"--runs limit={limit} must be between 1 and {MAX_LIMIT}")
@@ -271,13 +274,16 @@ class _Tally:
 
 
 def backtest(store: Store, workflow: BoundWorkflow, *, step: str | None = None,
-             filters: Mapping[str, str | int] | None = None, judges: bool = False) -> BacktestReport:
+             filters: Mapping[str, Any] | None = None, judges: bool = False) -> BacktestReport:
     """Backtest ``workflow``'s gates (only ``step``'s with ``step``) over the stored runs ``filters`` keep.
+
+    ``filters`` holds :data:`RUN_FILTERS` keys, as text from a command line or typed from Python (``since``:
+    epoch seconds, a datetime, an ISO date or ``7d``; ``limit``: a number); None values are left out.
 
     InputError (exit 2) for a ``step`` the workflow lacks, a bad filter, or a workflow with no stored runs.
     Must be called outside a running event loop (it runs one for the gates).
     """
-    filters = dict(filters or {})
+    filters = {k: v for k, v in (filters or {}).items() if v is not None}
     unknown = sorted(set(filters) - set(RUN_FILTERS))
     if unknown:
         raise InputError(f"unknown run filter {unknown[0]!r}; filters: {', '.join(RUN_FILTERS)}")
@@ -286,7 +292,7 @@ def backtest(store: Store, workflow: BoundWorkflow, *, step: str | None = None,
                          f"{list(workflow.order)}")
     runs_of = str(filters.get("workflow") or workflow.name)
     query = run_query(status=_text(filters, "status"), workflow=runs_of, outcome=_text(filters, "outcome"),
-                      blamed=_text(filters, "blamed"), since=_text(filters, "since"),
+                      blamed=_text(filters, "blamed"), since=filters.get("since"),
                       limit=_limit(filters.get("limit")))
     page = store.triage_runs(query)
     if not page.rows and page.total == 0 and not any(k in filters for k in ("status", "since", "outcome", "blamed")):
@@ -305,7 +311,7 @@ def backtest(store: Store, workflow: BoundWorkflow, *, step: str | None = None,
                           model_calls=sum(g.model_calls for g in gates), gates=gates)
 
 
-def _text(filters: Mapping[str, str | int], key: str) -> str | None:
+def _text(filters: Mapping[str, Any], key: str) -> str | None:
     value = filters.get(key)
     return None if value is None else str(value)
 
@@ -365,8 +371,6 @@ class _StoredRun:
 
     async def verdict(self, tally: _Tally) -> _Verdict:
         step = tally.step
-        if tally.judge and not self.judges:
-            return _Verdict("skipped", "a model judge; backtest with --judges to call it")
         if step.spec.type == "critic":
             critic = await self.critic(tally)
             if tally.kind == "critic":
@@ -378,6 +382,8 @@ class _StoredRun:
             found = self.judged.get(step.id)
             if not found:
                 return _Verdict("not_evaluable", self.why_no_output(step.id))
+            if tally.judge and not self.judges:
+                return _Verdict("skipped", JUDGE_SKIPPED)
             units = [(u.unit, u.record, u.record.output) for u in found]
         gate = tally.bound
         assert gate is not None, "a gate's tally holds the gate"
@@ -408,7 +414,8 @@ class _StoredRun:
         result.changes.append(VerdictChange(run_id=self.run_id, unit=unit, was=was, now=verdict.passed,
                                             change=change, reason=verdict.reason))
 
-    async def check(self, tally: _Tally, gate: BoundGate, record: StepRecordView | None, output: Any) -> GateResult | _Verdict:
+    async def check(self, tally: _Tally, gate: BoundGate, record: StepRecordView | None,
+                    output: Any) -> GateResult | _Verdict:
         """The gate's verdict on one unit's output, through the executor's own check; a :class:`_Verdict`
         when it cannot be judged here (the gate wants a model and judges are off)."""
         runner = StepRunner(self.context, tally.step, index=None if record is None else record.index,
@@ -419,7 +426,7 @@ class _StoredRun:
         tally.calls.calls.extend(ctx.calls.calls)
         details = evaluation.result.details
         if not self.judges and details.get("error") == ModelCallsRefused.__name__:
-            return _Verdict("skipped", "it calls a model; backtest with --judges to call it")
+            return _Verdict("skipped", JUDGE_SKIPPED)
         return evaluation.result
 
     def gate_context(self, runner: StepRunner, record: StepRecordView | None) -> StepContext:
@@ -463,6 +470,8 @@ class _StoredRun:
                                                  f"{self.why_no_output(dep, described=False)}")
             if entry.skipped and spec.join == "all":
                 return _Verdict("not_evaluable", f"critic {step.id!r} reads step {dep!r}, which was skipped")
+        if spec.calls_model and not self.judges:
+            return _Verdict("skipped", JUDGE_SKIPPED)
         runner = StepRunner(self.context, step)
         try:
             kwargs, _, _ = resolve_inputs(step, self.context.inputs, self.done, 0.0)
@@ -474,7 +483,7 @@ class _StoredRun:
         try:
             returned = await call_step(step.function, kwargs, ctx)
         except ModelCallsRefused:
-            return _Verdict("skipped", "it calls a model; backtest with --judges to call it")
+            return _Verdict("skipped", JUDGE_SKIPPED)
         except Exception as exc:  # noqa: BLE001 (user code: its error is the answer)
             return _Verdict("not_evaluable", f"critic {step.id!r} raised {type(exc).__name__}: {exc}")
         finally:
