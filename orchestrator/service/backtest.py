@@ -362,8 +362,10 @@ class _StoredRun:
                 latest[rec.unit] = rec
         for unit, rec in latest.items():
             self.judged.setdefault(rec.step_id, []).append(_Unit(unit, rec))
+        finished = [(unit, rec) for unit, rec in self.live.items() if rec.status in ("succeeded", "skipped")]
         self.done = {unit: Done(rec.id, rec.output, rec.ended_at, seq=i, skipped=rec.status == "skipped")
-                     for i, (unit, rec) in enumerate(self.live.items()) if rec.status in ("succeeded", "skipped")}
+                     for i, (unit, rec) in enumerate(finished)}
+        """The outputs consumers read, numbered in order (``ctx.upstream`` shows those numbered below its size)."""
         self.context = RunContext(store=store, run_id=self.run_id, workflow=row.run.workflow,
                                   workflow_id=row.run.workflow_id, inputs=dict(row.run.inputs), done=self.done,
                                   llm_defaults=workflow.spec.llm)

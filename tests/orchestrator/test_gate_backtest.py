@@ -98,6 +98,8 @@ def test_a_loosened_warning_and_a_new_gate_show_their_changed_verdicts(db_url, s
     assert (ceiling.precision.value, ceiling.recall.value) == (None, None)
     assert [(n.run_id, n.reason) for n in ceiling.not_evaluated] == [
         (stored["paused_neg"], "step 'summarize' did not run in this run (no record)")]
+    upstream_reader = report.gate("summarize", "quote_steps:states_fetched_price")  # reads ctx.upstream
+    assert (upstream_reader.evaluated, upstream_reader.passes, upstream_reader.errors) == (8, 8, 0)
 
 
 def test_a_changed_critic_is_called_on_the_outputs_it_verifies(db_url, stored, backtest_log):
