@@ -18,8 +18,8 @@ from tests.conftest import side_effect_file
 from tests.llm.fake_openai_server import completion
 
 HERE = Path(__file__).parent.parent / "fixtures" / "backtest"
-V1, V2, JUDGED, INVALID = (str(HERE / f"{name}.yaml") for name in ("quotes_v1", "quotes_v2", "quotes_judged",
-                                                                       "invalid"))
+V1, V2, JUDGED, SCORED, INVALID = (str(HERE / f"{name}.yaml") for name in (
+    "quotes_v1", "quotes_v2", "quotes_judged", "quotes_scored", "invalid"))
 
 RUNS = {"ok_10": (10, True), "ok_50": (50, True), "plain_90": (90, None), "ok_110": (110, True),
         "wrong_130": (130, False), "wrong_150": (150, False), "ok_160": (160, True), "wrong_200": (200, False),
@@ -126,6 +126,16 @@ def test_gates_whose_input_is_missing_are_reported_not_evaluable_with_the_reason
     assert (critic.evaluated, critic.not_evaluable, critic.pauses_per_100_runs) == (0, 9, None)
     assert {n.reason for n in critic.not_evaluated} == {
         "critic 'vendor_check' reads step 'enrich', which is not in the workflow version this run ran (a new step)"}
+
+
+def test_an_evaluators_outcome_labels_runs_as_a_persons_does(db_url, tmp_path, monkeypatch):
+    stored = store_runs(db_url, tmp_path, monkeypatch, workflow=SCORED,
+                        runs={"fine": (50, None), "pricey": (110, None), "over": (130, None), "far_over": (160, None)})
+    with Orchestrator(db_url) as orch:
+        assert orch.get_run(stored["over"]).outcomes[-1].source == "evaluator"
+        fetch = orch.backtest(V2, step="fetch").gate("fetch", "range")
+    assert (fetch.failures, fetch.caught_runs, fetch.false_alarms) == (2, [stored["far_over"]], 0)
+    assert (fetch.precision.value, fetch.recall.value) == (1.0, 0.5)
 
 
 def test_a_workflow_backtested_on_its_own_runs_changes_no_verdict(db_url, tmp_path, monkeypatch):
