@@ -379,7 +379,9 @@ class _StoredRun:
                 return critic
             if critic.status not in ("passed", "failed"):
                 return _Verdict(critic.status, critic.reason)
-            units: list[tuple[str, StepRecordView | None, Any]] = [(step.id, None, critic.output)]
+            stored = self.judged.get(step.id)  # the critic's own record, whose gates judged its stored verdict
+            units: list[tuple[str, StepRecordView | None, Any]] = [
+                (step.id, stored[-1].record if stored else None, critic.output)]
         else:
             found = self.judged.get(step.id)
             if not found:
