@@ -23,6 +23,7 @@ from orchestrator.spec.records import (
     AttributionView,
     GateView,
     ModelCallView,
+    NotificationView,
     OutcomeView,
     ReviewView,
     RunView,
@@ -150,6 +151,21 @@ class RunEnd:
     lease: Lease
     status: str
     output: Any = None
+    notifications: Sequence[NewNotification] = ()
+    """The end's notifications, written in its transaction (the outbox)."""
+
+
+@dataclass(slots=True)
+class NewNotification:
+    """A notification to deliver, written in the transaction of the pause or end that causes it (the outbox)."""
+
+    run_id: str
+    workflow: str
+    event: str
+    target: dict[str, Any]
+    body: dict[str, Any]
+    key: str = field(default_factory=lambda: secrets.token_hex(16))
+    """The idempotency key: the same on every try, so a receiver told twice can tell."""
 
 
 @dataclass(slots=True)
@@ -469,3 +485,28 @@ def attribution_view(row: Any) -> AttributionView:
                            agent_credits=jsonio.loads(row.agent_credits), blamed_step=row.blamed_step,
                            confidence=row.confidence, evidence=jsonio.loads(row.evidence), cost=row.cost,
                            created_at=row.created_at)
+
+
+NOTIFICATION_COLUMNS = ("idempotency_key", "run_id", "workflow", "event", "target", "body", "status", "tries", "created_at",
+                        "next_try_at")
+
+
+def notification_values(note: NewNotification, now: float) -> tuple[Any, ...]:
+    """A new outbox row, due at once (values in :data:`NOTIFICATION_COLUMNS` order)."""
+    return (note.key, note.run_id, note.workflow, note.event, jsonio.dumps(note.target), jsonio.dumps(note.body),
+            "pending", 0, now, now)
+
+
+def notification_view(row: Any) -> NotificationView:
+    return NotificationView(row.id, row.idempotency_key, row.run_id, row.workflow, row.event, jsonio.loads(row.target),
+                            jsonio.loads(row.body), row.status, row.tries, row.last_error, row.created_at,
+                            row.next_try_at, row.delivered_at, row.claimed_by, row.claimed_until)
+
+
+def notification_outcome_values(*, delivered: bool, tries: int, error: str | None, retry_at: float | None,
+                                now: float) -> dict[str, Any]:
+    """How a delivery went, written by the sender that claimed the row: delivered; pending again from
+    ``retry_at``; or failed (``retry_at`` None: given up). The claim ends either way."""
+    status = "delivered" if delivered else "pending" if retry_at is not None else "failed"
+    return {"status": status, "tries": tries, "last_error": error, "delivered_at": now if delivered else None,
+            "next_try_at": retry_at if retry_at is not None else now, "claimed_by": None, "claimed_until": None}
