@@ -487,8 +487,8 @@ def attribution_view(row: Any) -> AttributionView:
                            created_at=row.created_at)
 
 
-NOTIFICATION_COLUMNS = ("idempotency_key", "run_id", "workflow", "event", "target", "body", "status", "tries", "created_at",
-                        "next_try_at")
+NOTIFICATION_COLUMNS = ("idempotency_key", "run_id", "workflow", "event", "target", "body", "status", "tries",
+                        "created_at", "next_try_at")
 
 
 def notification_values(note: NewNotification, now: float) -> tuple[Any, ...]:

@@ -25,9 +25,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orchestrator.store.notification_sql as outbox
 from orchestrator.core import jsonio
 from orchestrator.core.errors import InputError, NotFoundError
-import orchestrator.store.notification_sql as outbox
 from orchestrator.spec.records import ModelCallView, NotificationView, OutcomeView, ReviewView, RunView, StepRecordView
 from orchestrator.store.base import Store, lease_lost
 from orchestrator.store.bounded import BoundedCache
