@@ -21,7 +21,6 @@ from sqlalchemy.engine import Connection, CursorResult, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
 
-import orchestrator.store.notification_sql as outbox
 import orchestrator.store.sql_analytics as sql_analytics
 import orchestrator.store.sql_live_analytics as sql_live_analytics
 from orchestrator.core import jsonio
@@ -56,6 +55,17 @@ from orchestrator.store.rows import (
     GATE_VERDICT_COLUMNS,
     MODEL_CALL_COLUMNS,
     NOTIFICATION_COLUMNS,
+    OUTBOX_BY_ID,
+    OUTBOX_CLAIM,
+    OUTBOX_CLAIM_HOLDERS,
+    OUTBOX_DUE,
+    OUTBOX_DUE_OF_RUN,
+    OUTBOX_FINISH,
+    OUTBOX_INSERT,
+    OUTBOX_LIST,
+    OUTBOX_LIST_FAILED,
+    OUTBOX_LIST_OF_RUN,
+    OUTBOX_RELEASE,
     RUN_COLUMNS,
     STEP_COLUMNS,
     STEP_HISTORY_COLUMNS,
@@ -698,13 +708,13 @@ class SqlStore(RetriedStore, Store):
             query = query.where(runs_t.c.workflow == workflow)
         return [attribution_view(r) for r in self.read(query)]
 
-    # -- the notification outbox (statements shared with the SQLite store: orchestrator.store.notification_sql) --
+    # -- the notification outbox (statements shared with the SQLite store, in rows.py) --
 
     def write_notifications(self, notifications: Sequence[NewNotification]) -> None:
         """Insert outbox rows inside the caller's transaction."""
         if notifications:
             now = time.time()
-            self.conn.execute(text(outbox.INSERT), [dict(zip(NOTIFICATION_COLUMNS, notification_values(n, now),
+            self.conn.execute(text(OUTBOX_INSERT), [dict(zip(NOTIFICATION_COLUMNS, notification_values(n, now),
                                                              strict=True)) for n in notifications])
 
     def add_notifications(self, notifications: Sequence[NewNotification]) -> None:
@@ -713,36 +723,36 @@ class SqlStore(RetriedStore, Store):
 
     def claim_notifications(self, holder: str, *, now: float, claim_seconds: float, limit: int = 20,
                             run_id: str | None = None) -> list[NotificationView]:
-        due = self.read(text(outbox.DUE_OF_RUN if run_id is not None else outbox.DUE)
+        due = self.read(text(OUTBOX_DUE_OF_RUN if run_id is not None else OUTBOX_DUE)
                         .bindparams(now=now, limit=limit, **({"run_id": run_id} if run_id is not None else {})))
         claimed = []
         for (notification_id,) in due:
             with self.lock, self.conn.begin():
-                if self.conn.execute(text(outbox.CLAIM), {"holder": holder, "until": now + claim_seconds,
+                if self.conn.execute(text(OUTBOX_CLAIM), {"holder": holder, "until": now + claim_seconds,
                                                           "id": notification_id, "now": now}).rowcount == 1:
                     claimed.append(notification_id)
-        return [notification_view(self.read(text(outbox.BY_ID).bindparams(id=i))[0]) for i in claimed]
+        return [notification_view(self.read(text(OUTBOX_BY_ID).bindparams(id=i))[0]) for i in claimed]
 
     def finish_notification(self, notification_id: int, holder: str, *, delivered: bool, tries: int,
                             error: str | None, retry_at: float | None, now: float) -> bool:
         values = notification_outcome_values(delivered=delivered, tries=tries, error=error, retry_at=retry_at, now=now)
         with self.lock, self.conn.begin():
-            return self.conn.execute(text(outbox.FINISH), {**values, "id": notification_id,
+            return self.conn.execute(text(OUTBOX_FINISH), {**values, "id": notification_id,
                                                            "holder": holder}).rowcount == 1
 
     def notification_claim_holders(self, now: float) -> list[str]:
-        return [str(row[0]) for row in self.read(text(outbox.CLAIM_HOLDERS).bindparams(now=now))]
+        return [str(row[0]) for row in self.read(text(OUTBOX_CLAIM_HOLDERS).bindparams(now=now))]
 
     def release_notification_claims(self, holder: str) -> int:
         with self.lock, self.conn.begin():
-            return int(self.conn.execute(text(outbox.RELEASE), {"holder": holder}).rowcount)
+            return int(self.conn.execute(text(OUTBOX_RELEASE), {"holder": holder}).rowcount)
 
     def notifications(self, *, failed: bool = False, run_id: str | None = None,
                       limit: int = 100) -> list[NotificationView]:
         if run_id is not None:
-            query = text(outbox.LIST_OF_RUN).bindparams(run_id=run_id, limit=limit)
+            query = text(OUTBOX_LIST_OF_RUN).bindparams(run_id=run_id, limit=limit)
         else:
-            query = text(outbox.LIST_FAILED if failed else outbox.LIST).bindparams(limit=limit)
+            query = text(OUTBOX_LIST_FAILED if failed else OUTBOX_LIST).bindparams(limit=limit)
         return [notification_view(row) for row in self.read(query)]
 
     # -- analytics (GROUP BY in the database; see orchestrator.store.sql_analytics) ----------------

@@ -25,7 +25,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orchestrator.store.notification_sql as outbox
 from orchestrator.core import jsonio
 from orchestrator.core.errors import InputError, NotFoundError
 from orchestrator.spec.records import ModelCallView, NotificationView, OutcomeView, ReviewView, RunView, StepRecordView
@@ -37,6 +36,17 @@ from orchestrator.store.rows import (
     GATE_COLUMNS,
     MODEL_CALL_COLUMNS,
     NOTIFICATION_COLUMNS,
+    OUTBOX_BY_ID,
+    OUTBOX_CLAIM,
+    OUTBOX_CLAIM_HOLDERS,
+    OUTBOX_DUE,
+    OUTBOX_DUE_OF_RUN,
+    OUTBOX_FINISH,
+    OUTBOX_INSERT,
+    OUTBOX_LIST,
+    OUTBOX_LIST_FAILED,
+    OUTBOX_LIST_OF_RUN,
+    OUTBOX_RELEASE,
     RUN_COLUMNS,
     STEP_COLUMNS,
     STORED_OUTPUT_DIGESTS,
@@ -633,14 +643,14 @@ class SqliteStore(RetriedStore, DelegatingStore):
                          (self.run_pk(run_id),))
         return [outcome_view(r, run_id) for r in rows]
 
-    # -- the notification outbox (statements shared with the SQL store: orchestrator.store.notification_sql) --
+    # -- the notification outbox (statements shared with the SQL store, in rows.py) --
 
     @staticmethod
     def write_notifications(conn: sqlite3.Connection, notifications: Sequence[NewNotification]) -> None:
         """Insert outbox rows (inside the caller's transaction, if it opened one)."""
         if notifications:
             now = time.time()
-            conn.executemany(outbox.INSERT, [dict(zip(NOTIFICATION_COLUMNS, notification_values(n, now), strict=True))
+            conn.executemany(OUTBOX_INSERT, [dict(zip(NOTIFICATION_COLUMNS, notification_values(n, now), strict=True))
                                              for n in notifications])
 
     def add_notifications(self, notifications: Sequence[NewNotification]) -> None:
@@ -652,31 +662,31 @@ class SqliteStore(RetriedStore, DelegatingStore):
         params: dict[str, Any] = {"now": now, "limit": limit}
         if run_id is not None:
             params["run_id"] = run_id
-        due = self.read(outbox.DUE_OF_RUN if run_id is not None else outbox.DUE, params)
+        due = self.read(OUTBOX_DUE_OF_RUN if run_id is not None else OUTBOX_DUE, params)
         claimed = []
         for row in due:
-            if self.execute(outbox.CLAIM, {"holder": holder, "until": now + claim_seconds,
+            if self.execute(OUTBOX_CLAIM, {"holder": holder, "until": now + claim_seconds,
                                            "id": row.id, "now": now}) == 1:
-                claimed.append(notification_view(self.read(outbox.BY_ID, {"id": row.id})[0]))
+                claimed.append(notification_view(self.read(OUTBOX_BY_ID, {"id": row.id})[0]))
         return claimed
 
     def finish_notification(self, notification_id: int, holder: str, *, delivered: bool, tries: int,
                             error: str | None, retry_at: float | None, now: float) -> bool:
         values = notification_outcome_values(delivered=delivered, tries=tries, error=error, retry_at=retry_at, now=now)
-        return self.execute(outbox.FINISH, {**values, "id": notification_id, "holder": holder}) == 1
+        return self.execute(OUTBOX_FINISH, {**values, "id": notification_id, "holder": holder}) == 1
 
     def notification_claim_holders(self, now: float) -> list[str]:
-        return [str(row.claimed_by) for row in self.read(outbox.CLAIM_HOLDERS, {"now": now})]
+        return [str(row.claimed_by) for row in self.read(OUTBOX_CLAIM_HOLDERS, {"now": now})]
 
     def release_notification_claims(self, holder: str) -> int:
-        return self.execute(outbox.RELEASE, {"holder": holder})
+        return self.execute(OUTBOX_RELEASE, {"holder": holder})
 
     def notifications(self, *, failed: bool = False, run_id: str | None = None,
                       limit: int = 100) -> list[NotificationView]:
         if run_id is not None:
-            rows = self.read(outbox.LIST_OF_RUN, {"run_id": run_id, "limit": limit})
+            rows = self.read(OUTBOX_LIST_OF_RUN, {"run_id": run_id, "limit": limit})
         else:
-            rows = self.read(outbox.LIST_FAILED if failed else outbox.LIST, {"limit": limit})
+            rows = self.read(OUTBOX_LIST_FAILED if failed else OUTBOX_LIST, {"limit": limit})
         return [notification_view(row) for row in rows]
 
     def count_rows(self) -> dict[str, int]:
