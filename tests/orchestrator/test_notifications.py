@@ -267,3 +267,42 @@ def test_a_process_killed_before_delivering_leaves_the_notification_to_a_worker(
         assert [r.headers["idempotency-key"] for r in receiver.requests] == [note.key, note.key]
     finally:
         receiver.stop()
+
+
+def test_a_timed_out_review_is_told_to_the_targets_that_want_it(tmp_path: Path, receiver: Receiver, db_url: str,
+                                                                 monkeypatch: pytest.MonkeyPatch):
+    from orchestrator.service.worker import ReviewTimeouts
+
+    wf = workflow_file(tmp_path, f"notify:\n  - url: {receiver.url}\n    events: [review_timeout]")
+    wf.write_text(wf.read_text().replace("    gates:", "    review_timeout: 60\n    gates:"))
+    with open_store(db_url) as store:
+        run_id = start_run(store, load_workflow(wf), {"x": 1}).run_id
+        assert receiver.requests == []  # paused: not an event this target wants
+        ReviewTimeouts(store).decide(now=time.time() + 120)  # an idle worker, two minutes later
+        assert NotificationSender(store, FAST).send_due().delivered
+    [request] = receiver.requests
+    body = request.body
+    assert (body["event"], body["run_id"], body["unit"], body["status"]) == ("review_timeout", run_id, "ask",
+                                                                              "rejected")
+    assert body["reason"] == "no review in time: rejected automatically"
+
+
+def test_the_python_api_takes_notify_and_refuses_a_bad_target():
+    from orchestrator.bind.python_workflow import Workflow
+    from orchestrator.core.errors import SpecError
+
+    wf = Workflow("py_notified", notify="https://hooks.example.com/x")
+
+    @wf.step
+    def only() -> int:
+        return 1
+
+    assert [t.url for t in wf.spec.notify] == ["https://hooks.example.com/x"]
+    bad = Workflow("py_bad", notify=[{"slack": "hooks.slack.com/x"}])
+
+    @bad.step
+    def one() -> int:
+        return 1
+
+    with pytest.raises(SpecError, match=r"notify\[0\]\.slack: url 'hooks.slack.com/x' is not an http"):
+        _ = bad.spec
