@@ -13,9 +13,7 @@ import os
 from collections.abc import Sequence
 
 from orchestrator.core.errors import InputError
-from orchestrator.engine.documents import pause_reasons
 from orchestrator.engine.run_state import RunResult
-from orchestrator.engine.tree import open_pauses
 from orchestrator.spec.model import WorkflowSpec
 from orchestrator.spec.notify import NotifyTarget, environment_targets, notification_body
 from orchestrator.store import NewNotification, Store
@@ -67,6 +65,9 @@ class RunNotices:
         if not self.wants(event):
             return []
         if event == "paused":
+            from orchestrator.engine.documents import pause_reasons  # a run that tells nobody never loads them
+            from orchestrator.engine.tree import open_pauses
+
             pauses = open_pauses(store, result.run_id)
             units = [p.path for p in pauses] or list(result.paused_steps)
             reason = pause_reasons(pauses[0].record) if pauses else None

@@ -26,11 +26,8 @@ import hashlib
 import hmac
 import logging
 import os
-import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -134,6 +131,9 @@ def deliver(note: NotificationView, *, timeout: float) -> None:
 
 
 def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> None:
+    import urllib.error  # here: a run that notifies nobody never loads the HTTP client (and ssl)
+    import urllib.request
+
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -153,6 +153,8 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> None
 def run_command(argv: list[str], body: bytes, key: str, timeout: float) -> None:
     """Run a command target with the notification's JSON on stdin (and its key in ``ORCHESTRATOR_NOTIFICATION_KEY``);
     exit status 0 is delivered."""
+    import subprocess
+
     try:
         done = subprocess.run(argv, input=body, capture_output=True, timeout=timeout, check=False,
                               env={**os.environ, "ORCHESTRATOR_NOTIFICATION_KEY": key})

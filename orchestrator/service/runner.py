@@ -27,7 +27,6 @@ from orchestrator.engine.outcomes import trace_incorrect_outcome
 from orchestrator.engine.run_state import RunResult
 from orchestrator.engine.stored_workflow import load_run_workflow
 from orchestrator.engine.tree import is_child, root_of
-from orchestrator.service.notifications import send_after_run, tell_review_timeouts
 from orchestrator.spec.events import EventHook, shielded
 from orchestrator.spec.inputs import resolve_inputs
 from orchestrator.store import Lease, NewRun, Store
@@ -214,6 +213,8 @@ def notify(store: Store, executor: Executor, result: RunResult) -> None:
     it: at most ``ORCHESTRATOR_NOTIFY_WAIT`` seconds, the rest left pending for a worker
     (:mod:`orchestrator.service.notifications`). Steps are over by now: this never holds a run up."""
     if executor.notices is not None and executor.notices.wants(result.status):
+        from orchestrator.service.notifications import send_after_run  # only a run that tells someone sends
+
         send_after_run(store, result.run_id)
 
 
@@ -270,6 +271,8 @@ def wait_for_review_timeouts(store: Store, result: RunResult, *, max_concurrency
                 return RunResult(result.run_id, status)
         lease = new_lease(result.run_id)
         decisions = apply_review_timeouts(store, result.run_id, workflow.spec, lease=lease)
+        from orchestrator.service.notifications import tell_review_timeouts
+
         tell_review_timeouts(store, result.run_id, workflow.spec,
                              [(d.path or d.step_id, d.decision) for d in decisions])
         if not decisions:
