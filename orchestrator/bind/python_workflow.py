@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -112,7 +112,8 @@ class Workflow(DefinesWorkflow):
     def __init__(self, name: str, *, version: int | str = 1, description: str | None = None,
                  inputs: dict[str, Any] | None = None, output: str | None = None,
                  outcome: str | Callable[..., float] | None = None, outcome_threshold: float = 0.5,
-                 llm: LLMConfig | Mapping[str, Any] | None = None) -> None:
+                 llm: LLMConfig | Mapping[str, Any] | None = None,
+                 notify: str | Mapping[str, Any] | Sequence[str | Mapping[str, Any]] | None = None) -> None:
         self.name = name
         self.version = version
         self.description = description
@@ -122,6 +123,8 @@ class Workflow(DefinesWorkflow):
         self.outcome_threshold = outcome_threshold
         self.llm_config = llm
         """Defaults of every model call (the YAML ``llm:`` block); a step's ``llm=`` overrides any key."""
+        self.notify = notify
+        """Who is told when a run pauses (the YAML ``notify:``): a URL, a target mapping, or a list of them."""
         self._steps: list[_Registered] = []
         self._bound: tuple[tuple[Any, ...], BoundWorkflow] | None = None
         """The last :meth:`bind` and what it was built from: binding a large workflow (pydantic models,
@@ -286,7 +289,7 @@ class Workflow(DefinesWorkflow):
         children = tuple(child.fingerprint(None, seen) for child in (r.options.get("workflow") for r in self._steps)
                          if isinstance(child, Workflow) and id(child) not in seen)
         return (source, self.name, self.version, self.description, repr(self.inputs), self.output,
-                self.outcome, self.outcome_threshold, repr(self.llm_config),
+                self.outcome, self.outcome_threshold, repr(self.llm_config), repr(self.notify),
                 tuple((id(r), r.fn, repr(r.options)) for r in self._steps), children)
 
     def _build(self) -> tuple[WorkflowSpec, dict[str, Any]]:
@@ -308,6 +311,8 @@ class Workflow(DefinesWorkflow):
                 raise SpecError([SpecProblem(f"<workflow {self.name}>", "outcome", str(exc))]) from None
         try:
             fields: dict[str, Any] = {"llm": self.llm_config}  # a mapping is validated like YAML's llm: block
+            if self.notify is not None:  # validated like YAML's notify: (one URL, one target, or a list)
+                fields["notify"] = self.notify if isinstance(self.notify, str | Mapping) else list(self.notify)
             workflow = WorkflowSpec(name=self.name, version=self.version, description=self.description,
                                     inputs=self.inputs, steps=steps, output=self.output,
                                     outcome=_ref(self.outcome), outcome_threshold=self.outcome_threshold, **fields)

@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from orchestrator.cli import attribution, database, gating, inspecting, reviewing, running
+from orchestrator.cli import attribution, database, gating, inspecting, notifying, reviewing, running
 from orchestrator.cli.common import collect_after_start_up, quiet_stdout
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -21,7 +21,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
 for command in (running.validate, running.schema, running.run, running.resume, reviewing.approve, reviewing.retry,
                 reviewing.reject, reviewing.edit, inspecting.runs, inspecting.show, running.worker, reviewing.review,
                 attribution.label, attribution.trace, attribution.attribute, attribution.replay, attribution.stats,
-                attribution.report):
+                attribution.report, notifying.notifications):
     app.command()(command)
 app.add_typer(database.db, name="db")
 app.add_typer(gating.gates, name="gates")

@@ -36,6 +36,7 @@ from orchestrator.engine.leases.holder import this_holder
 from orchestrator.engine.leases.keeper import LeaseKeeper, keep_lease
 from orchestrator.engine.looping import LoopRunner, LoopState
 from orchestrator.engine.mapping import MapRunner, MapState, max_items
+from orchestrator.engine.notices import RunNotices
 from orchestrator.engine.outcomes import Scoring, score_run, scoring_event
 from orchestrator.engine.run_state import (
     FAIR_SHARE_SECONDS,
@@ -52,7 +53,7 @@ from orchestrator.engine.tree import child_pause_deadline
 from orchestrator.engine.waiting import WaitingUnits
 from orchestrator.spec.events import EventHook, RunFinished, RunStarted, shielded
 from orchestrator.spec.records import PATH_SEPARATOR, StepRecordView, parse_unit, path_head
-from orchestrator.store import Lease, NewRun, NewStepRecord, RunEnd, Store
+from orchestrator.store import Lease, NewNotification, NewRun, NewStepRecord, RunEnd, Store
 from orchestrator.store.base import lease_lost
 from orchestrator.store.off_loop import store_call
 
@@ -126,15 +127,18 @@ class Executor:
 
     def __init__(self, store: Store, workflow: BoundWorkflow, *, max_concurrency: int = DEFAULT_CONCURRENCY,
                  on_event: EventHook | None = None, workflow_id: int | None = None, leased: bool = True,
-                 drain: Drain | None = None) -> None:
+                 drain: Drain | None = None, notify: bool = True) -> None:
         """``leased``: hold the run's lease while executing (replays, private to one process, do not).
-        ``drain``: when requested, the execution starts no new step and ends with RunHandedBack."""
+        ``drain``: when requested, the execution starts no new step and ends with RunHandedBack.
+        ``notify``: write the workflow's notifications with the run's end (a child run's pause is told
+        through its root's)."""
         self.store = store
         self.workflow = workflow
         self.max_concurrency = max(1, max_concurrency)
         self.on_event = shielded(on_event)  # a listener's error never changes what happened
         max_items()  # a bad setting stops before any write, a replay's too
         self.lease: Lease | None = new_lease() if leased else None  # a bad lease setting stops before any write
+        self.notices = RunNotices.of(workflow.spec) if notify and leased else None  # a bad setting: before any write
         self.workflow_id = workflow_id if workflow_id is not None else store.register_workflow(
             workflow.name, str(workflow.spec.version), dict(workflow.definition), workflow.source,
             workflow.content_hash)
@@ -221,13 +225,18 @@ class Executor:
             done=run.done, waiting=schedule.waiting, failed=schedule.failed, errors=schedule.errors, lease=lease,
             ended=schedule.writer.ended is not None, outcome=scoring.outcome if scoring else None,
             evaluator_error=scoring.error if scoring else None,
-            review_deadline=lambda: self.review_deadline(run_id, schedule.waiting))
+            review_deadline=lambda: self.review_deadline(run_id, schedule.waiting),
+            notifications=self.end_notifications)
         if self.on_event is not None:
             if scoring is not None:  # before the end, so a listener can put the score on the run's span
                 self.on_event(scoring_event(run_id, scoring))
             self.on_event(RunFinished(run_id=run_id, status=result.status, paused_steps=tuple(result.paused_steps),
                                       failed_steps=tuple(result.failed_steps), error=result.error))
         return result
+
+    def end_notifications(self, result: RunResult) -> list[NewNotification]:
+        """Who is told of the run's end or pause (written in the end's transaction)."""
+        return self.notices.for_end(self.store, result) if self.notices is not None else []
 
     def review_deadline(self, run_id: str, waiting: AbstractSet[str]) -> float | None:
         """When the first of the run's pauses times out: its own steps' ``review_timeout`` and, for pauses
@@ -242,7 +251,7 @@ class Executor:
         """The executor of a child run this execution starts or continues: same store, listeners, drain and
         concurrency (its lease is set by :class:`~orchestrator.engine.children.ChildRuns`)."""
         return Executor(self.store, workflow, max_concurrency=self.max_concurrency, on_event=self.on_event,
-                        workflow_id=workflow_id, leased=self.lease is not None, drain=self.drain)
+                        workflow_id=workflow_id, leased=self.lease is not None, drain=self.drain, notify=False)
 
 
 def step_of(unit: str) -> str:
@@ -374,7 +383,9 @@ class _Schedule:
             return None
         output_step = self.workflow.output_step
         output = jsonio.loads(record.output) if output_step == record.step_id else self.done[output_step].output
-        return RunEnd(self.lease, "succeeded", output)
+        notices = self.executor.notices
+        notes = notices.for_event(self.lease.run_id, "succeeded", status="succeeded") if notices is not None else []
+        return RunEnd(self.lease, "succeeded", output, notes)
 
     def stop(self, error: Exception | None = None) -> None:
         """The lease is lost (taken over, or ``error`` kept it from being renewed): cancel the steps in

@@ -18,7 +18,7 @@ from orchestrator.bind.approvals import TOOL_CHECKPOINT, ToolResume, is_approval
 from orchestrator.core.errors import OrchestratorError
 from orchestrator.spec.model import GATE_ERROR, GateResult, RunStatus
 from orchestrator.spec.records import ReviewView, StepRecordView, live_records, parse_unit, path_head, unit_name
-from orchestrator.store import Lease, NewOutcome
+from orchestrator.store import Lease, NewNotification, NewOutcome
 from orchestrator.store.base import RecordStore, RunStore, lease_lost
 
 FAIR_SHARE_SECONDS = 0.05
@@ -216,7 +216,8 @@ def pause_deadline(store: RecordStore, run_id: str, waiting: AbstractSet[str],
 def finish_run(store: RunStore, run_id: str, *, output_step: str, order: Sequence[str], done: Mapping[str, Done],
                waiting: AbstractSet[str], failed: list[str], errors: list[str], lease: Lease | None = None,
                ended: bool = False, outcome: NewOutcome | None = None, evaluator_error: str | None = None,
-               review_deadline: Callable[[], float | None] | None = None) -> RunResult:
+               review_deadline: Callable[[], float | None] | None = None,
+               notifications: Callable[[RunResult], Sequence[NewNotification]] | None = None) -> RunResult:
     """Store how an execution ended (failed, paused or succeeded) and release the run's lease.
 
     Under a lease the end is written only while the lease is still this execution's; a stalled
@@ -224,7 +225,8 @@ def finish_run(store: RunStore, run_id: str, *, output_step: str, order: Sequenc
     was already committed with the last record (:mod:`orchestrator.engine.group_commit`). A succeeded run's
     evaluator ``outcome`` is stored in the end's transaction; ``evaluator_error`` is kept as the
     succeeded run's error when the evaluator gave none. A paused run's ``review_deadline()`` is stored with
-    its pause, for the workers that decide timed-out reviews.
+    its pause, for the workers that decide timed-out reviews. ``notifications(result)``: who is told of the
+    end, written in its transaction (under a lease only: an unleased execution is a private replay).
     """
     if failed:
         result = RunResult(run_id, "failed", failed_steps=failed, error="; ".join(errors))
@@ -240,7 +242,8 @@ def finish_run(store: RunStore, run_id: str, *, output_step: str, order: Sequenc
         store.set_run_status(run_id, result.status, output=result.output, error=error, holder=None)
     else:
         deadline = review_deadline() if result.status == "paused" and review_deadline is not None else None
+        notes = notifications(result) if notifications is not None else ()
         if not store.end_lease(lease, result.status, output=result.output, error=error, outcome=outcome,
-                               review_due=deadline):
+                               review_due=deadline, notifications=notes):
             raise lease_lost(run_id)
     return result

@@ -51,6 +51,7 @@ def start_run(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any
         result = run_blocking(functools.partial(executor.start, inputs, reference=reference))
         tracing.keep(result.run_id)
     trace_incorrect_outcome(store, workflow, result, on_event)
+    notify(store, executor, result)
     return result
 
 
@@ -70,6 +71,7 @@ async def start_run_async(store: Store, workflow: BoundWorkflow, given_inputs: d
         result = await executor.start(inputs)
         await store_call(tracing.keep, result.run_id)
     await anyio.to_thread.run_sync(trace_incorrect_outcome, store, workflow, result, on_event)
+    await anyio.to_thread.run_sync(notify, store, executor, result)
     return result
 
 
@@ -178,16 +180,19 @@ def continue_run(store: Store, run_id: str, *, max_concurrency: int = DEFAULT_CO
         result = run_blocking(executor.resume, found.lease)
         tracing.keep(found.lease.run_id)
     trace_incorrect_outcome(store, found.workflow, result, on_event)
+    notify(store, executor, result)
     return result
 
 
 async def continue_run_async(store: Store, run_id: str, *, max_concurrency: int = DEFAULT_CONCURRENCY,
                              on_event: EventHook | None = None, otel: str | None = None, lease: Lease | None = None,
-                             drain: Drain | None = None, off_loop: bool = True) -> RunResult:
+                             drain: Drain | None = None, off_loop: bool = True, send_notifications: bool = True,
+                             ) -> RunResult:
     """:func:`continue_run` on the caller's event loop (a worker executing several runs at once, a
     notebook); the outcome evaluator runs in a worker thread. With ``drain`` requested, it raises
     RunHandedBack once the steps in flight are recorded, leaving the run resumable. ``off_loop``: as
-    for :func:`start_run_async`."""
+    for :func:`start_run_async`. ``send_notifications``: deliver the run's notifications before returning
+    (a worker leaves them to its own sender instead)."""
     with store_calls(off_loop=off_loop, store=store):
         found = await store_call(_continuation, store, run_id, lease)
         if isinstance(found, RunResult):
@@ -198,7 +203,19 @@ async def continue_run_async(store: Store, run_id: str, *, max_concurrency: int 
             result = await executor.resume(found.lease)
             await store_call(tracing.keep, found.lease.run_id)
     await anyio.to_thread.run_sync(trace_incorrect_outcome, store, found.workflow, result, on_event)
+    if send_notifications:
+        await anyio.to_thread.run_sync(notify, store, executor, result)
     return result
+
+
+def notify(store: Store, executor: Executor, result: RunResult) -> None:
+    """Deliver the notifications the run's end just wrote, if its workflow (or the environment) has targets for
+    it: at most ``ORCHESTRATOR_NOTIFY_WAIT`` seconds, the rest left pending for a worker
+    (:mod:`orchestrator.service.notifications`). Steps are over by now: this never holds a run up."""
+    if executor.notices is not None and executor.notices.wants(result.status):
+        from orchestrator.service.notifications import send_after_run  # only a run that tells someone sends
+
+        send_after_run(store, result.run_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +271,10 @@ def wait_for_review_timeouts(store: Store, result: RunResult, *, max_concurrency
                 return RunResult(result.run_id, status)
         lease = new_lease(result.run_id)
         decisions = apply_review_timeouts(store, result.run_id, workflow.spec, lease=lease)
+        from orchestrator.service.notifications import tell_review_timeouts
+
+        tell_review_timeouts(store, result.run_id, workflow.spec,
+                             [(d.path or d.step_id, d.decision) for d in decisions])
         if not decisions:
             return result
         if any(not d.continue_run for d in decisions):  # a rejected run (a rejected tool call goes on)

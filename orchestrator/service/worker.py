@@ -6,6 +6,9 @@ SIGTERM (or SIGINT) stops claiming and drains, letting the steps in flight finis
 then hands each unfinished run's lease back (the run shows as ``interrupted``; ``resume`` or any
 worker continues it at once). A second signal stops at once: the steps in flight are abandoned
 (unrecorded, so they run again on resume) and the leases are still handed back.
+
+Beside its runs, a worker delivers the notification outbox (:mod:`orchestrator.service.notifications`): a
+sender in a thread every ``poll`` seconds and after each run, and one last round before the worker returns.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from orchestrator.engine.executor import Drain, new_lease, release_lease
 from orchestrator.engine.leases.holder import holder_is_gone, holder_name
 from orchestrator.engine.run_state import RunHandedBack, RunResult, earliest, review_deadline
 from orchestrator.engine.tree import child_pause_deadline, root_of
+from orchestrator.service.notifications import NotificationSender, SendSettings, tell_review_timeouts
 from orchestrator.service.review import apply_review_timeouts, waiting_records
 from orchestrator.service.runner import continue_run_async
 from orchestrator.spec.events import EventHook
@@ -119,7 +123,7 @@ def work(store: Store, *, once: bool = False, poll: float = 1.0, max_runs: int |
          concurrency: int = 1, max_concurrency: int = DEFAULT_CONCURRENCY, on_event: EventHook | None = None,
          on_result: Callable[[RunResult], None] | None = None, recover: bool = True,
          stop_on_signals: bool = False, on_stopping: Callable[[str, int], None] | None = None,
-         on_takeover: Callable[[str], None] | None = None) -> WorkSummary:
+         on_takeover: Callable[[str], None] | None = None, notify: SendSettings | None = None) -> WorkSummary:
     """Claim and execute queued runs until the queue is empty (``once``) or ``max_runs`` were claimed.
 
     Several workers may share one database (PostgreSQL, or a SQLite file on one host): each run
@@ -127,11 +131,12 @@ def work(store: Store, *, once: bool = False, poll: float = 1.0, max_runs: int |
     (a process died mid-run). Paused runs whose review timed out are decided here too.
     ``stop_on_signals`` (the CLI's worker; needs the main thread) drains on SIGTERM or SIGINT as the
     module docstring says, calling ``on_stopping(signal name, runs in flight)`` when the drain starts.
-    ``on_takeover(run id)`` is called for each interrupted run the worker takes over.
+    ``on_takeover(run id)`` is called for each interrupted run the worker takes over. ``notify``: how the
+    worker's notification sender tries (default: :meth:`SendSettings.from_environment`).
     """
     options = WorkOptions(once, poll, max_runs, max(1, concurrency), max_concurrency, recover)
     worker = Worker(store, options, on_event=on_event, on_result=on_result, on_stopping=on_stopping,
-                    on_takeover=on_takeover)
+                    on_takeover=on_takeover, notify=notify)
     try:
         anyio.run(worker.run, stop_on_signals)
     except BaseExceptionGroup as group:  # one run's internal error: report it, not the task group
@@ -145,7 +150,7 @@ class Worker:
     def __init__(self, store: Store, options: WorkOptions, *, on_event: EventHook | None = None,
                  on_result: Callable[[RunResult], None] | None = None,
                  on_stopping: Callable[[str, int], None] | None = None,
-                 on_takeover: Callable[[str], None] | None = None) -> None:
+                 on_takeover: Callable[[str], None] | None = None, notify: SendSettings | None = None) -> None:
         self.store = store
         self.on_takeover = on_takeover
         self.options = options
@@ -156,6 +161,9 @@ class Worker:
         self.summary = WorkSummary()
         self.in_flight: set[str] = set()
         self.review_timeouts = ReviewTimeouts(store)
+        self.sender = NotificationSender(store, notify)
+        self.notifications_due = anyio.Event()
+        """Set when a run of this worker ended or paused: its notifications are sent now, not at the next poll."""
         self.database_wait = DatabaseWait()
         self.runs_scope: anyio.CancelScope | None = None
         """Cancels every run of this worker at once (a second signal)."""
@@ -165,10 +173,29 @@ class Worker:
         async with anyio.create_task_group() as everything:
             if stop_on_signals:
                 await everything.start(self.watch_signals)
+            everything.start_soon(self.send_notifications)
             async with anyio.create_task_group() as runs:
                 self.runs_scope = runs.cancel_scope
                 await self.claim_runs(runs)
-            everything.cancel_scope.cancel()  # done: stop watching for signals
+            if not self.summary.forced:  # a last round: what the runs just wrote, and what is due
+                await anyio.to_thread.run_sync(self.send_round)
+            self.sender.stop()
+            everything.cancel_scope.cancel()  # done: stop watching for signals and sending
+
+    async def send_notifications(self) -> None:
+        """The worker's sender: a round every ``poll`` seconds, or as soon as one of its runs ends or pauses. In a
+        thread: a receiver that is slow or down never holds up the event loop that renews leases and starts steps."""
+        while not self.stopping.is_set():
+            await anyio.to_thread.run_sync(self.send_round)
+            with anyio.move_on_after(self.options.poll):
+                await self.notifications_due.wait()
+            self.notifications_due = anyio.Event()
+
+    def send_round(self) -> None:
+        try:
+            self.sender.send_due()
+        except StoreError as exc:  # the database is away: the rows wait for the next round
+            log.warning("notifications not sent this round: %s", exc)
 
     async def claim_runs(self, runs: TaskGroup) -> None:
         """Claim runs while a slot is free, until told to stop (or ``once`` finds nothing to claim)."""
@@ -254,7 +281,7 @@ class Worker:
         try:
             result = await continue_run_async(self.store, run_id, lease=lease, on_event=self.on_event,
                                               max_concurrency=self.options.max_concurrency, drain=self.drain,
-                                              off_loop=self.store_calls_off_loop())
+                                              off_loop=self.store_calls_off_loop(), send_notifications=False)
         except (SpecError, StoreMismatchError) as exc:
             await self.store_call(self.store.end_lease, lease, "failed", error=str(exc))
             result = RunResult(run_id, "failed", error=str(exc))
@@ -277,6 +304,7 @@ class Worker:
             self.in_flight.discard(run_id)
             slots.release()
         self.summary.executed += 1
+        self.notifications_due.set()
         if self.on_result is not None:
             self.on_result(result)
 
@@ -410,6 +438,7 @@ class ReviewTimeouts:
         the store was asked about."""
         lease = new_lease(run_id)
         decisions = apply_review_timeouts(self.store, run_id, spec, now=now, lease=lease)
+        tell_review_timeouts(self.store, run_id, spec, [(d.path or d.step_id, d.decision) for d in decisions])
         if not any(d.continue_run for d in decisions):
             return
         for decision in decisions:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.spec.llm_config import LLMConfig
+from orchestrator.spec.notify import NotifyTarget, notify_shorthand
 from orchestrator.spec.validation import no_boolean
 
 MAX_REVIEW_TIMEOUT = 366 * 86400.0
@@ -474,6 +475,9 @@ class WorkflowSpec(_Strict):
     """The step whose output is the run's final output; defaults to the last step listed."""
     llm: LLMConfig | None = None
     """Defaults of every model call in the workflow (LLM steps, ``llm_judge`` gates); a step may override any key."""
+    notify: list[NotifyTarget] = Field(default_factory=_empty_list)
+    """Who is told when a run pauses for review (or fails, succeeds, has a review time out):
+    :mod:`orchestrator.spec.notify`."""
 
     _numbers = field_validator("outcome_threshold", mode="before")(staticmethod(no_boolean))
 
@@ -497,6 +501,11 @@ class WorkflowSpec(_Strict):
     @classmethod
     def _printable_name(cls, value: str) -> str:
         return one_line_name(value, "workflow name") or value
+
+    @field_validator("notify", mode="before")
+    @classmethod
+    def _notify_shorthand(cls, value: Any) -> Any:
+        return notify_shorthand(value)
 
     @field_validator("inputs")
     @classmethod

@@ -338,3 +338,34 @@ def unit_ran(record: StepRecordView | None) -> bool:
     """Whether a unit's record says it ran (it succeeded, failed or waited at its gates): a skipped unit, or one
     the run never reached, produced nothing a later step could have consumed, so attribution never blames it."""
     return record is not None and record.status not in ("skipped", "pending")
+
+
+@dataclass
+class NotificationView:
+    """One notification of the outbox: what is told to whom, and how its delivery went."""
+
+    id: int
+    key: str
+    """The idempotency key a receiver sees (``Idempotency-Key``) on every try of this notification."""
+    run_id: str
+    workflow: str
+    event: str
+    target: dict[str, Any]
+    """The target as the workflow (or ``ORCHESTRATOR_NOTIFY_URL``) named it: ``url``, ``slack`` or ``command``."""
+    body: dict[str, Any]
+    status: str
+    """pending (not delivered yet; retried), delivered, or failed (given up after its last try)."""
+    tries: int
+    last_error: str | None
+    created_at: float
+    next_try_at: float
+    delivered_at: float | None
+    claimed_by: str | None = None
+    claimed_until: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "key": self.key, "event": self.event, "run_id": self.run_id, "workflow": self.workflow,
+                "target": self.target, "status": self.status, "tries": self.tries, "last_error": self.last_error,
+                "created_at": iso(self.created_at), "next_try_at": iso(self.next_try_at),
+                "delivered_at": iso(self.delivered_at), "unit": self.body.get("unit"),
+                "reason": self.body.get("reason")}

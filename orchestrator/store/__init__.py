@@ -24,6 +24,7 @@ from orchestrator.store.rows import (
     ModelCall,
     NewAttribution,
     NewDecision,
+    NewNotification,
     NewOutcome,
     NewReview,
     NewRun,
@@ -33,8 +34,8 @@ from orchestrator.store.rows import (
 )
 
 __all__ = ["Store", "open_store", "Lease", "default_url", "normalize_url", "GateRow", "ModelCall", "NewStepRecord",
-           "NewRun", "NewReview", "NewDecision", "NewOutcome", "NewAttribution", "RunEnd", "StepHistoryRow",
-           "UNCHANGED", "DEFAULT_DB_DIR"]
+           "NewRun", "NewReview", "NewDecision", "NewNotification", "NewOutcome", "NewAttribution", "RunEnd",
+           "StepHistoryRow", "UNCHANGED", "DEFAULT_DB_DIR"]
 
 DEFAULT_DB_DIR = ".orchestrator"
 

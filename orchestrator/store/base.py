@@ -8,6 +8,7 @@ reads analytics. :class:`Store` combines every role, as one object on one databa
 - :class:`RecordStore`: step records, their gate verdicts and model calls;
 - :class:`DecisionStore`: reviews, the human decisions on paused runs;
 - :class:`OutcomeStore`: outcomes and attribution records;
+- :class:`NotificationStore`: the notification outbox (written with a pause or end, claimed by senders);
 - :class:`AnalyticsStore`: pages of runs and aggregated rows for ``runs``, ``stats`` and ``report``.
 
 Every method is synchronous and safe to call from several threads of one process; the executor
@@ -26,6 +27,7 @@ from orchestrator.core.errors import LeaseLostError, ReviewError
 from orchestrator.spec.records import (
     AttributionView,
     ModelCallView,
+    NotificationView,
     OutcomeView,
     ReviewView,
     RunView,
@@ -38,6 +40,7 @@ from orchestrator.store.rows import (
     ModelCall,
     NewAttribution,
     NewDecision,
+    NewNotification,
     NewOutcome,
     NewReview,
     NewRun,
@@ -164,8 +167,12 @@ class RunStore(ABC):
 
     @abstractmethod
     def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
-                  outcome: NewOutcome | None = None, review_due: float | None = None) -> bool:
+                  outcome: NewOutcome | None = None, review_due: float | None = None,
+                  notifications: Sequence[NewNotification] = ()) -> bool:
         """Write the run's end and release the lease, only if still held; False when it was taken over.
+
+        ``notifications`` (who is told of this pause or end) are written in the same transaction: a process
+        killed right after the end leaves them for the next sender, and an end not written writes none.
 
         ``review_due``: of a ``paused`` end, when its earliest ``review_timeout`` is due (None: no
         pause times out); any end replaces the run's previous deadline (see :meth:`due_reviews`).
@@ -279,6 +286,47 @@ class OutcomeStore(ABC):
 
 
 
+class NotificationStore(ABC):
+    """The notification outbox: rows written with the pause or end that causes them (:meth:`RunStore.end_lease`,
+    a :class:`~orchestrator.store.rows.RunEnd`), claimed and delivered by senders, at least once.
+
+    Times are the caller's clock (``now``): a claim lasts until ``now + claim_seconds``, and a row is due once
+    its ``next_try_at`` has come."""
+
+    @abstractmethod
+    def add_notifications(self, notifications: Sequence[NewNotification]) -> None:
+        """Write notifications in one transaction of their own (those not caused by a pause or an end)."""
+
+    @abstractmethod
+    def claim_notifications(self, holder: str, *, now: float, claim_seconds: float, limit: int = 20,
+                            run_id: str | None = None) -> list[NotificationView]:
+        """Claim up to ``limit`` due, pending notifications (of one run, with ``run_id``), oldest first, for
+        ``holder``: each row is claimed by one conditional update, so of several senders exactly one gets it.
+        A claim that lapsed (its holder died or stalled) may be taken again."""
+
+    @abstractmethod
+    def finish_notification(self, notification_id: int, holder: str, *, delivered: bool, tries: int,
+                            error: str | None, retry_at: float | None, now: float) -> bool:
+        """Record how the delivery of a claimed notification went and end the claim: delivered, pending again
+        from ``retry_at``, or failed for good (``retry_at`` None). ``tries``: the total so far. False, and
+        nothing written, when ``holder`` no longer holds the claim."""
+
+    @abstractmethod
+    def notification_claim_holders(self, now: float) -> list[str]:
+        """Who holds live claims on pending notifications (a sender checks whether they are still alive)."""
+
+    @abstractmethod
+    def release_notification_claims(self, holder: str) -> int:
+        """End every claim ``holder`` has on pending notifications (its process is known to be gone), so that
+        another sender delivers them at once; returns how many."""
+
+    @abstractmethod
+    def notifications(self, *, failed: bool = False, run_id: str | None = None,
+                      limit: int = 100) -> list[NotificationView]:
+        """Notifications, newest first: all, those whose delivery failed (given up, or pending after a failed
+        try) with ``failed``, or one run's with ``run_id``."""
+
+
 class AnalyticsStore(ABC):
     """What ``runs``, ``stats``, ``report`` and the dashboard read: pages of runs and aggregated rows whose
     number does not grow with the runs (:mod:`orchestrator.store.analytics`, :mod:`orchestrator.store.triage`)."""
@@ -345,7 +393,7 @@ class AnalyticsStore(ABC):
         """Per step of production runs: repeated inputs, how many gave varied outputs, records not covered."""
 
 
-class Store(RunStore, RecordStore, DecisionStore, OutcomeStore, AnalyticsStore):
+class Store(RunStore, RecordStore, DecisionStore, OutcomeStore, NotificationStore, AnalyticsStore):
     """Every role on one database: runs, step records, gate results, reviews, outcomes and attribution records."""
 
     url: str

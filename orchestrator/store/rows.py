@@ -23,6 +23,7 @@ from orchestrator.spec.records import (
     AttributionView,
     GateView,
     ModelCallView,
+    NotificationView,
     OutcomeView,
     ReviewView,
     RunView,
@@ -150,6 +151,21 @@ class RunEnd:
     lease: Lease
     status: str
     output: Any = None
+    notifications: Sequence[NewNotification] = ()
+    """The end's notifications, written in its transaction (the outbox)."""
+
+
+@dataclass(slots=True)
+class NewNotification:
+    """A notification to deliver, written in the transaction of the pause or end that causes it (the outbox)."""
+
+    run_id: str
+    workflow: str
+    event: str
+    target: dict[str, Any]
+    body: dict[str, Any]
+    key: str = field(default_factory=lambda: secrets.token_hex(16))
+    """The idempotency key: the same on every try, so a receiver told twice can tell."""
 
 
 @dataclass(slots=True)
@@ -469,3 +485,68 @@ def attribution_view(row: Any) -> AttributionView:
                            agent_credits=jsonio.loads(row.agent_credits), blamed_step=row.blamed_step,
                            confidence=row.confidence, evidence=jsonio.loads(row.evidence), cost=row.cost,
                            created_at=row.created_at)
+
+
+NOTIFICATION_COLUMNS = ("idempotency_key", "run_id", "workflow", "event", "target", "body", "status", "tries",
+                        "created_at", "next_try_at")
+
+
+def notification_values(note: NewNotification, now: float) -> tuple[Any, ...]:
+    """A new outbox row, due at once (values in :data:`NOTIFICATION_COLUMNS` order)."""
+    return (note.key, note.run_id, note.workflow, note.event, jsonio.dumps(note.target), jsonio.dumps(note.body),
+            "pending", 0, now, now)
+
+
+def notification_view(row: Any) -> NotificationView:
+    return NotificationView(row.id, row.idempotency_key, row.run_id, row.workflow, row.event, jsonio.loads(row.target),
+                            jsonio.loads(row.body), row.status, row.tries, row.last_error, row.created_at,
+                            row.next_try_at, row.delivered_at, row.claimed_by, row.claimed_until)
+
+
+def notification_outcome_values(*, delivered: bool, tries: int, error: str | None, retry_at: float | None,
+                                now: float) -> dict[str, Any]:
+    """How a delivery went, written by the sender that claimed the row: delivered; pending again from
+    ``retry_at``; or failed (``retry_at`` None: given up). The claim ends either way."""
+    status = "delivered" if delivered else "pending" if retry_at is not None else "failed"
+    return {"status": status, "tries": tries, "last_error": error, "delivered_at": now if delivered else None,
+            "next_try_at": retry_at if retry_at is not None else now, "claimed_by": None, "claimed_until": None}
+
+
+# -- the notification outbox's statements -----------------------------------------------------------------
+#
+# Plain SQL with named parameters: the same text on SQLite's own connection (``sqlite3`` binds ``:name``) and
+# on SQLAlchemy's (``text()``), so the two stores cannot disagree. A sender claims a due row with a conditional
+# UPDATE (still pending, still unclaimed or its claim lapsed): of any number of senders racing for one row
+# exactly one changes it. Times are the sender's clock, passed in (``:now``): a sender whose clock is off only
+# delivers a little early or late, never at the same time as another, because the claim itself is the UPDATE.
+
+OUTBOX_INSERT = (f"INSERT INTO notifications ({', '.join(NOTIFICATION_COLUMNS)}) "
+                 f"VALUES ({', '.join(':' + c for c in NOTIFICATION_COLUMNS)})")
+
+_UNCLAIMED = "(claimed_until IS NULL OR claimed_until < :now)"
+
+OUTBOX_DUE = (f"SELECT id FROM notifications WHERE status = 'pending' AND next_try_at <= :now AND {_UNCLAIMED} "
+              "ORDER BY id LIMIT :limit")
+OUTBOX_DUE_OF_RUN = (f"SELECT id FROM notifications WHERE run_id = :run_id AND status = 'pending' "
+                     f"AND next_try_at <= :now AND {_UNCLAIMED} ORDER BY id LIMIT :limit")
+
+OUTBOX_CLAIM = (f"UPDATE notifications SET claimed_by = :holder, claimed_until = :until "
+                f"WHERE id = :id AND status = 'pending' AND {_UNCLAIMED}")
+
+OUTBOX_BY_ID = "SELECT * FROM notifications WHERE id = :id"
+
+OUTBOX_FINISH = ("UPDATE notifications SET status = :status, tries = :tries, last_error = :last_error, "
+                 "delivered_at = :delivered_at, next_try_at = :next_try_at, claimed_by = :claimed_by, "
+                 "claimed_until = :claimed_until WHERE id = :id AND claimed_by = :holder AND status = 'pending'")
+
+OUTBOX_RELEASE = ("UPDATE notifications SET claimed_by = NULL, claimed_until = NULL "
+                  "WHERE claimed_by = :holder AND status = 'pending'")
+
+OUTBOX_CLAIM_HOLDERS = ("SELECT DISTINCT claimed_by FROM notifications "
+                        "WHERE status = 'pending' AND claimed_by IS NOT NULL AND claimed_until >= :now")
+
+OUTBOX_LIST = "SELECT * FROM notifications ORDER BY id DESC LIMIT :limit"
+OUTBOX_LIST_FAILED = ("SELECT * FROM notifications "
+                      "WHERE status = 'failed' OR (status = 'pending' AND last_error IS NOT NULL) "
+                      "ORDER BY id DESC LIMIT :limit")
+OUTBOX_LIST_OF_RUN = "SELECT * FROM notifications WHERE run_id = :run_id ORDER BY id DESC LIMIT :limit"

@@ -29,6 +29,7 @@ from orchestrator.spec.records import (
     AttributionView,
     GateView,
     ModelCallView,
+    NotificationView,
     OutcomeView,
     ReviewView,
     RunView,
@@ -53,6 +54,18 @@ from orchestrator.store.rows import (
     GATE_COLUMNS,
     GATE_VERDICT_COLUMNS,
     MODEL_CALL_COLUMNS,
+    NOTIFICATION_COLUMNS,
+    OUTBOX_BY_ID,
+    OUTBOX_CLAIM,
+    OUTBOX_CLAIM_HOLDERS,
+    OUTBOX_DUE,
+    OUTBOX_DUE_OF_RUN,
+    OUTBOX_FINISH,
+    OUTBOX_INSERT,
+    OUTBOX_LIST,
+    OUTBOX_LIST_FAILED,
+    OUTBOX_LIST_OF_RUN,
+    OUTBOX_RELEASE,
     RUN_COLUMNS,
     STEP_COLUMNS,
     STEP_HISTORY_COLUMNS,
@@ -62,6 +75,7 @@ from orchestrator.store.rows import (
     ModelCall,
     NewAttribution,
     NewDecision,
+    NewNotification,
     NewOutcome,
     NewReview,
     NewRun,
@@ -78,6 +92,9 @@ from orchestrator.store.rows import (
     model_call_values,
     model_call_view,
     new_run_id,
+    notification_outcome_values,
+    notification_values,
+    notification_view,
     outcome_values,
     outcome_view,
     output_digests,
@@ -346,13 +363,15 @@ class SqlStore(RetriedStore, Store):
                      runs_t.c.lease_expires_at >= now)).values(lease_expires_at=now)).rowcount == 1)
 
     def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
-                  outcome: NewOutcome | None = None, review_due: float | None = None) -> bool:
+                  outcome: NewOutcome | None = None, review_due: float | None = None,
+                  notifications: Sequence[NewNotification] = ()) -> bool:
         run_pk = self.run_pk(lease.run_id) if outcome is not None else 0
         with self.lock, self.conn.begin():
             if not self.write_end(lease, status, output, error, review_due):
                 return False
             if outcome is not None:
                 self.insert_outcome(outcome, run_pk)
+            self.write_notifications(notifications)
             return True
 
     def write_end(self, lease: Lease, status: str, output: Any, error: str | None,
@@ -435,8 +454,10 @@ class SqlStore(RetriedStore, Store):
         with self.lock:
             with self.conn.begin():
                 ids = [self.write_record(record, run_pk) for record, run_pk in zip(records, run_pks, strict=True)]
-                if end is not None and not self.write_end(end.lease, end.status, end.output, None):
-                    raise lease_lost(end.lease.run_id)
+                if end is not None:
+                    if not self.write_end(end.lease, end.status, end.output, None):
+                        raise lease_lost(end.lease.run_id)
+                    self.write_notifications(end.notifications)
             for record_id, record in zip(ids, records, strict=True):  # committed: consumers may look them up
                 self.digests.remember(record_id, record)
         return ids
@@ -686,6 +707,53 @@ class SqlStore(RetriedStore, Store):
         if workflow is not None:
             query = query.where(runs_t.c.workflow == workflow)
         return [attribution_view(r) for r in self.read(query)]
+
+    # -- the notification outbox (statements shared with the SQLite store, in rows.py) --
+
+    def write_notifications(self, notifications: Sequence[NewNotification]) -> None:
+        """Insert outbox rows inside the caller's transaction."""
+        if notifications:
+            now = time.time()
+            self.conn.execute(text(OUTBOX_INSERT), [dict(zip(NOTIFICATION_COLUMNS, notification_values(n, now),
+                                                             strict=True)) for n in notifications])
+
+    def add_notifications(self, notifications: Sequence[NewNotification]) -> None:
+        with self.lock, self.conn.begin():
+            self.write_notifications(notifications)
+
+    def claim_notifications(self, holder: str, *, now: float, claim_seconds: float, limit: int = 20,
+                            run_id: str | None = None) -> list[NotificationView]:
+        due = self.read(text(OUTBOX_DUE_OF_RUN if run_id is not None else OUTBOX_DUE)
+                        .bindparams(now=now, limit=limit, **({"run_id": run_id} if run_id is not None else {})))
+        claimed = []
+        for (notification_id,) in due:
+            with self.lock, self.conn.begin():
+                if self.conn.execute(text(OUTBOX_CLAIM), {"holder": holder, "until": now + claim_seconds,
+                                                          "id": notification_id, "now": now}).rowcount == 1:
+                    claimed.append(notification_id)
+        return [notification_view(self.read(text(OUTBOX_BY_ID).bindparams(id=i))[0]) for i in claimed]
+
+    def finish_notification(self, notification_id: int, holder: str, *, delivered: bool, tries: int,
+                            error: str | None, retry_at: float | None, now: float) -> bool:
+        values = notification_outcome_values(delivered=delivered, tries=tries, error=error, retry_at=retry_at, now=now)
+        with self.lock, self.conn.begin():
+            return self.conn.execute(text(OUTBOX_FINISH), {**values, "id": notification_id,
+                                                           "holder": holder}).rowcount == 1
+
+    def notification_claim_holders(self, now: float) -> list[str]:
+        return [str(row[0]) for row in self.read(text(OUTBOX_CLAIM_HOLDERS).bindparams(now=now))]
+
+    def release_notification_claims(self, holder: str) -> int:
+        with self.lock, self.conn.begin():
+            return int(self.conn.execute(text(OUTBOX_RELEASE), {"holder": holder}).rowcount)
+
+    def notifications(self, *, failed: bool = False, run_id: str | None = None,
+                      limit: int = 100) -> list[NotificationView]:
+        if run_id is not None:
+            query = text(OUTBOX_LIST_OF_RUN).bindparams(run_id=run_id, limit=limit)
+        else:
+            query = text(OUTBOX_LIST_FAILED if failed else OUTBOX_LIST).bindparams(limit=limit)
+        return [notification_view(row) for row in self.read(query)]
 
     # -- analytics (GROUP BY in the database; see orchestrator.store.sql_analytics) ----------------
 

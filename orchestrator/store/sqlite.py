@@ -20,14 +20,14 @@ import sqlite3
 import time
 import urllib.parse
 from collections import namedtuple
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence, Sized
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.core import jsonio
 from orchestrator.core.errors import InputError, NotFoundError
-from orchestrator.spec.records import ModelCallView, OutcomeView, ReviewView, RunView, StepRecordView
+from orchestrator.spec.records import ModelCallView, NotificationView, OutcomeView, ReviewView, RunView, StepRecordView
 from orchestrator.store.base import Store, lease_lost
 from orchestrator.store.bounded import BoundedCache
 from orchestrator.store.delegating import DelegatingStore
@@ -35,11 +35,24 @@ from orchestrator.store.digests import RecordDigests
 from orchestrator.store.rows import (
     GATE_COLUMNS,
     MODEL_CALL_COLUMNS,
+    NOTIFICATION_COLUMNS,
+    OUTBOX_BY_ID,
+    OUTBOX_CLAIM,
+    OUTBOX_CLAIM_HOLDERS,
+    OUTBOX_DUE,
+    OUTBOX_DUE_OF_RUN,
+    OUTBOX_FINISH,
+    OUTBOX_INSERT,
+    OUTBOX_LIST,
+    OUTBOX_LIST_FAILED,
+    OUTBOX_LIST_OF_RUN,
+    OUTBOX_RELEASE,
     RUN_COLUMNS,
     STEP_COLUMNS,
     STORED_OUTPUT_DIGESTS,
     UNCHANGED,
     Lease,
+    NewNotification,
     NewOutcome,
     NewRun,
     NewStepRecord,
@@ -51,6 +64,9 @@ from orchestrator.store.rows import (
     model_call_values,
     model_call_view,
     new_run_id,
+    notification_outcome_values,
+    notification_values,
+    notification_view,
     outcome_values,
     outcome_view,
     output_digests,
@@ -160,7 +176,7 @@ def insert_sql(table: str, columns: Collection[str]) -> str:
 
 
 TABLE_NAMES = ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions",
-               "model_calls")
+               "model_calls", "notifications")
 """The store's tables in dependency order, as ``tables.py`` declares them (a test keeps the two equal)."""
 
 _RUN_SELECT = "SELECT * FROM runs"
@@ -342,11 +358,11 @@ class SqliteStore(RetriedStore, DelegatingStore):
                 raise
             self.connection.commit()
 
-    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    def read(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         with self.lock:
             return self.connection.execute(sql, params).fetchall()
 
-    def execute(self, sql: str, params: Sequence[Any]) -> int:
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> int:
         """One statement in its own transaction; returns the rows it changed."""
         with self.lock:
             return self.connection.execute(sql, params).rowcount
@@ -462,14 +478,17 @@ class SqliteStore(RetriedStore, DelegatingStore):
                                 (lease.run_id, lease.token)) == 1
 
     def end_lease(self, lease: Lease, status: str, *, output: Any = None, error: str | None = None,
-                  outcome: NewOutcome | None = None, review_due: float | None = None) -> bool:
-        if outcome is None:
+                  outcome: NewOutcome | None = None, review_due: float | None = None,
+                  notifications: Sequence[NewNotification] = ()) -> bool:
+        if outcome is None and not notifications:
             return self.execute(*self.end_statement(lease, status, output, error, review_due)) == 1
-        run_pk = self.run_pk(lease.run_id)
+        run_pk = self.run_pk(lease.run_id) if outcome is not None else 0
         with self.write() as conn:
-            if conn.execute(*self.end_statement(lease, status, output, error)).rowcount != 1:
+            if conn.execute(*self.end_statement(lease, status, output, error, review_due)).rowcount != 1:
                 return False
-            self.insert_outcome(conn, outcome, run_pk)
+            if outcome is not None:
+                self.insert_outcome(conn, outcome, run_pk)
+            self.write_notifications(conn, notifications)
             return True
 
     def end_statement(self, lease: Lease, status: str, output: Any, error: str | None,
@@ -540,9 +559,10 @@ class SqliteStore(RetriedStore, DelegatingStore):
                 with self.write() as conn:
                     ids = [self.write_record(conn, record, run_pk)
                            for record, run_pk in zip(records, run_pks, strict=True)]
-                    if end is not None and conn.execute(*self.end_statement(end.lease, end.status, end.output,
-                                                                            None)).rowcount != 1:
-                        raise lease_lost(end.lease.run_id)
+                    if end is not None:
+                        if conn.execute(*self.end_statement(end.lease, end.status, end.output, None)).rowcount != 1:
+                            raise lease_lost(end.lease.run_id)
+                        self.write_notifications(conn, end.notifications)
         for record_id, record in zip(ids, records, strict=True):  # committed: consumers may look them up
             self.digests.remember(record_id, record)
         return ids
@@ -622,6 +642,52 @@ class SqliteStore(RetriedStore, DelegatingStore):
         rows = self.read("SELECT * FROM outcomes WHERE run_pk = ? ORDER BY id",
                          (self.run_pk(run_id),))
         return [outcome_view(r, run_id) for r in rows]
+
+    # -- the notification outbox (statements shared with the SQL store, in rows.py) --
+
+    @staticmethod
+    def write_notifications(conn: sqlite3.Connection, notifications: Sequence[NewNotification]) -> None:
+        """Insert outbox rows (inside the caller's transaction, if it opened one)."""
+        if notifications:
+            now = time.time()
+            conn.executemany(OUTBOX_INSERT, [dict(zip(NOTIFICATION_COLUMNS, notification_values(n, now), strict=True))
+                                             for n in notifications])
+
+    def add_notifications(self, notifications: Sequence[NewNotification]) -> None:
+        with self.write() as conn:
+            self.write_notifications(conn, notifications)
+
+    def claim_notifications(self, holder: str, *, now: float, claim_seconds: float, limit: int = 20,
+                            run_id: str | None = None) -> list[NotificationView]:
+        params: dict[str, Any] = {"now": now, "limit": limit}
+        if run_id is not None:
+            params["run_id"] = run_id
+        due = self.read(OUTBOX_DUE_OF_RUN if run_id is not None else OUTBOX_DUE, params)
+        claimed = []
+        for row in due:
+            if self.execute(OUTBOX_CLAIM, {"holder": holder, "until": now + claim_seconds,
+                                           "id": row.id, "now": now}) == 1:
+                claimed.append(notification_view(self.read(OUTBOX_BY_ID, {"id": row.id})[0]))
+        return claimed
+
+    def finish_notification(self, notification_id: int, holder: str, *, delivered: bool, tries: int,
+                            error: str | None, retry_at: float | None, now: float) -> bool:
+        values = notification_outcome_values(delivered=delivered, tries=tries, error=error, retry_at=retry_at, now=now)
+        return self.execute(OUTBOX_FINISH, {**values, "id": notification_id, "holder": holder}) == 1
+
+    def notification_claim_holders(self, now: float) -> list[str]:
+        return [str(row.claimed_by) for row in self.read(OUTBOX_CLAIM_HOLDERS, {"now": now})]
+
+    def release_notification_claims(self, holder: str) -> int:
+        return self.execute(OUTBOX_RELEASE, {"holder": holder})
+
+    def notifications(self, *, failed: bool = False, run_id: str | None = None,
+                      limit: int = 100) -> list[NotificationView]:
+        if run_id is not None:
+            rows = self.read(OUTBOX_LIST_OF_RUN, {"run_id": run_id, "limit": limit})
+        else:
+            rows = self.read(OUTBOX_LIST_FAILED if failed else OUTBOX_LIST, {"limit": limit})
+        return [notification_view(row) for row in rows]
 
     def count_rows(self) -> dict[str, int]:
         with self.lock:

@@ -152,6 +152,26 @@ CREATE TABLE model_calls (
 	FOREIGN KEY(run_pk) REFERENCES runs (id)
 )
 ;
+CREATE TABLE notifications (
+	id INTEGER NOT NULL, 
+	idempotency_key VARCHAR NOT NULL, 
+	run_id VARCHAR NOT NULL, 
+	workflow VARCHAR NOT NULL, 
+	event VARCHAR NOT NULL, 
+	target TEXT NOT NULL, 
+	body TEXT NOT NULL, 
+	status VARCHAR NOT NULL, 
+	tries INTEGER NOT NULL, 
+	last_error TEXT, 
+	created_at FLOAT NOT NULL, 
+	next_try_at FLOAT NOT NULL, 
+	delivered_at FLOAT, 
+	claimed_by VARCHAR, 
+	claimed_until FLOAT, 
+	PRIMARY KEY (id), 
+	UNIQUE (idempotency_key)
+)
+;
 CREATE TABLE outcomes (
 	id INTEGER NOT NULL, 
 	run_pk INTEGER NOT NULL, 
@@ -265,6 +285,10 @@ CREATE INDEX ix_attributions_run_pk ON attributions (run_pk)
 CREATE INDEX ix_gate_results_run_record ON gate_results (run_pk, record_id)
 ;
 CREATE INDEX ix_model_calls_run ON model_calls (run_pk)
+;
+CREATE INDEX ix_notifications_due ON notifications (status, next_try_at)
+;
+CREATE INDEX ix_notifications_run ON notifications (run_id)
 ;
 CREATE INDEX ix_outcomes_run_pk ON outcomes (run_pk)
 ;

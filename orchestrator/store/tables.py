@@ -253,10 +253,38 @@ class AttributionRow(StoreModel, table=True):
     created_at: float
 
 
+class NotificationRow(StoreModel, table=True):
+    """The outbox: a notification written with the pause or end that causes it, delivered later by a sender
+    that claims it (``claimed_by`` until ``claimed_until``), so that two senders never both try it at once."""
+
+    __tablename__ = "notifications"
+    __table_args__ = (
+        Index("ix_notifications_due", "status", "next_try_at"),  # a sender's claim: pending rows that are due
+        Index("ix_notifications_run", "run_id"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    idempotency_key: str = Field(unique=True)
+    """The idempotency key receivers see on every try."""
+    run_id: str
+    workflow: str
+    event: str
+    target: str = Field(sa_column=Column(Text, nullable=False))
+    body: str = Field(sa_column=Column(Text, nullable=False))
+    status: str
+    """pending | delivered | failed (given up)."""
+    tries: int = 0
+    last_error: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: float
+    next_try_at: float
+    delivered_at: float | None = None
+    claimed_by: str | None = None
+    claimed_until: float | None = None
+
+
 TABLES: dict[str, Table] = {
     name: metadata.tables[name]
     for name in ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions",
-                 "model_calls")
+                 "model_calls", "notifications")
 }
 """The tables by name, in dependency order (what ``count_rows`` reports)."""
 
