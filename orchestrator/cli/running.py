@@ -413,19 +413,37 @@ def resume(run_id: RunArgument, as_json: JsonOption = False,
     report_result(store, result, as_json)
 
 
-def serve_metrics(store: "Store", host: str, port: int) -> "WorkerMetrics":
-    """The worker's metrics, served at ``http://HOST:PORT/metrics``; a port that cannot be bound is exit 2."""
+def worker_metrics(store: "Store", host: str, port: int | None, otel: str | None) -> "WorkerMetrics | None":
+    """The worker's metrics: served at ``http://HOST:PORT/metrics`` with a port, exported over OTLP when telemetry
+    is on (``--otel`` or the variables), both at once, or None. A port that cannot be bound is exit 2, as is
+    telemetry asked for that cannot work; both are said before any run is claimed."""
     from orchestrator.core.errors import InputError
-    from orchestrator.service.metrics import WorkerMetrics
+    from orchestrator.service.metrics import StoreReadings, WorkerMetrics
+    from orchestrator.telemetry import get_tracer
+    from orchestrator.telemetry.metrics import MetricsRecorder, otel_recorder
+    from orchestrator.telemetry.spans import resolve_metrics_endpoint
 
-    metrics = WorkerMetrics(store)
-    try:
-        metrics.serve(port, host)
-    except OSError as exc:
-        raise InputError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}; "
-                         "choose another --metrics-port") from None
-    err.print(f"metrics at http://{host}:{port}/metrics", highlight=False)
-    return metrics
+    get_tracer(otel)  # the runs' spans: a bad endpoint or a missing extra is refused now, not at each run
+    readings = StoreReadings(store)
+    recorders: list[MetricsRecorder] = []
+    exported = otel_recorder(otel, readings)
+    if exported is not None:
+        recorders.append(exported)
+        err.print(f"metrics exported to {resolve_metrics_endpoint(otel)}", highlight=False)
+    if port is not None:
+        from orchestrator.telemetry.prometheus_metrics import PrometheusRecorder
+
+        served = PrometheusRecorder(readings)
+        try:
+            served.serve(port, host)
+        except OSError as exc:
+            if exported is not None:
+                exported.close()
+            raise InputError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}; "
+                             "choose another --metrics-port") from None
+        err.print(f"metrics at http://{host}:{port}/metrics", highlight=False)
+        recorders.append(served)
+    return WorkerMetrics(recorders) if recorders else None
 
 
 @guarded
@@ -446,6 +464,9 @@ def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queu
                                                                   "(/metrics).")] = None,
            metrics_host: Annotated[str, typer.Option("--metrics-host", help="The address the metrics are "
                                                      "served on.")] = "127.0.0.1",
+           otel: Annotated[str | None, typer.Option("--otel", help="Export the runs' OpenTelemetry spans and the "
+                                                    "worker's metrics to this OTLP/HTTP endpoint (default: "
+                                                    "$OTEL_EXPORTER_OTLP_ENDPOINT).")] = None,
            db: DbOption = None) -> None:
     """Claim and execute queued runs from a shared database (run several for more throughput).
 
@@ -467,11 +488,15 @@ def worker(once: Annotated[bool, typer.Option("--once", help="Exit when the queu
         err.print(f"{signal_name}: draining {runs} run(s): the steps in flight finish, then their runs are handed "
                   "back; send it again to stop at once", highlight=False, soft_wrap=True)
 
-    metrics = serve_metrics(store, metrics_host, metrics_port) if metrics_port is not None else None
-    summary = work(store, once=once, poll=poll, max_runs=max_runs, concurrency=concurrency,
-                   max_concurrency=max_concurrency, on_result=report, recover=recover, stop_on_signals=True,
-                   on_stopping=stopping, on_event=metrics.listen if metrics else None,
-                   on_takeover=metrics.took_over if metrics else None)
+    metrics = worker_metrics(store, metrics_host, metrics_port, otel)
+    try:
+        summary = work(store, once=once, poll=poll, max_runs=max_runs, concurrency=concurrency,
+                       max_concurrency=max_concurrency, on_result=report, recover=recover, stop_on_signals=True,
+                       on_stopping=stopping, on_event=metrics.listen if metrics else None,
+                       on_takeover=metrics.took_over if metrics else None, otel=otel)
+    finally:
+        if metrics is not None:
+            metrics.close()  # an exporter sends the last counts
     if summary.signal is None:
         err.print(f"worker done: {summary.executed} run(s) executed", highlight=False)
         return

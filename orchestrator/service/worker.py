@@ -117,13 +117,16 @@ class WorkOptions:
     loop: a thread hand-over less per call (~100-200 µs), and every run waits while one does. None (the
     default) decides by the store: on the loop for an embedded one (SQLite: its calls cost less than the
     hand-over and wait on nothing but this host), off it for a server (``benchmarks/bench_off_loop.py``)."""
+    otel: str | None = None
+    """Where the runs' spans are exported (``--otel URL``); None: the ``OTEL_EXPORTER_OTLP_*`` variables decide."""
 
 
 def work(store: Store, *, once: bool = False, poll: float = 1.0, max_runs: int | None = None,
          concurrency: int = 1, max_concurrency: int = DEFAULT_CONCURRENCY, on_event: EventHook | None = None,
          on_result: Callable[[RunResult], None] | None = None, recover: bool = True,
          stop_on_signals: bool = False, on_stopping: Callable[[str, int], None] | None = None,
-         on_takeover: Callable[[str], None] | None = None, notify: SendSettings | None = None) -> WorkSummary:
+         on_takeover: Callable[[str], None] | None = None, notify: SendSettings | None = None,
+         otel: str | None = None) -> WorkSummary:
     """Claim and execute queued runs until the queue is empty (``once``) or ``max_runs`` were claimed.
 
     Several workers may share one database (PostgreSQL, or a SQLite file on one host): each run
@@ -132,9 +135,10 @@ def work(store: Store, *, once: bool = False, poll: float = 1.0, max_runs: int |
     ``stop_on_signals`` (the CLI's worker; needs the main thread) drains on SIGTERM or SIGINT as the
     module docstring says, calling ``on_stopping(signal name, runs in flight)`` when the drain starts.
     ``on_takeover(run id)`` is called for each interrupted run the worker takes over. ``notify``: how the
-    worker's notification sender tries (default: :meth:`SendSettings.from_environment`).
+    worker's notification sender tries (default: :meth:`SendSettings.from_environment`). ``otel``: where the
+    runs' spans go (see :attr:`WorkOptions.otel`).
     """
-    options = WorkOptions(once, poll, max_runs, max(1, concurrency), max_concurrency, recover)
+    options = WorkOptions(once, poll, max_runs, max(1, concurrency), max_concurrency, recover, otel=otel)
     worker = Worker(store, options, on_event=on_event, on_result=on_result, on_stopping=on_stopping,
                     on_takeover=on_takeover, notify=notify)
     try:
@@ -281,7 +285,8 @@ class Worker:
         try:
             result = await continue_run_async(self.store, run_id, lease=lease, on_event=self.on_event,
                                               max_concurrency=self.options.max_concurrency, drain=self.drain,
-                                              off_loop=self.store_calls_off_loop(), send_notifications=False)
+                                              off_loop=self.store_calls_off_loop(), send_notifications=False,
+                                              otel=self.options.otel)
         except (SpecError, StoreMismatchError) as exc:
             await self.store_call(self.store.end_lease, lease, "failed", error=str(exc))
             result = RunResult(run_id, "failed", error=str(exc))

@@ -14,6 +14,7 @@ from orchestrator.core.errors import OrchestratorError
 INSTALL_HINT = "pip install 'orchestrator[otel]'"
 DEFAULT_SERVICE_NAME = "orchestrator"
 TRACES_PATH = "/v1/traces"
+METRICS_PATH = "/v1/metrics"
 
 AttributeValue = str | bool | int | float | Sequence[str] | Sequence[bool] | Sequence[int] | Sequence[float]
 """What an OpenTelemetry attribute may hold; anything else is converted by :func:`attribute_value`."""
@@ -47,18 +48,38 @@ def resolve_endpoint(endpoint: str | None = None) -> str | None:
     ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is used as is; ``OTEL_EXPORTER_OTLP_ENDPOINT`` gets
     ``/v1/traces`` added. With no explicit endpoint, ``OTEL_SDK_DISABLED=true`` turns telemetry off.
     """
+    return _resolve(endpoint, "TRACES", TRACES_PATH)
+
+
+def resolve_metrics_endpoint(endpoint: str | None = None) -> str | None:
+    """The full OTLP/HTTP metrics URL to export a worker's metrics to, or None when they are not exported.
+
+    As :func:`resolve_endpoint` with ``/v1/metrics``: an explicit ``endpoint`` (``--otel URL``) gets it added
+    (an endpoint given as a traces URL, ``.../v1/traces``, has that replaced), then
+    ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` as is, then ``OTEL_EXPORTER_OTLP_ENDPOINT`` plus ``/v1/metrics``.
+    A traces-only setting (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) exports no metrics: the backend it names
+    may take traces only. ``OTEL_METRICS_EXPORTER=none`` turns metrics off, whatever the endpoint.
+    """
+    if (_env("OTEL_METRICS_EXPORTER") or "").lower() == "none":
+        return None
+    if endpoint is not None and endpoint.strip() and endpoint.strip().rstrip("/").endswith(TRACES_PATH):
+        endpoint = endpoint.strip().rstrip("/").removesuffix(TRACES_PATH)
+    return _resolve(endpoint, "METRICS", METRICS_PATH)
+
+
+def _resolve(endpoint: str | None, signal: str, path: str) -> str | None:
     if endpoint is not None and endpoint.strip():
         url = endpoint.strip()
         _check_url(url, "--otel")
-        return url if url.rstrip("/").endswith(TRACES_PATH) else url.rstrip("/") + TRACES_PATH
+        return url if url.rstrip("/").endswith(path) else url.rstrip("/") + path
     if (_env("OTEL_SDK_DISABLED") or "").lower() == "true":
         return None
-    if traces := _env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
-        _check_url(traces, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        return traces
+    if specific := _env(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT"):
+        _check_url(specific, f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")
+        return specific
     if base := _env("OTEL_EXPORTER_OTLP_ENDPOINT"):
         _check_url(base, "OTEL_EXPORTER_OTLP_ENDPOINT")
-        return base.rstrip("/") + TRACES_PATH
+        return base.rstrip("/") + path
     return None
 
 
@@ -69,15 +90,16 @@ def _check_url(url: str, source: str) -> None:
                              "http://localhost:4318")
 
 
-def check_protocol() -> None:
-    """Only OTLP over HTTP/protobuf is supported; a gRPC setting would silently send nothing."""
-    for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+def check_protocol(signal: str = "TRACES") -> None:
+    """Only OTLP over HTTP/protobuf is supported; a gRPC setting would silently send nothing. ``signal``:
+    ``TRACES`` or ``METRICS``, whose own ``OTEL_EXPORTER_OTLP_{signal}_PROTOCOL`` wins over the general one."""
+    for name in (f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
         value = _env(name)
         if value is not None:
             if value != "http/protobuf":
-                raise TelemetryError(f"{name}={value!r} is not supported: the orchestrator exports traces over "
-                                     "OTLP http/protobuf (port 4318 on most collectors); unset it or set "
-                                     "'http/protobuf'")
+                raise TelemetryError(f"{name}={value!r} is not supported: the orchestrator exports "
+                                     f"{signal.lower()} over OTLP http/protobuf (port 4318 on most collectors); "
+                                     "unset it or set 'http/protobuf'")
             return  # the signal-specific setting wins over the general one
 
 

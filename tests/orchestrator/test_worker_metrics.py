@@ -69,7 +69,9 @@ def test_a_worker_serves_its_runs_steps_queue_and_waiting_runs_as_prometheus_met
         steps = {k: v for k, v in metrics.items() if k.startswith("orchestrator_steps_total")}
         assert steps['orchestrator_steps_total{status="gate_failed",workflow="gated"}'] == 2
         assert steps['orchestrator_steps_total{status="succeeded",workflow="gated"}'] >= 4
-        assert metrics['orchestrator_step_duration_seconds_count{workflow="gated"}'] == sum(steps.values())
+        durations = {k: v for k, v in metrics.items() if k.startswith("orchestrator_step_duration_seconds_count")}
+        assert durations['orchestrator_step_duration_seconds_count{step="scored",workflow="gated"}'] == 6
+        assert sum(durations.values()) == sum(steps.values())
         assert metrics["orchestrator_queue_depth"] == 0
         assert metrics["orchestrator_runs_awaiting_review"] == 2
         assert metrics["orchestrator_oldest_paused_run_age_seconds"] >= 0

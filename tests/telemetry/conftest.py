@@ -2,7 +2,8 @@
 
 The receiver is what a collector (Jaeger, Phoenix, Langfuse) does on ``POST /v1/traces``: decode
 an ``ExportTraceServiceRequest`` (gzip-compressed or not) and keep its spans, so tests assert on
-what actually went over the wire rather than on SDK internals.
+what actually went over the wire rather than on SDK internals. On ``POST /v1/metrics`` it decodes an
+``ExportMetricsServiceRequest`` and keeps every data point.
 """
 
 from __future__ import annotations
@@ -50,11 +51,48 @@ class ReceivedSpan:
 
 
 @dataclass
+class ReceivedPoint:
+    """One data point of an exported metric."""
+
+    name: str
+    unit: str
+    kind: str
+    """``sum``, ``gauge`` or ``histogram``."""
+    monotonic: bool
+    temporality: int
+    """1 delta, 2 cumulative (0 for a gauge)."""
+    attributes: dict[str, Any]
+    value: float
+    """A number point's value; a histogram's count."""
+    time: int
+    resource: dict[str, Any]
+    scope: str
+    histogram_sum: float = 0.0
+    bounds: tuple[float, ...] = ()
+    bucket_counts: tuple[int, ...] = ()
+
+
+@dataclass
 class Receiver:
     url: str
     spans: list[ReceivedSpan] = field(default_factory=list)
     encodings: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    points: list[ReceivedPoint] = field(default_factory=list)
+
+    def latest(self, name: str) -> dict[frozenset[tuple[str, Any]], ReceivedPoint]:
+        """The last point received of metric ``name`` for each set of attributes."""
+        found: dict[frozenset[tuple[str, Any]], ReceivedPoint] = {}
+        for point in sorted((p for p in self.points if p.name == name), key=lambda p: p.time):
+            found[frozenset(point.attributes.items())] = point
+        return found
+
+    def value(self, name: str, **attributes: Any) -> float:
+        """The last value of metric ``name`` with exactly these attributes."""
+        latest = self.latest(name)
+        key = frozenset(attributes.items())
+        assert key in latest, f"no {name} point with {attributes}; have {[dict(k) for k in latest]}"
+        return latest[key].value
 
     def named(self, name: str) -> list[ReceivedSpan]:
         return [s for s in self.spans if s.name == name]
@@ -89,10 +127,12 @@ def receiver() -> Iterator[Receiver]:
 
 @contextmanager
 def otlp_receiver() -> Iterator[Receiver]:
-    """An OTLP/HTTP trace receiver on 127.0.0.1 (the ``receiver`` fixture; other test folders use it too)."""
+    """An OTLP/HTTP trace and metrics receiver on 127.0.0.1 (the ``receiver`` fixture; other test folders use it
+    too)."""
     trace_service_pb2 = pytest.importorskip(
         "opentelemetry.proto.collector.trace.v1.trace_service_pb2",
         reason="the 'otel' extra (opentelemetry-proto) is not installed")
+    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -103,6 +143,14 @@ def otlp_receiver() -> Iterator[Receiver]:
                 body = gzip.decompress(body)
             elif encoding == "deflate":
                 body = zlib.decompress(body)
+            if self.path == "/v1/metrics":
+                points = metric_points(body)
+                with lock:
+                    rec.points.extend(points)
+                    rec.encodings.append(encoding)
+                    rec.paths.append(self.path)
+                self.answer(metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString())
+                return
             if self.path != "/v1/traces":
                 self.send_response(404)
                 self.end_headers()
@@ -127,7 +175,9 @@ def otlp_receiver() -> Iterator[Receiver]:
                 rec.spans.extend(spans)
                 rec.encodings.append(encoding)
                 rec.paths.append(self.path)
-            payload = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
+            self.answer(trace_service_pb2.ExportTraceServiceResponse().SerializeToString())
+
+        def answer(self, payload: bytes) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "application/x-protobuf")
             self.send_header("Content-Length", str(len(payload)))
@@ -136,6 +186,31 @@ def otlp_receiver() -> Iterator[Receiver]:
 
         def log_message(self, format: str, *args: Any) -> None:  # keep pytest output clean
             pass
+
+    def metric_points(body: bytes) -> list[ReceivedPoint]:
+        request = metrics_service_pb2.ExportMetricsServiceRequest()
+        request.ParseFromString(body)
+        points = []
+        for rm in request.resource_metrics:
+            resource = key_values(rm.resource.attributes)
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    kind = metric.WhichOneof("data")
+                    data = getattr(metric, kind)
+                    monotonic = bool(getattr(data, "is_monotonic", False))
+                    temporality = int(getattr(data, "aggregation_temporality", 0))
+                    for dp in data.data_points:
+                        common = dict(name=metric.name, unit=metric.unit, kind=kind, monotonic=monotonic,
+                                      temporality=temporality, attributes=key_values(dp.attributes),
+                                      time=dp.time_unix_nano, resource=resource, scope=sm.scope.name)
+                        if kind == "histogram":
+                            points.append(ReceivedPoint(**common, value=dp.count, histogram_sum=dp.sum,
+                                                        bounds=tuple(dp.explicit_bounds),
+                                                        bucket_counts=tuple(dp.bucket_counts)))
+                        else:
+                            number = dp.as_double if dp.WhichOneof("value") == "as_double" else dp.as_int
+                            points.append(ReceivedPoint(**common, value=number))
+        return points
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     rec = Receiver(url=f"http://127.0.0.1:{server.server_address[1]}")
