@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +93,65 @@ def test_a_metrics_port_that_is_taken_is_refused_with_exit_2(cli, db_url):
         res = cli("worker", "--once", "--metrics-port", str(port))
     assert res.exit_code == 2
     assert f"cannot serve metrics on 127.0.0.1:{port}" in res.stderr and "Traceback" not in res.stderr
+
+
+NAPPING_STEPS = '''
+import os, time
+
+def nap(x: int) -> int:
+    with open(os.environ["NAPPING"], "w") as fh:
+        fh.write("napping")
+    time.sleep(float(os.environ["NAP"]))
+    return x + 1
+'''
+NAPPING_WORKFLOW = """name: napping
+inputs: {x: {type: integer, default: 1}}
+steps:
+  - {id: nap, run: 'napping_steps:nap', inputs: {x: $inputs.x}}
+output: nap
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="a dead holder is recognised through /proc")
+def test_a_run_taken_over_from_an_executor_that_was_killed_counts_one_lease_takeover(tmp_path, db_url):
+    """The executor is SIGKILLed mid-step, holding the run's lease (30 s of it left); a worker on this machine
+    sees that its holder is gone, takes the run over at once, and its scrape counts the takeover."""
+    (tmp_path / "napping_steps.py").write_text(NAPPING_STEPS)
+    (tmp_path / "napping.yaml").write_text(NAPPING_WORKFLOW)
+    napping = tmp_path / "napping.txt"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NAPPING": str(napping), "NAP": "60",
+           "ORCHESTRATOR_LEASE_SECONDS": "30"}
+    cli = [sys.executable, "-m", "orchestrator"]
+    killed = subprocess.Popen([*cli, "run", str(tmp_path / "napping.yaml"), "--db", db_url], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while not napping.exists():  # until the step runs under the executor's lease
+            assert killed.poll() is None, "the run ended before it was killed"
+            time.sleep(0.02)
+    finally:
+        killed.kill()
+        killed.wait(timeout=60)
+    port = free_port()
+    worker = subprocess.Popen([*cli, "worker", "--poll", "0.1", "--metrics-port", str(port), "--db", db_url],
+                              env={**env, "NAP": "0"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        metrics: dict[str, float] = {}
+        succeeded = 'orchestrator_runs_finished_total{status="succeeded",workflow="napping"}'
+        for _ in range(600):  # until the run taken over has ended (or the worker died)
+            assert worker.poll() is None, worker.communicate()[1]
+            try:
+                metrics = scrape(port)
+            except OSError:  # not listening yet
+                metrics = {}
+            if metrics.get(succeeded) == 1:
+                break
+            time.sleep(0.05)
+        assert metrics[succeeded] == 1
+        assert metrics["orchestrator_lease_takeovers_total"] == 1
+        assert metrics['orchestrator_runs_started_total{workflow="napping"}'] == 1
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=60)
+    assert worker.returncode == 0, stderr
+    assert "is gone; taking it over" in stderr
