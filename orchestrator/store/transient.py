@@ -61,8 +61,10 @@ _calls = threading.local()
 
 
 class RetryTally:
-    """How often this process's store calls met a transient database error, and tried again: what a worker's
-    metrics report (plain counters; a lost update under a race costs one count, never a call)."""
+    """How often this process's store calls met a transient database error, and how often a call was tried
+    again: what a worker's metrics report (plain counters; a lost update under a race costs one count, never a
+    call). Errors outnumber retries by the errors nobody tried again: retrying off, or its time up, or a
+    reconnection that failed too."""
 
     def __init__(self) -> None:
         self.transient_errors = 0
@@ -218,6 +220,7 @@ def call_retried(store: Any, call: Callable[[], T]) -> T:
             if not is_database_error(exc):
                 raise
             if classify(exc) == "transient":  # so that the caller's next try has a live connection
+                TALLY.transient_errors += 1
                 with contextlib.suppress(Exception):
                     store.reconnect()
             raise store_error(exc, store.display_url) from None
@@ -266,6 +269,7 @@ def retry_opening(display_url: str, open_once: Callable[[], T]) -> T:
         except Exception as exc:
             if not (is_database_error(exc) and classify(exc) == "transient"):
                 raise
+            TALLY.transient_errors += 1
             tries += 1
             if not backoff.wait(exc, tries):
                 raise DatabaseUnreachableError(
@@ -273,6 +277,7 @@ def retry_opening(display_url: str, open_once: Callable[[], T]) -> T:
                     f"{'try' if tries == 1 else 'tries'} over {backoff.waited():.1f} s): {reason(exc)}; "
                     "check --db or ORCHESTRATOR_DB", driver_error=type(driver_error(exc)).__name__,
                     detail=detail(exc)) from None
+            TALLY.retries += 1
 
 
 def _retry(store: Any, call: Callable[[], T], budget: float) -> T:
@@ -287,10 +292,11 @@ def _retry(store: Any, call: Callable[[], T], budget: float) -> T:
             tries += 1
             first = exc
         while True:  # wait, reconnect; until a connection is made or the time is up
-            if classify(first) != "transient" or not backoff.wait(first, tries):
+            transient = classify(first) == "transient"
+            if transient:
+                TALLY.transient_errors += 1
+            if not transient or not backoff.wait(first, tries):
                 raise store_error(first, store.display_url, waited=backoff.waited(), tries=tries) from None
-            TALLY.transient_errors += 1
-            TALLY.retries += 1
             try:
                 store.reconnect()
                 break
@@ -299,6 +305,7 @@ def _retry(store: Any, call: Callable[[], T], budget: float) -> T:
                     raise
                 tries += 1
                 first = exc
+        TALLY.retries += 1
 
 
 class RetriedStore:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -155,3 +158,63 @@ def test_a_run_taken_over_from_an_executor_that_was_killed_counts_one_lease_take
         _, stderr = worker.communicate(timeout=60)
     assert worker.returncode == 0, stderr
     assert "is gone; taking it over" in stderr
+
+
+def test_the_retry_tallies_count_each_transient_error_and_each_call_tried_again(cli, store, db_url, tmp_path,
+                                                                                 monkeypatch):
+    """What the worker's store metrics report, on a SQLite database another connection holds locked: a store
+    call refused with retrying off is a transient error nobody tried again; with retrying on, the run waits
+    for the lock and each try again is counted."""
+    from orchestrator.service.metrics import StoreReadings
+
+    tallies = StoreReadings(store).retry_tallies
+    gated = str(FIXTURES / "gated.yaml")
+    assert cli("run", gated, "--input", "x=9").exit_code == 0  # the database exists, with its schema
+    monkeypatch.setenv("ORCHESTRATOR_SQLITE_BUSY", "0")  # a locked database answers "locked" at once
+    taken, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=hold_write_lock, args=(tmp_path / "orchestrator.db", taken, release))
+    holder.start()
+    taken.wait()
+    retrying = logging.getLogger("orchestrator.store")
+    let_go = LetGoOnRetry(release)
+    retrying.addHandler(let_go)
+    try:
+        before = tallies()
+        monkeypatch.setenv("ORCHESTRATOR_DB_RETRY_SECONDS", "0")
+        refused = cli("run", gated, "--input", "x=9")
+        unretried = tallies()
+        monkeypatch.setenv("ORCHESTRATOR_DB_RETRY_SECONDS", "60")
+        waited = cli("run", gated, "--input", "x=9")  # the lock is let go at its first retry
+        retried = tallies()
+    finally:
+        retrying.removeHandler(let_go)
+        release.set()
+        holder.join()
+    assert refused.exit_code == 1 and "database is locked" in refused.stderr
+    assert unretried.transient_errors > before.transient_errors and unretried.retries == before.retries
+    assert waited.exit_code == 0, waited.stderr
+    assert retried.retries > unretried.retries
+    assert retried.transient_errors - unretried.transient_errors == retried.retries - unretried.retries
+
+
+class LetGoOnRetry(logging.Handler):
+    """Sets ``release`` when the store logs that it will try again."""
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__(logging.WARNING)
+        self.lock_released = release
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "did not answer" in record.getMessage():
+            self.lock_released.set()
+
+
+def hold_write_lock(path: Path, taken: threading.Event, release: threading.Event) -> None:
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        taken.set()
+        release.wait(timeout=60)
+        connection.execute("ROLLBACK")
+    finally:
+        connection.close()
