@@ -419,9 +419,8 @@ def worker_metrics(store: "Store", host: str, port: int | None, otel: str | None
     telemetry asked for that cannot work; both are said before any run is claimed."""
     from orchestrator.core.errors import InputError
     from orchestrator.service.metrics import StoreReadings, WorkerMetrics
-    from orchestrator.telemetry import get_tracer
-    from orchestrator.telemetry.metrics import MetricsRecorder, otel_recorder
-    from orchestrator.telemetry.spans import resolve_metrics_endpoint
+    from orchestrator.telemetry import get_tracer, otel_recorder, resolve_metrics_endpoint
+    from orchestrator.telemetry.metrics import MetricsRecorder
 
     get_tracer(otel)  # the runs' spans: a bad endpoint or a missing extra is refused now, not at each run
     readings = StoreReadings(store)

@@ -1,4 +1,5 @@
-"""OpenTelemetry traces of runs: one span per run execution, per step attempt, per LLM and tool call.
+"""OpenTelemetry traces of runs: one span per run execution, per step attempt, per LLM and tool call; and a
+worker's metrics, for Prometheus and over OpenTelemetry (:mod:`orchestrator.telemetry.metrics`).
 
 Why this module looks the way it does:
 
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import threading
 
+from orchestrator.telemetry.metrics import MetricsRecorder, ReadingsSource
 from orchestrator.telemetry.spans import (
     INSTALL_HINT,
     LLMSpan,
@@ -50,6 +52,7 @@ from orchestrator.telemetry.spans import (
     ToolSpan,
     check_protocol,
     resolve_endpoint,
+    resolve_metrics_endpoint,
     service_name,
 )
 
@@ -63,7 +66,9 @@ __all__ = [
     "TelemetryError",
     "ToolSpan",
     "get_tracer",
+    "otel_recorder",
     "resolve_endpoint",
+    "resolve_metrics_endpoint",
     "service_name",
 ]
 
@@ -103,3 +108,21 @@ def _forget(key: tuple[str, str]) -> None:
     """Drop a shut-down tracer from the cache so the next :func:`get_tracer` makes a live one."""
     with _lock:
         _tracers.pop(key, None)
+
+
+def otel_recorder(endpoint: str | None, read: ReadingsSource) -> MetricsRecorder | None:
+    """An :class:`~orchestrator.telemetry.otel_metrics.OtelRecorder` when metrics are to be exported (``endpoint``,
+    the ``--otel URL``, or the variables :func:`~orchestrator.telemetry.spans.resolve_metrics_endpoint` reads),
+    else None. Raises :class:`~orchestrator.telemetry.spans.TelemetryError` when they are asked for but cannot
+    be sent (the ``otel`` extra is missing, a URL that is not http(s), a protocol other than http/protobuf),
+    before the worker claims anything."""
+    url = resolve_metrics_endpoint(endpoint)
+    if url is None:
+        return None
+    check_protocol("METRICS")
+    try:
+        from orchestrator.telemetry.otel_metrics import OtelRecorder
+    except ImportError as exc:
+        raise TelemetryError(f"metrics export was requested (to {url}) but OpenTelemetry is not installed: "
+                             f"{INSTALL_HINT} ({exc})") from exc
+    return OtelRecorder(url, service_name(), read)

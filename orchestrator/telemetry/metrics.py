@@ -12,6 +12,8 @@ worker records each thing once, through :class:`MetricsRecorder`; where it goes 
   the name rather than in it);
 * :class:`RecorderFanOut` feeds both when both are asked for.
 
+:func:`orchestrator.telemetry.otel_recorder` makes the OpenTelemetry one when telemetry is configured.
+
 Both take their names, help, units and labels from :data:`CATALOGUE`, so the two never drift apart. What is
 read rather than recorded (the queue, the paused runs, the store's retry tallies) comes from a
 :class:`ReadingsSource` the caller provides, called when a scrape or an export collects: this layer knows no
@@ -24,14 +26,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
-
-from orchestrator.telemetry.spans import (
-    INSTALL_HINT,
-    TelemetryError,
-    check_protocol,
-    resolve_metrics_endpoint,
-    service_name,
-)
 
 MetricKind = Literal["counter", "histogram", "gauge"]
 
@@ -182,23 +176,5 @@ class RecorderFanOut(MetricsRecorder):
             recorder.close()
 
 
-def otel_recorder(endpoint: str | None, read: ReadingsSource) -> MetricsRecorder | None:
-    """An :class:`~orchestrator.telemetry.otel_metrics.OtelRecorder` when metrics are to be exported (``endpoint``,
-    the ``--otel URL``, or the variables :func:`~orchestrator.telemetry.spans.resolve_metrics_endpoint` reads),
-    else None. Raises :class:`~orchestrator.telemetry.spans.TelemetryError` when they are asked for but cannot
-    be sent (the ``otel`` extra is missing, a URL that is not http(s), a protocol other than http/protobuf),
-    before the worker claims anything."""
-    url = resolve_metrics_endpoint(endpoint)
-    if url is None:
-        return None
-    check_protocol("METRICS")
-    try:
-        from orchestrator.telemetry.otel_metrics import OtelRecorder
-    except ImportError as exc:
-        raise TelemetryError(f"metrics export was requested (to {url}) but OpenTelemetry is not installed: "
-                             f"{INSTALL_HINT} ({exc})") from exc
-    return OtelRecorder(url, service_name(), read)
-
-
 __all__ = ["CATALOGUE", "STEP_SECONDS_BUCKETS", "MetricInfo", "MetricsRecorder", "QueueReadings", "ReadingsSource",
-           "RecorderFanOut", "RetryReadings", "otel_recorder"]
+           "RecorderFanOut", "RetryReadings"]
