@@ -115,3 +115,21 @@ def test_a_metrics_protocol_other_than_http_protobuf_is_refused_before_any_claim
     assert "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL='grpc' is not supported" in res.stderr
     assert "Traceback" not in res.stderr
     assert cli("show", queued, "--json").json()["status"] == "queued"
+
+
+@pytest.mark.parametrize(("otel", "variables", "expected"), [
+    ("http://collector:4318", {}, "http://collector:4318/v1/metrics"),
+    ("http://phoenix:6006/v1/traces", {}, "http://phoenix:6006/v1/metrics"),
+    (None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/"}, "http://collector:4318/v1/metrics"),
+    (None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318",
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://metrics:9090/otlp"}, "http://metrics:9090/otlp"),
+    (None, {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://phoenix:6006/v1/traces"}, None),
+    ("http://collector:4318", {"OTEL_METRICS_EXPORTER": "none"}, None),
+    (None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_SDK_DISABLED": "true"}, None),
+], ids=["otel", "otel-traces-url", "endpoint", "metrics-endpoint", "traces-only", "exporter-none", "sdk-disabled"])
+def test_where_metrics_are_exported(monkeypatch, otel, variables, expected):
+    from orchestrator.telemetry import resolve_metrics_endpoint
+
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert resolve_metrics_endpoint(otel) == expected
