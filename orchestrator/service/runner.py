@@ -22,7 +22,7 @@ from orchestrator.bind.threads import DEFAULT_CONCURRENCY
 from orchestrator.core.errors import LeaseHeldError
 from orchestrator.engine.event_loops import run_blocking
 from orchestrator.engine.executor import Drain, Executor, new_lease
-from orchestrator.engine.leases.holder import holder_is_gone, holder_name
+from orchestrator.engine.leases.holder import executed_by, holder_is_gone
 from orchestrator.engine.outcomes import trace_incorrect_outcome
 from orchestrator.engine.run_state import RunResult
 from orchestrator.engine.stored_workflow import load_run_workflow
@@ -153,10 +153,8 @@ def claim(store: Store, run_id: str) -> Lease:
         return lease
     run = store.get_run(run_id)
     if run.status in ("running", "interrupted") and run.lease_expires_at is not None:
-        left = max(0.0, run.lease_expires_at - time.time())
-        raise LeaseHeldError(f"run {run_id} is being executed by {holder_name(run.owner or '?')} (its lease runs "
-                             f"{left:.1f} s more); wait for it to finish, or for the lease to expire if that process "
-                             "died")
+        raise LeaseHeldError(f"run {run_id} is {executed_by(run.owner, run.lease_expires_at)}; wait for it to "
+                             "finish, or for the lease to expire if that process died")
     raise LeaseHeldError(f"run {run_id} is {run.status}; there is nothing to continue")
 
 
