@@ -164,3 +164,27 @@ def test_a_stream_with_tokens_yields_them_between_the_steps_start_and_end(orch: 
     tokens = [i for i, e in enumerate(items) if isinstance(e, Token) and e.step_id == "reply"]
     assert starts[0] < tokens[0] and tokens[-1] < ends[0]
     assert "".join(texts(list(items), "reply")) == ANSWER
+
+
+def test_run_stream_prints_each_answer_on_stdout_and_the_progress_on_stderr(cli, fake_openai: FakeOpenAI,
+                                                                             monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("ORCHESTRATOR_LLM_BASE_URL", fake_openai.base_url)
+    category = json.dumps({"category": "billing", "confidence": 0.9})
+    fake_openai.respond(completion(category))
+    fake_openai.respond(completion(None, tool_calls=[tool_call("c1", "lookup_order", {"order_id": "42"})],
+                                   finish_reason="tool_calls"))
+    fake_openai.respond(completion(ANSWER))
+    result = cli("run", str(WORKFLOWS / "triage.yaml"), "--input", f"ticket={TICKET['ticket']}", "--stream")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    # each answer under its unit (a later model call of the attempt says which), whole on its own lines
+    assert lines[:4] == ["[classify]", category, "[reply call 2]", ANSWER]
+    assert lines[4].startswith("run ") and "succeeded" in lines[4]
+    assert ANSWER not in result.stderr and "classify" in result.stderr and "reply" in result.stderr
+    assert all(r["stream"] is True for r in fake_openai.requests)
+
+
+@pytest.mark.parametrize("clash", [["--json"], ["--queue"]])
+def test_run_stream_refuses_what_leaves_it_nothing_to_print_on(cli, clash: list[str]):
+    result = cli("run", str(WORKFLOWS / "triage.yaml"), "--input", "ticket=x", "--stream", *clash)
+    assert result.exit_code == 2 and "--stream" in result.stderr and "Traceback" not in result.stderr
