@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from orchestrator import Orchestrator
-from orchestrator.llm import LLMConfig, run_llm
+from orchestrator.llm import ChatRequest, ChatResponse, LLMConfig, run_llm
 from orchestrator.spec.events import Event, RunFinished, StepFinished, StepStarted, Token
 from tests.llm.fake_openai_server import FakeOpenAI, completion, tool_call
 
@@ -188,3 +188,17 @@ def test_run_stream_prints_each_answer_on_stdout_and_the_progress_on_stderr(cli,
 def test_run_stream_refuses_what_leaves_it_nothing_to_print_on(cli, clash: list[str]):
     result = cli("run", str(WORKFLOWS / "triage.yaml"), "--input", "ticket=x", "--stream", *clash)
     assert result.exit_code == 2 and "--stream" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.anyio
+async def test_a_provider_that_cannot_stream_hands_its_whole_answer_over_in_one_piece():
+    class WholeAnswers:
+        name = "whole"
+
+        async def complete(self, request: ChatRequest) -> ChatResponse:
+            return ChatResponse(text="All at once.", finish_reason="stop", input_tokens=5, output_tokens=3)
+
+    pieces: list[tuple[int, str]] = []
+    outcome = await run_llm(config=LLMConfig(), prompt="Hi.", provider=WholeAnswers(),
+                            on_token=lambda call, text: pieces.append((call, text)))
+    assert pieces == [(1, "All at once.")] and outcome.output == "All at once."
