@@ -60,7 +60,7 @@ def runs(status: Annotated[str | None, typer.Option("--status", help="Only runs 
     from orchestrator.engine.documents import runs_page_document
     from orchestrator.engine.workflow_filter import check_workflow_filter
     from orchestrator.service.listing import run_query
-    from orchestrator.store.run_prefix import short_run_id
+    from orchestrator.store.run_prefix import short_run_ids
 
     query = run_query(status=status, workflow=workflow, outcome=outcome, blamed=blamed, since=since, kind=kind,
                       limit=limit, offset=offset)
@@ -76,7 +76,8 @@ def runs(status: Annotated[str | None, typer.Option("--status", help="Only runs 
     if not docs and not page.offset:
         out.print("no runs", highlight=False)
     elif docs:
-        shown = {d["run_id"]: d["run_id"] if full else short_run_id(store, d["run_id"]) for d in docs}
+        ids = [d["run_id"] for d in docs]
+        shown = dict(zip(ids, ids, strict=True)) if full else short_run_ids(store, ids)
         out.print(runs_table(docs, shown.__getitem__, width=out.width, full=full), soft_wrap=False)
     if page.more or page.offset:
         out.print(page.range_note(), highlight=False)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
+from collections.abc import Sequence
 
 from orchestrator.core.errors import InputError, NotFoundError
 from orchestrator.store.base import Store
@@ -39,6 +41,27 @@ def short_run_id(store: Store, run_id: str, *, minimum: int = SHORT_ID_LENGTH) -
             return run_id[:size] if found else run_id  # not stored (any more): the whole id
         size = max(size + 1, len(os.path.commonprefix([run_id, others[0]])) + 1)
     return run_id
+
+
+def short_run_ids(store: Store, run_ids: Sequence[str], *, minimum: int = SHORT_ID_LENGTH) -> dict[str, str]:
+    """:func:`short_run_id` of each run, by run id, with one store read for the lot: a run whose first
+    ``minimum`` characters begin no other stored id is shown by them; only a run that shares them is read
+    again on its own (a page of listed runs is one round trip to a database server, not one per run)."""
+    heads = {run_id: run_id[:minimum] for run_id in run_ids
+             if _ID_CHARACTERS.fullmatch(run_id) and len(run_id) > minimum}
+    limit = 2 * len(heads) + 1
+    found = store.run_ids_starting_any(sorted(set(heads.values())), limit=limit) if heads else []
+    complete = len(found) < limit  # else a head's count may be cut short: nothing is concluded from it
+    beginning = Counter(other[:minimum] for other in found)
+    stored = set(found)
+    shown = {}
+    for run_id in run_ids:
+        head = heads.get(run_id)
+        if head is not None and complete and beginning[head] == 1 and run_id in stored:
+            shown[run_id] = head
+        else:
+            shown[run_id] = short_run_id(store, run_id, minimum=minimum)
+    return shown
 
 
 class AmbiguousRunError(InputError):

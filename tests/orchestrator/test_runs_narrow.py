@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
 
-from orchestrator.store import NewRun, open_store
+from orchestrator.store import NewRun, Store, open_store
+from orchestrator.store.delegating import DelegatingStore, concrete
+from orchestrator.store.run_prefix import short_run_ids
 from tests.conftest import FIXTURES, _cli_on, listed_row
 
 FLOW = Path(__file__).parent.parent / "fixtures" / "flow"
@@ -139,6 +142,43 @@ def test_a_prefix_grows_until_it_names_one_run_and_an_older_exact_id_wins(durabl
                         "r7654321000000000000000d": "r7654321"}
     for run_id, prefix in prefixes.items():
         assert cli("show", prefix, "--json").json()["run_id"] == run_id
+
+
+class ReadsCounted(DelegatingStore):
+    """A store that counts the reads of run ids by prefix, then hands them to the store underneath."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.url = store.url
+        self.reads: Counter[str] = Counter()
+
+    def target(self) -> Store:
+        return self.store
+
+    def run_ids_starting(self, prefix: str, *, limit: int) -> list[str]:
+        self.reads["run_ids_starting"] += 1
+        return self.store.run_ids_starting(prefix, limit=limit)
+
+    def run_ids_starting_any(self, prefixes: Sequence[str], *, limit: int) -> list[str]:
+        self.reads["run_ids_starting_any"] += 1
+        return self.store.run_ids_starting_any(prefixes, limit=limit)
+
+
+def test_a_page_of_runs_is_named_with_one_read_and_a_run_sharing_its_first_characters_with_one_more(
+        durable_url, chosen_ids):
+    chosen_ids += [f"r{n:07x}{n:017x}" for n in range(30)] + ["r0000001f" + "0" * 16]
+    store = open_store(durable_url)
+    wf = store.register_workflow("ids", "1", {"name": "ids", "steps": []}, None, "h")
+    for _ in chosen_ids:
+        store.create_run(NewRun(wf, "ids", {}, status="succeeded"))
+    counted = concrete(ReadsCounted)(store)
+    page = chosen_ids[2:30]
+    assert short_run_ids(counted, page) == {run_id: run_id[:8] for run_id in page}
+    assert counted.reads == Counter({"run_ids_starting_any": 1})
+    assert short_run_ids(counted, chosen_ids[:2]) == {chosen_ids[0]: "r0000000", chosen_ids[1]: "r00000010"}
+    assert counted.reads == Counter({"run_ids_starting_any": 2, "run_ids_starting": 2})  # the run sharing
+    # "r0000001" with another is read again on its own, from its first 8 characters, then from 9
+    store.close()
 
 
 def test_full_prints_whole_ids_and_every_place_a_run_waits(cli, page):
