@@ -10,6 +10,7 @@ wrapping every cell (``PRIORITY``). A column no listed run has a value for is no
 from __future__ import annotations
 
 import time
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -110,6 +111,13 @@ def layout(columns: Sequence[Column], width: int) -> list[tuple[Column, int]]:
     return [(by_header[header], taken[header]) for header in ORDER if header in taken]
 
 
+def one_line(text: str) -> str:
+    """``text`` on one line: a line break shown as ``⏎`` (a gate's reason may hold several), any other
+    control character as a space."""
+    text = text.replace("\r\n", "\n").replace("\n", " ⏎ ")
+    return "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in text)
+
+
 def age_text(created_at: str, now: float) -> str:
     """``3d``, ``5h``, ``12m`` or ``40s`` since ``created_at`` (ISO 8601)."""
     delta = max(0.0, now - datetime.fromisoformat(created_at).timestamp())
@@ -150,14 +158,14 @@ def columns_of(docs: Sequence[dict[str, Any]], names: Callable[[str], str], *, f
         outcomes.append(Text(outcome_text(d), style=style))
     columns = [
         Column("run", tuple(Text(names(d["run_id"])) for d in docs)),
-        Column("workflow", tuple(Text(d["workflow"]) for d in docs), floor=FLOORS["workflow"]),
+        Column("workflow", tuple(Text(one_line(d["workflow"])) for d in docs), floor=FLOORS["workflow"]),
         Column("status", tuple(Text.from_markup(status_markup(d["status"])) for d in docs)),
         Column("age", tuple(Text(age_text(d["created_at"], now)) for d in docs)),
         Column("outcome", tuple(outcomes)),
-        Column("paused at", tuple(Text(text) for text, _ in pauses), floor=FLOORS["paused at"],
+        Column("paused at", tuple(Text(one_line(text)) for text, _ in pauses), floor=FLOORS["paused at"],
                tails=tuple(tail for _, tail in pauses)),
-        Column("reason", tuple(Text(d.get("gate_reason") or "") for d in docs), floor=FLOORS["reason"]),
-        Column("blamed", tuple(Text(d.get("blamed_step") or "") for d in docs), floor=FLOORS["blamed"]),
+        Column("reason", tuple(Text(one_line(d.get("gate_reason") or "")) for d in docs), floor=FLOORS["reason"]),
+        Column("blamed", tuple(Text(one_line(d.get("blamed_step") or "")) for d in docs), floor=FLOORS["blamed"]),
     ]
     if any(d.get("llm") for d in docs):
         usage = [d.get("llm") for d in docs]

@@ -5,6 +5,7 @@ without a value; `--full` prints whole ids and every place; `--json` keeps whole
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections import Counter
@@ -14,7 +15,9 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from rich.console import Console
 
+from orchestrator.cli.run_list import runs_table
 from orchestrator.store import NewRun, Store, open_store
 from orchestrator.store.delegating import DelegatingStore, concrete
 from orchestrator.store.run_prefix import short_run_ids
@@ -197,3 +200,34 @@ def test_json_keeps_whole_ids_and_every_path(cli, page):
     tree = docs[page["tree"]]
     assert tree["waiting_step"] == "per_ticket[0] > classify"
     assert sorted(tree["waiting_steps"]) == sorted(f"per_ticket[{i}] > classify" for i in range(CHILDREN))
+
+
+def rendered(docs: list[dict[str, Any]], width: int) -> list[str]:
+    """The table of ``runs_page_document`` rows as a terminal ``width`` columns wide shows it."""
+    console = Console(width=width, file=io.StringIO(), force_terminal=True, color_system=None, record=True)
+    console.print(runs_table(docs, lambda run_id: run_id[:8], width=width), soft_wrap=False)
+    return console.export_text().splitlines()
+
+
+def listed(run_id: str, **keys: Any) -> dict[str, Any]:
+    return {"run_id": run_id, "workflow": "research", "status": "paused", "created_at": "2026-01-01T00:00:00+00:00",
+            "outcome": None, "correct": None, "blamed_step": None, "waiting_steps": [], "gate_reason": None, **keys}
+
+
+def test_a_reason_of_several_lines_stays_on_the_runs_line():
+    docs = [listed("r1111111aaaa", waiting_steps=["critique"], gate_reason="too short:\nneeds 3 sources\r\ngot 1")]
+    lines = rendered(docs, 200)
+    assert len(lines) == 2 and "too short: ⏎ needs 3 sources ⏎ got 1" in lines[1]
+
+
+def test_runs_that_called_a_model_show_tokens_and_cost_where_they_fit():
+    usage = {"input_tokens": 1200, "output_tokens": 340, "cost": 0.0123, "calls": 2}
+    docs = [listed("r1111111aaaa", status="succeeded", llm=usage, outcome=1.0, correct=True),
+            listed("r2222222bbbb", waiting_steps=[f"draft#{i}" for i in range(40, 0, -1)], gate_reason="too long")]
+    wide = rendered(docs, 200)
+    assert wide[0].split() == ["run", "workflow", "status", "age", "outcome", "paused", "at", "reason", "tokens",
+                               "cost"]
+    assert "1200/340" in wide[1] and "$0.0123" in wide[1] and "draft#40 (+39 more)" in wide[2]
+    for width in (80, 60):
+        lines = rendered(docs, width)
+        assert len(lines) == 3 and max(len(line) for line in lines) <= width
