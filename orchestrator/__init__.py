@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from orchestrator.service.review import approve, edit, reject, retry
     from orchestrator.service.runner import continue_run, start_run
     from orchestrator.spec.context import NextNeed, StepContext
-    from orchestrator.spec.events import Event, RunFinished, RunStarted, StepFinished, StepStarted
+    from orchestrator.spec.events import Event, RunFinished, RunStarted, StepFinished, StepStarted, Token
     from orchestrator.spec.model import GateResult, GateSpec, Repeat, StepSpec, ToolRef, WorkflowSpec
     from orchestrator.store import Store, open_store
 
@@ -64,6 +64,7 @@ __all__ = [
     "RunStarted",
     "StepStarted",
     "StepFinished",
+    "Token",
     "RunFinished",
     # reviewing
     "approve",
@@ -103,6 +104,7 @@ EXPORTED_FROM: dict[str, str] = {
     "RunStarted": "orchestrator.spec.events",
     "StepStarted": "orchestrator.spec.events",
     "StepFinished": "orchestrator.spec.events",
+    "Token": "orchestrator.spec.events",
     "RunFinished": "orchestrator.spec.events",
     "approve": "orchestrator.service.review",
     "edit": "orchestrator.service.review",

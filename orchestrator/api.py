@@ -265,85 +265,98 @@ class Orchestrator:
     # -- running -------------------------------------------------------------------------------
 
     def run(self, workflow: WorkflowLike, inputs: Mapping[str, object] | None = None, *,
-            max_concurrency: int | None = None, on_event: EventHook | None = None) -> RunDetail:
+            max_concurrency: int | None = None, on_event: EventHook | None = None, tokens: bool = False) -> RunDetail:
         """Start a run and execute it to its end or first pause (status ``paused``: review it).
 
         Inputs are checked, converted and given their declared defaults as with ``--input``. ``on_event`` is
         called with each event (:mod:`orchestrator.spec.events`) on the executor's loop as it happens; one
-        that raises is logged once and changes nothing that happened.
+        that raises is logged once and changes nothing that happened. ``tokens``: every LLM step's answer reaches
+        ``on_event`` piece by piece as it is generated (``Token`` events); without it, only the answers of steps
+        with ``stream: true`` do. What is stored is the same either way.
         """
         refuse_inside_event_loop("Orchestrator.run()", "await Orchestrator.arun(...)")
         result = start_run(self.store, self._bind(workflow), dict(inputs or {}),
-                           max_concurrency=max_concurrency or self.max_concurrency, on_event=on_event)
+                           max_concurrency=max_concurrency or self.max_concurrency, on_event=on_event,
+                           stream_tokens=tokens)
         return self.get_run(result.run_id)
 
     async def arun(self, workflow: WorkflowLike, inputs: Mapping[str, object] | None = None, *,
-                   max_concurrency: int | None = None, on_event: EventHook | None = None) -> RunDetail:
+                   max_concurrency: int | None = None, on_event: EventHook | None = None,
+                   tokens: bool = False) -> RunDetail:
         """:meth:`run` on the caller's event loop: steps run concurrently with whatever else it does."""
         bound = await anyio.to_thread.run_sync(self._bind, workflow)
         result = await start_run_async(self.store, bound, dict(inputs or {}),
-                                       max_concurrency=max_concurrency or self.max_concurrency, on_event=on_event)
+                                       max_concurrency=max_concurrency or self.max_concurrency, on_event=on_event,
+                                       stream_tokens=tokens)
         return await self._detail(result.run_id)
 
-    def resume(self, run_id: str, *, on_event: EventHook | None = None) -> RunDetail:
+    def resume(self, run_id: str, *, on_event: EventHook | None = None, tokens: bool = False) -> RunDetail:
         """Continue a paused, interrupted or failed run; completed steps never run again."""
         refuse_inside_event_loop("Orchestrator.resume()", "await Orchestrator.aresume(...)")
         run_id = self._run_id(run_id)
-        continue_run(self.store, run_id, max_concurrency=self.max_concurrency, on_event=on_event)
+        continue_run(self.store, run_id, max_concurrency=self.max_concurrency, on_event=on_event, stream_tokens=tokens)
         return self.get_run(run_id)
 
-    async def aresume(self, run_id: str, *, on_event: EventHook | None = None) -> RunDetail:
+    async def aresume(self, run_id: str, *, on_event: EventHook | None = None, tokens: bool = False) -> RunDetail:
         """:meth:`resume` on the caller's event loop."""
         from orchestrator.service.runner import claim
 
         run_id = await anyio.to_thread.run_sync(self._run_id, run_id)
         lease = await anyio.to_thread.run_sync(claim, self.store, run_id)
         await continue_run_async(self.store, run_id, lease=lease, max_concurrency=self.max_concurrency,
-                                 on_event=on_event)
+                                 on_event=on_event, stream_tokens=tokens)
         return await self._detail(run_id)
 
     # -- streaming -----------------------------------------------------------------------------
 
     def stream(self, workflow: WorkflowLike, inputs: Mapping[str, object] | None = None, *,
-               max_concurrency: int | None = None, buffer: int = DEFAULT_CAPACITY) -> Iterator[StreamItem]:
+               max_concurrency: int | None = None, buffer: int = DEFAULT_CAPACITY,
+               tokens: bool = False) -> Iterator[StreamItem]:
         """:meth:`run`, yielding its events as they happen, in order, ending with the run's ``RunFinished``.
 
         The run executes in a thread of its own; ``buffer`` events wait for a consumer that reads slowly,
         and beyond that new ones are dropped (an :class:`EventsDropped` says how many): a slow consumer
         never stalls the run, and nothing stored is ever dropped. A consumer that stops early waits for
-        the run to end or pause. Read the run with :meth:`get_run` (the ``run_id`` of any event).
+        the run to end or pause. Read the run with :meth:`get_run` (the ``run_id`` of any event). ``tokens``: as
+        for :meth:`run`, every LLM step's answer comes piece by piece (``Token`` events, kept while the buffer
+        is less than half full).
         """
         refuse_inside_event_loop("Orchestrator.stream()", "Orchestrator.astream(...)")
         bound = self._bind(workflow)  # a bad workflow is refused here, before anything starts
         concurrency = max_concurrency or self.max_concurrency
-        return self._stream(lambda hook: start_run(self.store, bound, dict(inputs or {}),
-                                                   max_concurrency=concurrency, on_event=hook), buffer)
+        return self._stream(lambda hook: start_run(self.store, bound, dict(inputs or {}), max_concurrency=concurrency,
+                                                   on_event=hook, stream_tokens=tokens), buffer)
 
-    def resume_stream(self, run_id: str, *, buffer: int = DEFAULT_CAPACITY) -> Iterator[StreamItem]:
+    def resume_stream(self, run_id: str, *, buffer: int = DEFAULT_CAPACITY,
+                      tokens: bool = False) -> Iterator[StreamItem]:
         """:meth:`resume`, yielding its events as :meth:`stream` does."""
         refuse_inside_event_loop("Orchestrator.resume_stream()", "Orchestrator.aresume_stream(...)")
         run_id = self._run_id(run_id)
         return self._stream(lambda hook: continue_run(self.store, run_id, max_concurrency=self.max_concurrency,
-                                                      on_event=hook), buffer)
+                                                      on_event=hook, stream_tokens=tokens), buffer)
 
     async def astream(self, workflow: WorkflowLike, inputs: Mapping[str, object] | None = None, *,
-                      max_concurrency: int | None = None, buffer: int = DEFAULT_CAPACITY) -> AsyncIterator[StreamItem]:
+                      max_concurrency: int | None = None, buffer: int = DEFAULT_CAPACITY,
+                      tokens: bool = False) -> AsyncIterator[StreamItem]:
         """:meth:`arun`, yielding its events as they happen (on the caller's event loop), as :meth:`stream`."""
         bound = await anyio.to_thread.run_sync(self._bind, workflow)
         concurrency = max_concurrency or self.max_concurrency
         async with aclosing(self._astream(lambda hook: start_run_async(
-                self.store, bound, dict(inputs or {}), max_concurrency=concurrency, on_event=hook), buffer)) as items:
+                self.store, bound, dict(inputs or {}), max_concurrency=concurrency, on_event=hook,
+                stream_tokens=tokens), buffer)) as items:
             async for item in items:  # closed with this generator: a consumer that stops early waits for the run
                 yield item
 
-    async def aresume_stream(self, run_id: str, *, buffer: int = DEFAULT_CAPACITY) -> AsyncIterator[StreamItem]:
+    async def aresume_stream(self, run_id: str, *, buffer: int = DEFAULT_CAPACITY,
+                             tokens: bool = False) -> AsyncIterator[StreamItem]:
         """:meth:`aresume`, yielding its events as :meth:`stream` does."""
         from orchestrator.service.runner import claim
 
         run_id = await anyio.to_thread.run_sync(self._run_id, run_id)
         lease = await anyio.to_thread.run_sync(claim, self.store, run_id)
         async with aclosing(self._astream(lambda hook: continue_run_async(
-                self.store, run_id, lease=lease, max_concurrency=self.max_concurrency, on_event=hook),
+                self.store, run_id, lease=lease, max_concurrency=self.max_concurrency, on_event=hook,
+                stream_tokens=tokens),
                 buffer)) as items:
             async for item in items:
                 yield item

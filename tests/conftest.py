@@ -124,6 +124,16 @@ def calls(log: Path) -> list[str]:
     return [line.split()[0] for line in log.read_text().splitlines() if line.strip()]
 
 
+def listed_row(table: str, run_id: str) -> str:
+    """The line of ``runs`` output that lists ``run_id``: the one starting with the longest prefix of the id,
+    of at least 8 characters (the listing shows each run's shortest unique prefix, or ``--full`` its whole
+    id; an older, shorter id may begin a newer one, as ``r1234567`` begins ``r12345670...``)."""
+    rows = [line for line in table.splitlines() if line.strip() and len(line.split()[0]) >= 8
+            and run_id.startswith(line.split()[0])]
+    assert rows, f"{run_id} is not listed in:\n{table}"
+    return max(rows, key=lambda line: len(line.split()[0]))
+
+
 @dataclass
 class Result:
     exit_code: int
@@ -139,9 +149,9 @@ def _cli_on(url: str):
 
     runner = CliRunner()
 
-    def invoke(*args: str, db: bool = True) -> Result:
+    def invoke(*args: str, db: bool = True, columns: int = 200) -> Result:
         argv = list(args) + (["--db", url] if db else [])
-        res = runner.invoke(app, argv, env={**os.environ, "COLUMNS": "200"})
+        res = runner.invoke(app, argv, env={**os.environ, "COLUMNS": str(columns)})
         if res.exception is not None and not isinstance(res.exception, SystemExit):
             raise res.exception
         return Result(res.exit_code, res.stdout, res.stderr)
@@ -151,7 +161,8 @@ def _cli_on(url: str):
 
 @pytest.fixture
 def cli(db_url: str):
-    """Invoke the CLI in-process with this test's database; returns exit code and both streams."""
+    """Invoke the CLI in-process with this test's database (on a terminal ``columns`` wide, 200 unless a test
+    says otherwise); returns exit code and both streams."""
     return _cli_on(db_url)
 
 

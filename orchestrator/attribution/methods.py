@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from orchestrator.attribution.replay import MISSING, Evaluation, ReplayEngine, model_calls
+from orchestrator.attribution.replay import MISSING, Evaluation, ReplayEngine, model_calls, stored_cost
 from orchestrator.attribution.result import METHODS, AttributionResult, require_evaluator, save
 from orchestrator.attribution.trace import select_outcome, trace_run
 from orchestrator.bind.binding import BoundWorkflow
@@ -74,7 +74,9 @@ def attribute(store: Store, run_id: str, method: str = "trace", *, by: str = "st
     result.outcome_id = outcome.id if outcome is not None else None
     result.evidence["outcome"] = outcome.to_json() if outcome is not None else None
     result.evidence["duration_s"] = round(time.perf_counter() - started, 3)
-    result.evidence.update(model_calls(store, engine.replay_runs))
+    stored = engine.stored_runs()  # child runs' replays too: what they called and stored is this method's cost
+    result.evidence.update(model_calls(store, stored))
+    result.evidence["stored"] = stored_cost(store, stored)
     if store_result:
         save(store, result)
     return result

@@ -36,7 +36,11 @@ inputs changed replays its child the same way, on the new inputs. A child replay
 blocks blocks the parent's replay, named by its path (``research > archive``).
 
 Identical sub-executions are cached (see :mod:`orchestrator.attribution.cache`); when every
-step a plan needs is already known, its value is computed from the cache without a new run.
+step a plan needs is already known, its value is computed from the cache without a new run. Where the
+cache alone cannot say (a plan naming an iteration, an instance or a path into a child run), the plan's
+replay is first probed against a private in-memory store with executing forbidden (see
+:mod:`orchestrator.attribution.scratch`): a probe that finishes executed nothing new, so its value is the
+plan's and nothing is stored; only a plan whose probe met a unit that must execute becomes a stored run.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from typing import Any
 
 from orchestrator.attribution.cache import InputKeys, StepCache, Value
 from orchestrator.attribution.replay_tracing import ReplayTracing
+from orchestrator.attribution.scratch import ScratchStore, probing_workflow
 from orchestrator.bind.approvals import gated_tools, is_tool_pause
 from orchestrator.bind.binding import BoundStep, BoundWorkflow
 from orchestrator.bind.evaluation import call_evaluator
@@ -128,6 +133,10 @@ class UnstartedChild:
         return RunView(id=0, run_id=self.parent_run_id, workflow=self.workflow.name, workflow_id=workflow_id,
                        status="succeeded", kind="child", inputs={}, output=None, error=None,
                        parent_run_id=self.parent_run_id, parent_step=self.unit, created_at=now, updated_at=now)
+
+
+class NeedsExecution(Exception):
+    """A probe reached a unit whose output only executing could give: the plan needs a stored replay."""
 
 
 class ChildReplayFailed(RuntimeError):
@@ -236,6 +245,13 @@ def model_calls(store: Store, run_ids: Sequence[str]) -> dict[str, Any]:
     return {"model_calls": totals["calls"] if totals else 0, "model_cost": totals["cost"] if totals else 0.0}
 
 
+def stored_cost(store: Store, run_ids: Sequence[str]) -> dict[str, int]:
+    """What replays left in the store: their runs and step records (a plan that executed nothing new left
+    none)."""
+    records = store.step_records_of(list(run_ids)) if run_ids else {}
+    return {"replay_runs": len(run_ids), "step_records": sum(len(rows) for rows in records.values())}
+
+
 def iteration_key(kwargs: dict[str, Any], iteration: int | None, previous: Any) -> str:
     """The cache key of one iteration of a loop: its inputs, its number and the output before it (an LLM
     step's template reads the last two without their being inputs)."""
@@ -318,6 +334,14 @@ class ReplayEngine:
         self._plans: dict[str, Plan] = {}
         self._marks: dict[tuple[str, str], str] = {}
         self._executor: Executor | None = None
+        self._scratch = ScratchStore(self.workflow)
+        self._probe_workflow: BoundWorkflow | None = None
+        self._probing: set[str] = set()
+        """Probe runs (in the scratch store) in flight: their steps answer from the cache or stop the probe."""
+        self._needs_run: set[str] = set()
+        """Probe runs that met a unit only executing could give."""
+        self._unknown: set[tuple[Any, ...]] = set()
+        """Memo keys whose probe stopped: the plan needs a stored replay (never probed again)."""
         self.conditional = [sid for sid in self.order if self.steps[sid].when is not None]
         """Steps with a ``when``: which of them ran is the route a run took."""
         self.original_route = self.route_of(records)
@@ -370,6 +394,13 @@ class ReplayEngine:
                 max_concurrency=self.max_concurrency, tracing=self.tracing,
                 unstarted=UnstartedChild(step.child, self.run.run_id, unit))
         return self._child_engines[unit]
+
+    def stored_runs(self) -> list[str]:
+        """Every replay run this engine and its child runs' engines stored, parents first."""
+        found = list(self.replay_runs)
+        for engine in list(self._child_engines.values()):
+            found.extend(engine.stored_runs())
+        return found
 
     def owner(self, path: str) -> tuple[ReplayEngine, str]:
         """The engine of the run holding a path's last unit, and that unit (``research > retrieve``: the engine
@@ -570,20 +601,75 @@ class ReplayEngine:
 
     def evaluate(self, plan: Plan, *, kind: str = "counterfactual", label: str | None = None,
                  force_run: bool = False) -> Evaluation:
-        """The value of a plan; ``force_run`` stores a replay run even when the cache knows it."""
+        """The value of a plan; ``force_run`` stores a replay run even when the cache knows it. Without it, a
+        plan whose replay would execute nothing new is valued without a stored run."""
+        return run_blocking(self._evaluate_async, plan, kind, label, force_run)
+
+    async def _evaluate_async(self, plan: Plan, kind: str, label: str | None, force_run: bool) -> Evaluation:
         memo_key = plan.key()
         known = self._memo.get(memo_key)
         if known is not None and (known.run_id is not None or not force_run):
             return known
         if not force_run:
-            final = self.simulate(plan)
-            if final is not None:
-                evaluation = Evaluation(self.score(final), "succeeded", final.data)
-                self._memo[memo_key] = evaluation
-                return evaluation
-        evaluation = self.run_plan(plan, kind=kind, label=label)
+            probed = await self._known_value(plan, None, memo_key)
+            if probed is not None:
+                return probed
+        evaluation = await self.run_plan_async(plan, kind, label)
         self._memo[memo_key] = evaluation
         return evaluation
+
+    async def _known_value(self, plan: Plan, inputs: dict[str, Any] | None,
+                           memo_key: tuple[Any, ...]) -> Evaluation | None:
+        """The value of a plan (on ``inputs``, else the original's) that needs no step executed: from the cache
+        alone, else from a probe; memoized. None when something must execute."""
+        same = inputs is None or Value.of(inputs).digest == Value.of(self.run.inputs).digest
+        if same:
+            final = self.simulate(plan)
+            if final is not None:
+                value = self.score(final) if self.workflow.outcome is not None else None
+                evaluation = Evaluation(value, "succeeded", final.data)
+                self._memo[memo_key] = evaluation
+                return evaluation
+        if plan.fresh or memo_key in self._unknown:  # a fresh step always executes
+            return None
+        probed = await self._probe(plan, inputs)
+        if probed is None:
+            self._unknown.add(memo_key)
+            return None
+        self._memo[memo_key] = probed
+        return probed
+
+    async def _probe(self, plan: Plan, inputs: dict[str, Any] | None) -> Evaluation | None:
+        """Replay ``plan`` in the scratch store with executing forbidden: its value when every unit's output was
+        known (nothing new executed, nothing stored), else None."""
+        same = inputs is None or Value.of(inputs).digest == Value.of(self.run.inputs).digest
+        inputs = self.run.inputs if inputs is None else inputs
+        scratch, workflow_id = self._scratch.open()
+        try:
+            run_id = scratch.create_run(NewRun(workflow_id, self.run.workflow, inputs, kind="counterfactual"))
+            self._plans[run_id] = plan
+            self._probing.add(run_id)
+            try:
+                if same:
+                    self._copy_unchanged(run_id, plan, scratch, workflow_id)
+                if self._probe_workflow is None:
+                    self._probe_workflow = probing_workflow(self._replay_workflow())
+                executor = Executor(concrete(MarkingStore)(scratch, self._marks), self._probe_workflow,
+                                    max_concurrency=self.max_concurrency, workflow_id=workflow_id, leased=False)
+                result = await executor.execute(run_id, inputs)
+            finally:
+                self._plans.pop(run_id, None)
+                self._probing.discard(run_id)
+                stopped = run_id in self._needs_run
+                self._needs_run.discard(run_id)
+                for mark in [m for m in self._marks if m[0] == run_id]:
+                    del self._marks[mark]
+        finally:
+            self._scratch.done()
+        if stopped or result.status != "succeeded":  # a failing replay is stored, so its records say why
+            return None
+        value = self.score(Value.of(result.output)) if self.workflow.outcome is not None else None
+        return Evaluation(value, "succeeded", result.output)
 
     def run_plan(self, plan: Plan, *, kind: str, label: str | None) -> Evaluation:
         """Execute a plan as a new run linked to the original, and score it."""
@@ -591,22 +677,20 @@ class ReplayEngine:
 
     async def evaluate_inside(self, plan: Plan, inputs: dict[str, Any], label: str | None) -> Evaluation:
         """The value of a plan on ``inputs`` (this engine replays a child run, for its parent's replay): a stored
-        replay run whenever the plan changes something (its records show what), else the cache's answer
-        where it knows every step."""
-        same = Value.of(inputs).digest == Value.of(self.run.inputs).digest
+        replay run whenever the plan executes something new (its records show what), else the cache's or a
+        probe's answer."""
         memo_key = (plan.key(), Value.of(inputs).digest)
-        known = self._memo.get(memo_key)
+        known = self._memo.get(memo_key) or await self._known_value(plan, inputs, memo_key)
         if known is not None:
             return known
-        if same and not plan.changes():
-            final = self.simulate(plan)
-            if final is not None:
-                evaluation = Evaluation(None, "succeeded", final.data)
-                self._memo[memo_key] = evaluation
-                return evaluation
         evaluation = await self.run_plan_async(plan, "counterfactual", label, inputs)
         self._memo[memo_key] = evaluation
         return evaluation
+
+    async def known_inside(self, plan: Plan, inputs: dict[str, Any]) -> Evaluation | None:
+        """What :meth:`evaluate_inside` answers without a stored run (for a parent's probe), else None."""
+        memo_key = (plan.key(), Value.of(inputs).digest)
+        return self._memo.get(memo_key) or await self._known_value(plan, inputs, memo_key)
 
     async def run_plan_async(self, plan: Plan, kind: str, label: str | None,
                              inputs: dict[str, Any] | None = None) -> Evaluation:
@@ -645,8 +729,12 @@ class ReplayEngine:
         return Evaluation(value, result.status, result.output, run_id, self.executions - before, error=result.error,
                           failed_steps=list(result.failed_steps))
 
-    def _copy_unchanged(self, run_id: str, plan: Plan) -> None:
-        """Insert the recorded outputs of steps that nothing in the plan can change."""
+    def _copy_unchanged(self, run_id: str, plan: Plan, store: Store | None = None,
+                        workflow_id: int | None = None) -> None:
+        """Insert the recorded outputs of steps that nothing in the plan can change (into ``store``, where the
+        workflow has ``workflow_id``: a probe's scratch store; else the replay's own)."""
+        store = self.store if store is None else store
+        workflow_id = self.run.workflow_id if workflow_id is None else workflow_id
         new_ids: dict[str, int] = {}
         now = time.time()
         looped = plan.looped()
@@ -673,8 +761,8 @@ class ReplayEngine:
                                  details=jsonio.dumps(g.details) if g.details else None, severity=g.severity,
                                  duration=g.duration) for g in gated.gates]
             consumed = [[new_ids[d], d, 0.0] for d in step.step_dependencies()]
-            new_ids[sid] = self.store.insert_step_record(NewStepRecord(
-                run_id=run_id, workflow_id=self.run.workflow_id, step_id=sid, step_type=rec.step_type,
+            new_ids[sid] = store.insert_step_record(NewStepRecord(
+                run_id=run_id, workflow_id=workflow_id, step_id=sid, step_type=rec.step_type,
                 agent=rec.agent, attempt=1, status="succeeded", started_at=now, ended_at=now,
                 inputs=jsonio.dumps(inputs) if inputs is not None else None, output=jsonio.dumps(rec.output),
                 consumed=jsonio.dumps(consumed) if consumed else None,
@@ -684,17 +772,19 @@ class ReplayEngine:
 
     def _get_executor(self) -> Executor:
         if self._executor is None:
-            # replays run in warn mode, and every step goes through the replay's own function
-            warned = self.workflow.in_warn_mode()
-            # a ``workflow:`` step goes through the replay's function too, which replays its child run
-            replaced = {sid: replace(step, function=StepFunction(self._wrap(step), takes_ctx=True, is_async=True),
-                                     child=None)
-                        for sid, step in warned.steps.items()}
-            self._executor = Executor(concrete(MarkingStore)(self.store, self._marks), warned.with_steps(replaced),
+            self._executor = Executor(concrete(MarkingStore)(self.store, self._marks), self._replay_workflow(),
                                       max_concurrency=self.max_concurrency, workflow_id=self.run.workflow_id,
                                       on_event=self.tracing.hook,
                                       leased=False)  # a replay run is private to this process
         return self._executor
+
+    def _replay_workflow(self) -> BoundWorkflow:
+        """The workflow a replay executes: in warn mode, every step (a ``workflow:`` step too, which replays its
+        child run) going through the replay's own function."""
+        warned = self.workflow.in_warn_mode()  # replays have nobody to review a pause
+        return warned.with_steps({sid: replace(step, function=StepFunction(self._wrap(step), takes_ctx=True,
+                                                                           is_async=True), child=None)
+                                  for sid, step in warned.steps.items()})
 
     def _wrap(self, step: BoundStep) -> Any:
         sid = step.id
@@ -717,9 +807,12 @@ class ReplayEngine:
             if step.child is not None and policy in ("own", "fresh", "resample"):  # new inputs, or run afresh
                 fresh = frozenset() if policy == "own" else frozenset(step.child.steps)
                 output = await self._replay_child(step, unit, Plan(fresh=fresh), kwargs, ctx.run_id)
-                if key is not None and policy == "own":
+                if key is not None and policy == "own" and ctx.run_id not in self._probing:
                     self.cache.put(sid, policy, key, Value.of(output), "replay")
                 return output
+            if ctx.run_id in self._probing:  # the probe stops: this plan's replay must execute, so it is stored
+                self._needs_run.add(ctx.run_id)
+                raise NeedsExecution(unit)
             if policy == "recorded":  # replays never act, and the record does not fit these inputs
                 blocked = ReplayBlocked(sid, self.blocked_reason(sid, unit))
                 self.blocked.setdefault(ctx.run_id, blocked)
@@ -745,6 +838,13 @@ class ReplayEngine:
         engine = self.child_engine(unit) or self.unstarted_child_engine(unit)
         assert step.child is not None
         inputs = jsonio.loads(jsonio.dumps(resolve_inputs(step.child.spec, kwargs)))
+        if run_id in self._probing:  # a probe takes the child's value only where it needs no stored run either
+            known = await engine.known_inside(plan, inputs)
+            if known is None or known.status != "succeeded":
+                self._needs_run.add(run_id)
+                raise NeedsExecution(unit)
+            self._marks[(run_id, unit)] = "replayed"
+            return known.output
         before, counted = engine.executions, dict(engine.executions_by_step)
         with self.tracing.within(run_id, unit):  # the child's replay trace links to this unit's step
             evaluation = await engine.evaluate_inside(plan, inputs, label=next(iter(plan.reference), None))

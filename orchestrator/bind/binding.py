@@ -538,7 +538,7 @@ def _bind_output_schema(step: StepSpec, resolver: _Resolver, problems: _Problems
     return True, schema
 
 
-MODEL_ONLY_KEYS = ("tools", "system", "max_turns", "max_tokens")
+MODEL_ONLY_KEYS = ("tools", "system", "max_turns", "max_tokens", "stream")
 """Keys that only mean something to a step that calls a model (one with a ``prompt``)."""
 
 

@@ -49,7 +49,8 @@ from orchestrator.spec.validation import error_message, without_union_members
 STEP_KEYS = frozenset(StepSpec.model_fields) - {"run"}
 """The keywords ``@wf.step(...)`` and ``@wf.llm(...)`` accept: the YAML step keys (``run`` is the function itself)."""
 
-LLM_KEYS = frozenset({"prompt", "system", "output_schema", "tools", "max_turns", "inject_needs", "max_tokens", "llm"})
+LLM_KEYS = frozenset({"prompt", "system", "output_schema", "tools", "max_turns", "inject_needs", "max_tokens", "stream",
+                      "llm"})
 """The keys that belong to LLM steps (``@wf.llm``, ``wf.llm_step``); all are also in :data:`STEP_KEYS`."""
 
 
@@ -171,7 +172,7 @@ class Workflow(DefinesWorkflow):
         """Register ``fn`` as an LLM step that post-processes the model's answer: ``@wf.llm(prompt=...)``.
 
         The keywords are the YAML step keys, the LLM ones included (``prompt``, ``system``,
-        ``output_schema``, ``tools``, ``max_turns``, ``inject_needs``, ``max_tokens``, ``llm``);
+        ``output_schema``, ``tools``, ``max_turns``, ``inject_needs``, ``max_tokens``, ``stream``, ``llm``);
         ``prompt`` is required and ``type`` defaults to ``llm``. ``output_schema`` may be a pydantic
         model class (or an inline JSON Schema dict) and ``tools`` plain functions; they become
         ``module:qualname`` references. The function receives the step's inputs plus ``reply`` (the

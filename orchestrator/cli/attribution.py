@@ -82,8 +82,10 @@ def print_attribution(view: "AttributionView") -> None:
         table.add_row(str(i), escape(c["step_id"]), escape(c["agent"]), credit,
                       escape(_evidence_note(doc["method"], c)))
     out.print(table)
-    if doc.get("cost"):
-        out.print(f"  cost: {doc['cost']} step executions", highlight=False)
+    stored = (doc.get("evidence") or {}).get("stored") or {}
+    if doc.get("cost") or stored.get("replay_runs"):
+        out.print(f"  cost: {doc.get('cost') or 0} step executions; {stored.get('replay_runs', 0)} replay runs "
+                  f"stored ({stored.get('step_records', 0)} step records)", highlight=False)
 
 
 @guarded

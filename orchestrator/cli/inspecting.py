@@ -1,7 +1,6 @@
 """Commands that read runs: runs, show."""
 
 import json
-import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -31,15 +30,6 @@ if TYPE_CHECKING:
     from orchestrator.spec.records import StepRecordView
 
 
-def _age(ts: float) -> str:
-    delta = max(0, time.time() - ts)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if delta >= size:
-            return f"{int(delta // size)}{unit}"
-    return f"{int(delta)}s"
-
-
-
 BLAMED_HELP = ("Only runs whose latest attribution blamed this step, or a part of it: an instance, an iteration, "
                "a step inside its child run.")
 
@@ -57,11 +47,20 @@ def runs(status: Annotated[str | None, typer.Option("--status", help="Only runs 
                                                           "wait)")] = "original",
          limit: Annotated[int, typer.Option("--limit", help="Runs per page.")] = 50,
          offset: Annotated[int, typer.Option("--offset", help="Runs to skip (newest first).")] = 0,
+         full: Annotated[bool, typer.Option("--full", help="Print whole run ids, every place a run waits and "
+                                                           "every value whole (else one line per run, fitted "
+                                                           "to the terminal).")] = False,
          as_json: JsonOption = False, db: DbOption = None) -> None:
-    """List runs, newest first, for triage: outcome, where a paused run waits and why, blame, model cost."""
+    """List runs, newest first, for triage: outcome, where a paused run waits and why, blame, model cost.
+
+    One line per run: a run is named by the shortest prefix of its id (8 characters or more) that names it
+    alone, which every command takes for the run; a run waiting in many places shows the first and a count;
+    at a narrow width the least important columns are left out."""
+    from orchestrator.cli.run_list import runs_table
     from orchestrator.engine.documents import runs_page_document
     from orchestrator.engine.workflow_filter import check_workflow_filter
     from orchestrator.service.listing import run_query
+    from orchestrator.store.run_prefix import short_run_ids
 
     query = run_query(status=status, workflow=workflow, outcome=outcome, blamed=blamed, since=since, kind=kind,
                       limit=limit, offset=offset)
@@ -74,49 +73,14 @@ def runs(status: Annotated[str | None, typer.Option("--status", help="Only runs 
         if page.more:
             err.print(page.range_note(), highlight=False)
         return
-    out.print(runs_table(docs), soft_wrap=False)
+    if not docs and not page.offset:
+        out.print("no runs", highlight=False)
+    elif docs:
+        ids = [d["run_id"] for d in docs]
+        shown = dict(zip(ids, ids, strict=True)) if full else short_run_ids(store, ids)
+        out.print(runs_table(docs, shown.__getitem__, width=out.width, full=full), soft_wrap=False)
     if page.more or page.offset:
         out.print(page.range_note(), highlight=False)
-
-
-def outcome_text(doc: dict[str, Any]) -> str:
-    """``0.25 incorrect`` / ``1.00 correct`` / empty when the run has no outcome."""
-    if doc.get("outcome") is None:
-        return ""
-    verdict = {True: " correct", False: " incorrect"}.get(doc.get("correct"), "")  # type: ignore[arg-type]
-    return f"{doc['outcome']:.2f}{verdict}"
-
-
-def runs_table(docs: list[dict[str, Any]]) -> "Table":
-    """The ``runs`` table of ``runs_page_document`` rows; tokens and cost only when a listed run called a model."""
-    from datetime import datetime
-
-    from rich.table import Table
-
-    models = any(d.get("llm") for d in docs)
-    table = Table()
-    for col in ("run", "workflow", "status", "age", "outcome", "waiting at", "gate reason", "blamed"):
-        if col in ("run", "status", "age", "outcome"):  # never cut: a run id is what the reader copies
-            table.add_column(col, no_wrap=True)
-        else:
-            table.add_column(col, overflow="fold", ratio=2 if col == "gate reason" else None)
-    if models:
-        table.add_column("tokens", justify="right")
-        table.add_column("cost", justify="right")
-    for d in docs:
-        correct = {True: "green", False: "red"}.get(d.get("correct"), "")  # type: ignore[arg-type]
-        result = outcome_text(d)
-        cells = [escape(d["run_id"]), escape(d["workflow"]), status_markup(d["status"]),
-                 _age(datetime.fromisoformat(d["created_at"]).timestamp()),
-                 f"[{correct}]{result}[/]" if correct and result else result,
-                 escape(", ".join(d.get("waiting_steps") or [])), escape(d.get("gate_reason") or ""),
-                 escape(d.get("blamed_step") or "")]
-        if models:
-            usage = d.get("llm")
-            cost = "" if not usage else ("unknown" if usage["cost"] is None else f"${usage['cost']:.4f}")
-            cells += [f"{usage['input_tokens']}/{usage['output_tokens']}" if usage else "", cost]
-        table.add_row(*cells)
-    return table
 
 
 def _preview(value: Any, width: int = 48) -> str:

@@ -38,7 +38,7 @@ from orchestrator.cli.fixes import print_critic_fixes
 if TYPE_CHECKING:
     from orchestrator.engine.run_state import RunResult
     from orchestrator.service.metrics import WorkerMetrics
-    from orchestrator.spec.events import Event, StepFinished
+    from orchestrator.spec.events import Event, StepFinished, Token
     from orchestrator.spec.model import WorkflowSpec
     from orchestrator.store import Store
 
@@ -96,8 +96,10 @@ class Progress:
     shown by their path (``research > retrieve``); those of the child runs of a map's instances are counted
     on the map's row, like its instances."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, *, live: bool = True) -> None:
+        """``live``: a table redrawn in place on a terminal (else, and off a terminal, a line per step)."""
         self.enabled = enabled
+        self.live_table = live
         self.rows: dict[str, dict[str, Any]] = {}
         self.live: Any = None
         self.run_id: str | None = None
@@ -105,7 +107,7 @@ class Progress:
         """Child runs under way, by run id: the path of the unit that runs each (``research > ``)."""
 
     def __enter__(self) -> "Progress":
-        if self.enabled and err.is_terminal:
+        if self.enabled and self.live_table and err.is_terminal:
             from rich.live import Live
 
             self.live = Live(self._table(), console=err, refresh_per_second=8, transient=False)
@@ -173,6 +175,10 @@ class Progress:
         if self.live is not None:
             self.live.update(self._table())
 
+    def path(self, run_id: str, unit: str) -> str:
+        """A unit's path from the run on screen (``research > retrieve`` for a unit of a child run)."""
+        return self.prefixes.get(run_id, "") + unit
+
     def step_finished(self, event: "StepFinished", label: str) -> None:
         row = self.rows.setdefault(label, {})
         row.update(status=event.shown_status, attempt=event.attempt, duration=event.duration, note=event.error)
@@ -209,6 +215,55 @@ class Progress:
             self.step_finished(event, event.step_id)
         if self.live is not None:
             self.live.update(self._table())
+
+
+StreamOption = Annotated[bool, typer.Option("--stream", help="Print each LLM step's answer on stdout as the model "
+                                                            "writes it (progress lines go to stderr).")]
+
+
+class StreamedText:
+    """``run --stream``: the text of each LLM step's answer on stdout as it arrives, the progress lines on
+    stderr. A block of text starts with a line naming its unit (and the model call, after the first); any
+    other event ends the open block's line first, so a progress line never lands in the middle of an answer
+    on a terminal that shows both streams."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.block: tuple[str, str, int, int] | None = None
+        """The answer being printed: its run, unit, attempt and model call."""
+
+    def __call__(self, event: "Event") -> None:
+        from orchestrator.spec.events import Token
+
+        if isinstance(event, Token):
+            self.text(event)
+            return
+        self.end_line()
+        self.progress(event)
+
+    def text(self, event: "Token") -> None:
+        import sys
+
+        block = (event.run_id, event.unit, event.attempt, event.call)
+        if block != self.block:
+            self.end_line()
+            label = self.progress.path(event.run_id, event.unit)
+            if event.attempt > 1:
+                label += f" attempt {event.attempt}"
+            if event.call > 1:
+                label += f" call {event.call}"
+            sys.stdout.write(f"[{label}]\n")
+            self.block = block
+        sys.stdout.write(event.text)
+        sys.stdout.flush()
+
+    def end_line(self) -> None:
+        import sys
+
+        if self.block is not None:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self.block = None
 
 
 @dataclass
@@ -327,6 +382,7 @@ def run(
     otel: OtelOption = None,
     reference: Annotated[Path | None, typer.Option("--reference", help="JSON file with the run's reference "
                                                    "answer, for an evaluator that declares `reference`.")] = None,
+    stream: StreamOption = False,
     db: DbOption = None,
 ) -> None:
     """Run a workflow to its end or to its first pause for review (or one run per line of a .jsonl file)."""
@@ -335,6 +391,9 @@ def run(
     from orchestrator.service.runner import start_run, wait_for_review_timeouts
     from orchestrator.spec.inputs import parse_pairs, resolve_inputs
 
+    if stream and (as_json or queue):
+        clash = "--json (whose document is all stdout holds)" if as_json else "--queue (a worker runs the run)"
+        raise InputError(f"--stream prints the models' answers as they are written; it cannot go with {clash}")
     workflow = load_workflow(file)
     warn_about_model_keys(workflow.spec)
     given: dict[str, Any] = {}
@@ -342,6 +401,9 @@ def run(
         from orchestrator.cli.bulk import bulk_run, is_bulk
 
         if is_bulk(input_file):
+            if stream:
+                raise InputError("--stream prints one run's answers as they are written; a .jsonl --input-file "
+                                 "starts many runs at once")
             if reference is not None:
                 raise InputError("--reference gives one run's reference answer; in a file of many runs give each "
                                  "line its own \"$reference\" key")
@@ -371,19 +433,20 @@ def run(
         else:
             out.print(f"run [bold]{run_id}[/] queued", highlight=False)
         return
-    progress = Progress(enabled=not as_json)
+    progress = Progress(enabled=not as_json, live=not stream)
+    listener = StreamedText(progress) if stream else progress
     with resumable_on_interrupt(progress), progress:
-        result = start_run(store, workflow, given, max_concurrency=max_concurrency, on_event=progress, otel=otel,
-                           reference=answer)
-        result = wait_for_review_timeouts(store, result, max_concurrency=max_concurrency, on_event=progress,
-                                          on_wait=announce_review_wait)
+        result = start_run(store, workflow, given, max_concurrency=max_concurrency, on_event=listener, otel=otel,
+                           reference=answer, stream_tokens=stream)
+        result = wait_for_review_timeouts(store, result, max_concurrency=max_concurrency, on_event=listener,
+                                          on_wait=announce_review_wait, stream_tokens=stream)
     report_result(store, result, as_json)
 
 
 @guarded
 def resume(run_id: RunArgument, as_json: JsonOption = False,
            max_concurrency: ConcurrencyOption = DEFAULT_CONCURRENCY, otel: OtelOption = None,
-           db: DbOption = None) -> None:
+           stream: StreamOption = False, db: DbOption = None) -> None:
     """Continue a paused, interrupted or failed run; completed steps are not run again. A child run is
     continued through the run at the top of its tree, which one process executes as a whole."""
     from orchestrator.engine.run_state import RunResult
@@ -392,6 +455,11 @@ def resume(run_id: RunArgument, as_json: JsonOption = False,
     from orchestrator.service.review import apply_review_timeouts
     from orchestrator.service.runner import continue_run
 
+    if stream and as_json:
+        from orchestrator.core.errors import InputError
+
+        raise InputError("--stream prints the models' answers as they are written; it cannot go with --json "
+                         "(whose document is all stdout holds)")
     show_warnings()
     store = open_store(db, create=False)
     run_id = resolve_run_id(store, run_id)
@@ -407,9 +475,10 @@ def resume(run_id: RunArgument, as_json: JsonOption = False,
     status = store.get_run(run_id).status
     if status in ("rejected", "succeeded"):
         report_result(store, RunResult(run_id, status, output=run_view.output), as_json)
-    progress = Progress(enabled=not as_json)
+    progress = Progress(enabled=not as_json, live=not stream)
     with resumable_on_interrupt(progress), progress:
-        result = continue_run(store, run_id, max_concurrency=max_concurrency, on_event=progress, otel=otel)
+        result = continue_run(store, run_id, max_concurrency=max_concurrency, otel=otel, stream_tokens=stream,
+                              on_event=StreamedText(progress) if stream else progress)
     report_result(store, result, as_json)
 
 

@@ -44,7 +44,7 @@ from orchestrator.engine.run_state import Done, RunHandedBack, StepOutcome, Upst
 from orchestrator.llm.client import LLMClient
 from orchestrator.spec.conditions import ConditionError
 from orchestrator.spec.context import CallLog, ModelCall, StepContext
-from orchestrator.spec.events import EventHook, StepFinished, StepStarted, Verdict
+from orchestrator.spec.events import EventHook, StepFinished, StepStarted, Token, Verdict
 from orchestrator.spec.llm_config import LLMConfig
 from orchestrator.spec.llm_errors import LLMStepError
 from orchestrator.spec.model import GateResult, field_value, parse_reference
@@ -157,6 +157,8 @@ class RunContext:
     tool_resumes: Mapping[str, ToolResume] = field(default_factory=dict)
     """LLM steps (by unit) whose tool loop continues where it stopped: at a decided tool call, or at the
     checkpoint written around an approved call's execution."""
+    stream_tokens: bool = False
+    """Every LLM step streams its answer to the listener as ``Token`` events (else those with ``stream: true``)."""
     lease_held: Callable[[], bool] = field(default=lambda: True)
     """Whether the run's lease is still this execution's, asked before every attempt starts (the lease
     keeper's fenced check; always True without a lease). False: the keeper has stopped the execution."""
@@ -222,7 +224,15 @@ class StepRunner:
                            iteration=self.iteration,
                            previous_iteration=None if self.previous is None else self.previous.output,
                            tool_resume=self.resume,
-                           checkpoint=functools.partial(self.checkpoint, attempt) if step.spec.tools else None)
+                           checkpoint=functools.partial(self.checkpoint, attempt) if step.spec.tools else None,
+                           on_token=None if run.on_event is None else functools.partial(self.emit_token, attempt),
+                           stream_tokens=run.stream_tokens)
+
+    def emit_token(self, attempt: int, call: int, text: str) -> None:
+        """A piece of the step's model answer, to the run's listener (which is shielded: it cannot raise)."""
+        if self.run.on_event is not None:
+            self.run.on_event(Token(run_id=self.run.run_id, step_id=self.step.id, attempt=attempt, call=call,
+                                    text=text, index=self.index, iteration=self.iteration))
 
     async def checkpoint(self, attempt: int, state: dict[str, Any],
                          calls: Sequence[ModelCall] = ()) -> None:

@@ -27,6 +27,7 @@ import anyio
 from orchestrator.bind.binding import BoundStep, BoundWorkflow
 from orchestrator.core import jsonio
 from orchestrator.core.errors import LeaseLostError, OrchestratorError
+from orchestrator.engine.leases.holder import executed_by
 from orchestrator.engine.run_state import RunResult, in_order
 from orchestrator.engine.stored_workflow import load_run_workflow
 from orchestrator.engine.tree import OpenPause, pauses_of_runs
@@ -237,6 +238,8 @@ class ChildRuns:
                 return lease
             current = await store_call(self.store.get_run, child.run_id)
             if time.monotonic() > deadline or current.status not in ("running", "interrupted"):
-                raise LeaseLostError(f"child run {child.run_id} of run {self.parent_run_id} is {current.status}, "
-                                     f"held by {current.owner}; stopped without running it")
+                state = executed_by(current.owner, current.lease_expires_at) \
+                    if current.status in ("running", "interrupted") else current.status
+                raise LeaseLostError(f"child run {child.run_id} of run {self.parent_run_id} is {state}; stopped "
+                                     "without running it")
             await anyio.sleep(0.1)

@@ -127,11 +127,13 @@ class Executor:
 
     def __init__(self, store: Store, workflow: BoundWorkflow, *, max_concurrency: int = DEFAULT_CONCURRENCY,
                  on_event: EventHook | None = None, workflow_id: int | None = None, leased: bool = True,
-                 drain: Drain | None = None, notify: bool = True) -> None:
+                 drain: Drain | None = None, notify: bool = True, stream_tokens: bool = False) -> None:
         """``leased``: hold the run's lease while executing (replays, private to one process, do not).
         ``drain``: when requested, the execution starts no new step and ends with RunHandedBack.
         ``notify``: write the workflow's notifications with the run's end (a child run's pause is told
-        through its root's)."""
+        through its root's).
+        ``stream_tokens``: every LLM step's answer reaches ``on_event`` piece by piece as ``Token`` events (without
+        it, the answers of the steps with ``stream: true`` do)."""
         self.store = store
         self.workflow = workflow
         self.max_concurrency = max(1, max_concurrency)
@@ -144,6 +146,7 @@ class Executor:
             workflow.content_hash)
         self.position = {sid: i for i, sid in enumerate(workflow.order)}
         self.drain = drain
+        self.stream_tokens = stream_tokens
         self.runs_children = any(step.child is not None for step in workflow.steps.values())
 
     async def start(self, inputs: dict[str, Any], *, kind: str = "run", reference: Any = None,
@@ -193,7 +196,7 @@ class Executor:
         children = ChildRuns(self.store, run_id, lease, self.child_executor, records) if self.runs_children else None
         run = RunContext(self.store, run_id, self.workflow.name, self.workflow_id, inputs, prior.done, self.on_event,
                          self.workflow.spec.llm, lease.token if lease else None, previous=prior.retry_previous,
-                         children=children, tool_resumes=prior.tool_resumes)
+                         children=children, tool_resumes=prior.tool_resumes, stream_tokens=self.stream_tokens)
         schedule = _Schedule(self, run, prior, lease)
         try:
             await schedule.run()
@@ -248,10 +251,11 @@ class Executor:
         return earliest(own, inside)
 
     def child_executor(self, workflow: BoundWorkflow, workflow_id: int) -> Executor:
-        """The executor of a child run this execution starts or continues: same store, listeners, drain and
-        concurrency (its lease is set by :class:`~orchestrator.engine.children.ChildRuns`)."""
+        """The executor of a child run this execution starts or continues: same store, listeners, drain, token
+        streaming and concurrency (its lease is set by :class:`~orchestrator.engine.children.ChildRuns`)."""
         return Executor(self.store, workflow, max_concurrency=self.max_concurrency, on_event=self.on_event,
-                        workflow_id=workflow_id, leased=self.lease is not None, drain=self.drain, notify=False)
+                        workflow_id=workflow_id, leased=self.lease is not None, drain=self.drain, notify=False,
+                        stream_tokens=self.stream_tokens)
 
 
 def step_of(unit: str) -> str:

@@ -33,7 +33,10 @@ validation_retries=2, needs=(), inject_needs=True, gate_feedback=(), cache=None,
 ``cost(model, input_tokens, output_tokens, prices=None) -> float | None``; USD per 1M tokens,
     extended by the JSON file named in ``$ORCHESTRATOR_LLM_PRICES``.
 ``ResponseCache`` (``preload(records)`` before a replay), ``get_provider(config) -> ChatProvider``,
-``ChatProvider`` / ``ChatRequest`` / ``ChatResponse`` for custom backends.
+``ChatProvider`` / ``ChatRequest`` / ``ChatResponse`` for custom backends; one that also has
+``stream(request, on_text)`` is a ``StreamingProvider`` and streams ``stream: true`` steps piece by
+piece (any other hands its whole answer to the listener in one piece).
+``run_llm(..., on_token=fn)``: ``fn(call, text)`` gets each piece of each answer as it arrives.
 
 LLMRecord keys (public contract, JSON)
 --------------------------------------
@@ -73,7 +76,7 @@ if TYPE_CHECKING:
         needs_section,
         render_prompt,
     )
-    from orchestrator.llm.providers.base import ChatProvider, ChatRequest, ChatResponse
+    from orchestrator.llm.providers.base import ChatProvider, ChatRequest, ChatResponse, StreamingProvider
     from orchestrator.llm.registry import get_provider, reset_providers
     from orchestrator.llm.structured import schema_of, validate
     from orchestrator.llm.tools import ToolContext, ToolSpec, describe_tool
@@ -93,7 +96,7 @@ _DEFINED_IN: dict[str, tuple[str, ...]] = {  # the module -> the names it define
         "FEEDBACK_HEADING", "NEEDS_HEADING", "GateFeedback", "NeedItem", "RenderedPrompt",
         "build_messages", "feedback_section", "needs_section", "render_prompt",
     ),
-    "orchestrator.llm.providers.base": ("ChatProvider", "ChatRequest", "ChatResponse"),
+    "orchestrator.llm.providers.base": ("ChatProvider", "ChatRequest", "ChatResponse", "StreamingProvider"),
     "orchestrator.spec.llm_records": ("LLMRecord", "ModelTurn", "ToolCallInfo", "ToolTurn", "Usage"),
     "orchestrator.llm.registry": ("get_provider", "reset_providers"),
     "orchestrator.llm.structured": ("schema_of", "validate"),
@@ -108,8 +111,8 @@ __all__ = [
     "LLMStepError", "ModelTurn", "NEEDS_HEADING", "NeedItem", "PRICES", "RenderedPrompt", "ResponseCache",
     "TemplateError", "ToolCallInfo", "ToolContext", "ToolSpec", "ToolTurn", "Usage", "build_messages", "cache_key",
     "cost", "describe_tool", "feedback_section", "get_provider", "merge", "needs_section", "price_table",
-    "reask_message", "render", "render_prompt", "reset_providers", "run_llm", "schema_of", "template_problems",
-    "validate",
+    "reask_message", "render", "render_prompt", "reset_providers", "run_llm", "schema_of", "StreamingProvider",
+    "template_problems", "validate",
 ]
 
 

@@ -10,6 +10,7 @@ a failed attempt is exactly the one a reviewer needs to inspect.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
@@ -21,7 +22,7 @@ from orchestrator.bind.approvals import ToolApprovalPending, ToolResume
 from orchestrator.llm.cache import ResponseCache, cache_key
 from orchestrator.llm.pricing import cost
 from orchestrator.llm.prompt import FeedbackLike, NeedLike, render_prompt
-from orchestrator.llm.providers.base import ChatProvider, ChatRequest, ChatResponse, connection
+from orchestrator.llm.providers.base import ChatProvider, ChatRequest, ChatResponse, answer, connection
 from orchestrator.llm.structured import schema_of, validate
 from orchestrator.llm.tools import ToolScope, ToolSpec, describe_tools, run_tool_call, tool_message_content
 from orchestrator.spec.context import CallLog, ModelCall
@@ -31,6 +32,10 @@ from orchestrator.spec.llm_records import LLMRecord, ModelTurn, ToolCallInfo, To
 
 Checkpoint = Callable[[dict[str, Any]], Awaitable[None]]
 """Commits the tool loop's state durably (the step's ``ctx.checkpoint``)."""
+
+TokenSink = Callable[[int, str], None]
+"""Receives the pieces of each answer as they arrive: the model call's number in the attempt (1-based), the
+text (the step's ``ctx.on_token``)."""
 
 
 class LLMOutcome(BaseModel):
@@ -65,8 +70,10 @@ class _Attempt:
     """Mutable bookkeeping of one attempt, turned into the record at the end."""
 
     def __init__(self, messages: list[dict[str, Any]], config: LLMConfig, log: CallLog | None,
-                 prices: Mapping[str, Mapping[str, float]] | None, scope: ToolScope | None = None):
+                 prices: Mapping[str, Mapping[str, float]] | None, scope: ToolScope | None = None,
+                 on_token: TokenSink | None = None):
         self.config, self.log, self.prices = config, log, prices
+        self.on_token = on_token
         self.scope = scope or ToolScope()
         self.conversation = list(messages)
         self.sent: list[dict[str, Any]] = list(messages)
@@ -80,10 +87,11 @@ class _Attempt:
     async def ask(self, provider: ChatProvider, request: ChatRequest,
                   tools: list[dict[str, Any]] | None) -> ChatResponse:
         call = request.model_copy(update={"messages": list(self.conversation), "tools": tools})
+        on_text = None if self.on_token is None else functools.partial(self.on_token, self.calls + 1)
         wall = time.time()
         started = time.perf_counter()
         try:
-            response = await provider.complete(call)
+            response = await answer(provider, call, on_text)
         except Exception as exc:
             self.note(call, wall, time.perf_counter() - started, ChatResponse(), error=str(exc))
             raise
@@ -229,7 +237,8 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
                   cache: ResponseCache | None = None, resample: bool = False, provider: ChatProvider | None = None,
                   prices: Mapping[str, Mapping[str, float]] | None = None, log: CallLog | None = None,
                   approval_tools: Collection[str] = (), resume: ToolResume | None = None,
-                  checkpoint: Checkpoint | None = None, tool_scope: ToolScope | None = None) -> LLMOutcome:
+                  checkpoint: Checkpoint | None = None, tool_scope: ToolScope | None = None,
+                  on_token: TokenSink | None = None) -> LLMOutcome:
     """Run one attempt of an LLM step.
 
     ``prompt`` and ``system`` are Jinja templates rendered with ``variables`` (plus
@@ -248,6 +257,10 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
     person's decision; no turn already taken is asked again). ``checkpoint(state)`` commits the loop's
     state before and after an approved call runs. ``tool_scope`` (the run, step and step key) is what each
     call's :class:`~orchestrator.llm.tools.ToolContext` and idempotency key derive from.
+
+    ``on_token(call, text)`` streams each answer: it gets the pieces of the answer's text as they arrive (see
+    :class:`~orchestrator.llm.providers.base.StreamingProvider`); the record is the same as without it. An
+    answer from the cache is no model call and streams nothing.
 
     Raises :class:`~orchestrator.spec.llm_errors.LLMError` when the model cannot be called,
     :class:`~orchestrator.spec.llm_errors.LLMStepError` (with the record) when no answer validated.
@@ -275,7 +288,7 @@ async def run_llm(*, config: LLMConfig, prompt: str, variables: Mapping[str, Any
                 "injected_spans": rendered.injected_spans, "cache_key": key})
             return LLMOutcome(output=cached_output, record=record)
 
-    attempt = _Attempt(rendered.messages, config, log, prices, tool_scope)
+    attempt = _Attempt(rendered.messages, config, log, prices, tool_scope, on_token)
     output: Any = None
     errors: list[str] = []
     approvals = frozenset(approval_tools)

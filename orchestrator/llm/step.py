@@ -76,7 +76,8 @@ class LLMStep:
                                     checkpoint=checkpoint if ctx.checkpoint is not None else None,
                                     tool_scope=ToolScope(ctx.run_id, ctx.step_id,
                                                          unit_name(ctx.step_id, ctx.index, ctx.iteration),
-                                                         ctx.idempotency_key))
+                                                         ctx.idempotency_key),
+                                    on_token=ctx.on_token if self.config.stream or ctx.stream_tokens else None)
         except ToolCallPaused as paused:
             ctx.llm_records.append(paused.record.model_dump(mode="json"))
             raise
@@ -91,10 +92,12 @@ class LLMStep:
 
 
 def step_config(workflow: WorkflowSpec, step: StepSpec) -> LLMConfig:
-    """The workflow's ``llm:`` defaults with the step's overrides (and its ``max_tokens``) on top."""
+    """The workflow's ``llm:`` defaults with the step's overrides (and its ``max_tokens`` and ``stream``) on top."""
     overrides = step.llm.model_dump(exclude_unset=True) if step.llm is not None else {}
     if step.max_tokens is not None:
         overrides["max_tokens"] = step.max_tokens
+    if step.stream is not None:
+        overrides["stream"] = step.stream
     return merge(workflow.llm, overrides)
 
 

@@ -39,7 +39,7 @@ from orchestrator.core.errors import (
     StoreMismatchError,
 )
 from orchestrator.engine.attempt import gate_row, idempotency_key, logged_calls
-from orchestrator.engine.leases.holder import holder_name
+from orchestrator.engine.leases.holder import executed_by
 from orchestrator.engine.stored_workflow import load_run_workflow
 from orchestrator.engine.tree import StepTimeouts, child_pauses, is_child, open_pauses, root_of
 from orchestrator.llm.client import LLMClient
@@ -861,8 +861,9 @@ def _refuse_held_root(store: Store, top: str) -> None:
     """A rejection that ends the tree up to ``top`` waits for no executor: refused while one holds it."""
     root = root_of(store, top)
     if root.status == "running":
-        raise LeaseHeldError(f"run {root.run_id}, the root of the tree, is being executed by "
-                             f"{holder_name(root.owner or '?')}; nothing was decided (decide once it pauses again)")
+        raise LeaseHeldError(f"run {root.run_id}, the root of the tree, is "
+                             f"{executed_by(root.owner, root.lease_expires_at)}; nothing was decided (decide once it "
+                             "pauses again)")
 
 
 def _decide_all_paused(store: Store, decisions: list[NewDecision], wait: float = DECISION_WAIT_SECONDS) -> list[int]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from orchestrator.core.errors import LeaseHeldError, ReviewError
 from orchestrator.engine.executor import release_lease
-from orchestrator.engine.leases.holder import holder_is_gone, holder_name
+from orchestrator.engine.leases.holder import executed_by, holder_is_gone
 from orchestrator.engine.tree import is_child, open_pauses, resolve_path, root_of
 from orchestrator.spec.records import PATH_SEPARATOR, join_path, split_path
 from orchestrator.store import Lease, Store
@@ -129,9 +129,9 @@ def _claim_root(store: Store, lease: Lease, decided: Callable[[], ReviewError | 
             continue
         if run.status not in ("running", "interrupted") or time.monotonic() >= deadline:
             if run.status in ("running", "interrupted"):
-                raise LeaseHeldError(f"run {lease.run_id}, the root of the tree, is being executed by "
-                                     f"{holder_name(run.owner or '?')}; nothing was decided (decide once it pauses "
-                                     "again)")
+                raise LeaseHeldError(f"run {lease.run_id}, the root of the tree, is "
+                                     f"{executed_by(run.owner, run.lease_expires_at)}; nothing was decided (decide "
+                                     "once it pauses again)")
             raise ReviewError(f"run {lease.run_id}, the root of the tree, is {run.status}; nothing was decided")
         time.sleep(delay)
         delay = min(delay * 2, 0.5)

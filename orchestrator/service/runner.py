@@ -22,7 +22,7 @@ from orchestrator.bind.threads import DEFAULT_CONCURRENCY
 from orchestrator.core.errors import LeaseHeldError
 from orchestrator.engine.event_loops import run_blocking
 from orchestrator.engine.executor import Drain, Executor, new_lease
-from orchestrator.engine.leases.holder import holder_is_gone, holder_name
+from orchestrator.engine.leases.holder import executed_by, holder_is_gone
 from orchestrator.engine.outcomes import trace_incorrect_outcome
 from orchestrator.engine.run_state import RunResult
 from orchestrator.engine.stored_workflow import load_run_workflow
@@ -37,17 +37,20 @@ from orchestrator.telemetry.listener import TracingListener
 
 def start_run(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any], *,
               max_concurrency: int = DEFAULT_CONCURRENCY, on_event: EventHook | None = None,
-              otel: str | None = None, reference: Any = None) -> RunResult:
+              otel: str | None = None, reference: Any = None, stream_tokens: bool = False) -> RunResult:
     """Convert inputs, create the run and execute it to its end or first pause.
 
     ``otel`` (else ``OTEL_EXPORTER_OTLP_ENDPOINT``) exports the run's spans over OTLP/HTTP.
     ``reference`` (JSON data) is stored as the run's reference answer, for an evaluator that reads it.
+    ``stream_tokens``: every LLM step's answer reaches ``on_event`` piece by piece as it is generated (``Token``
+    events); without it, only the answers of steps with ``stream: true`` do.
     Inside a running event loop, use :func:`start_run_async` (this raises InsideEventLoopError).
     """
     refuse_inside_event_loop("start_run()", "await start_run_async(...)")
     inputs = resolve_inputs(workflow.spec, given_inputs)
     with Tracing(store, otel, on_event) as tracing:
-        executor = Executor(store, workflow, max_concurrency=max_concurrency, on_event=tracing.hook)
+        executor = Executor(store, workflow, max_concurrency=max_concurrency, on_event=tracing.hook,
+                            stream_tokens=stream_tokens)
         result = run_blocking(functools.partial(executor.start, inputs, reference=reference))
         tracing.keep(result.run_id)
     trace_incorrect_outcome(store, workflow, result, on_event)
@@ -57,7 +60,7 @@ def start_run(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any
 
 async def start_run_async(store: Store, workflow: BoundWorkflow, given_inputs: dict[str, Any], *,
                           max_concurrency: int = DEFAULT_CONCURRENCY, on_event: EventHook | None = None,
-                          otel: str | None = None, off_loop: bool = True) -> RunResult:
+                          otel: str | None = None, off_loop: bool = True, stream_tokens: bool = False) -> RunResult:
     """:func:`start_run` on the caller's event loop (a notebook, a web server): inputs are checked,
     converted and given their defaults exactly as there, then the run executes without blocking the
     loop; the outcome evaluator runs in a worker thread. ``off_loop``: each store call that may wait is made
@@ -67,7 +70,8 @@ async def start_run_async(store: Store, workflow: BoundWorkflow, given_inputs: d
     else can afford."""
     inputs = resolve_inputs(workflow.spec, given_inputs)
     with store_calls(off_loop=off_loop, store=store), Tracing(store, otel, on_event) as tracing:
-        executor = await store_call(Executor, store, workflow, max_concurrency=max_concurrency, on_event=tracing.hook)
+        executor = await store_call(Executor, store, workflow, max_concurrency=max_concurrency, on_event=tracing.hook,
+                                    stream_tokens=stream_tokens)
         result = await executor.start(inputs)
         await store_call(tracing.keep, result.run_id)
     await anyio.to_thread.run_sync(trace_incorrect_outcome, store, workflow, result, on_event)
@@ -153,15 +157,14 @@ def claim(store: Store, run_id: str) -> Lease:
         return lease
     run = store.get_run(run_id)
     if run.status in ("running", "interrupted") and run.lease_expires_at is not None:
-        left = max(0.0, run.lease_expires_at - time.time())
-        raise LeaseHeldError(f"run {run_id} is being executed by {holder_name(run.owner or '?')} (its lease runs "
-                             f"{left:.1f} s more); wait for it to finish, or for the lease to expire if that process "
-                             "died")
+        raise LeaseHeldError(f"run {run_id} is {executed_by(run.owner, run.lease_expires_at)}; wait for it to "
+                             "finish, or for the lease to expire if that process died")
     raise LeaseHeldError(f"run {run_id} is {run.status}; there is nothing to continue")
 
 
 def continue_run(store: Store, run_id: str, *, max_concurrency: int = DEFAULT_CONCURRENCY,
-                 on_event: EventHook | None = None, otel: str | None = None, lease: Lease | None = None) -> RunResult:
+                 on_event: EventHook | None = None, otel: str | None = None, lease: Lease | None = None,
+                 stream_tokens: bool = False) -> RunResult:
     """Resume a run from its stored records (after a crash, a pause or a review decision). For a child
     run (a ``workflow:`` step's), its root is resumed, which continues the child: the result is the root's.
 
@@ -176,7 +179,7 @@ def continue_run(store: Store, run_id: str, *, max_concurrency: int = DEFAULT_CO
         return found
     with Tracing(store, otel, on_event, trace_id=found.trace_id) as tracing:
         executor = Executor(store, found.workflow, max_concurrency=max_concurrency, on_event=tracing.hook,
-                            workflow_id=found.workflow_id)
+                            workflow_id=found.workflow_id, stream_tokens=stream_tokens)
         result = run_blocking(executor.resume, found.lease)
         tracing.keep(found.lease.run_id)
     trace_incorrect_outcome(store, found.workflow, result, on_event)
@@ -187,7 +190,7 @@ def continue_run(store: Store, run_id: str, *, max_concurrency: int = DEFAULT_CO
 async def continue_run_async(store: Store, run_id: str, *, max_concurrency: int = DEFAULT_CONCURRENCY,
                              on_event: EventHook | None = None, otel: str | None = None, lease: Lease | None = None,
                              drain: Drain | None = None, off_loop: bool = True, send_notifications: bool = True,
-                             ) -> RunResult:
+                             stream_tokens: bool = False) -> RunResult:
     """:func:`continue_run` on the caller's event loop (a worker executing several runs at once, a
     notebook); the outcome evaluator runs in a worker thread. With ``drain`` requested, it raises
     RunHandedBack once the steps in flight are recorded, leaving the run resumable. ``off_loop``: as
@@ -199,7 +202,7 @@ async def continue_run_async(store: Store, run_id: str, *, max_concurrency: int 
             return found
         with Tracing(store, otel, on_event, trace_id=found.trace_id) as tracing:
             executor = Executor(store, found.workflow, max_concurrency=max_concurrency, on_event=tracing.hook,
-                                workflow_id=found.workflow_id, drain=drain)
+                                workflow_id=found.workflow_id, drain=drain, stream_tokens=stream_tokens)
             result = await executor.resume(found.lease)
             await store_call(tracing.keep, found.lease.run_id)
     await anyio.to_thread.run_sync(trace_incorrect_outcome, store, found.workflow, result, on_event)
@@ -250,7 +253,8 @@ LONG_REVIEW_WAIT = 5.0
 
 def wait_for_review_timeouts(store: Store, result: RunResult, *, max_concurrency: int = DEFAULT_CONCURRENCY,
                              on_event: EventHook | None = None,
-                             on_wait: Callable[[RunResult, float], None] | None = None) -> RunResult:
+                             on_wait: Callable[[RunResult, float], None] | None = None,
+                             stream_tokens: bool = False) -> RunResult:
     """An unattended pause with ``review_timeout`` waits here and continues when the default applies.
 
     ``on_wait(paused result, deadline)`` is told of each wait longer than ``LONG_REVIEW_WAIT`` before it
@@ -279,7 +283,8 @@ def wait_for_review_timeouts(store: Store, result: RunResult, *, max_concurrency
             return result
         if any(not d.continue_run for d in decisions):  # a rejected run (a rejected tool call goes on)
             return RunResult(result.run_id, "rejected")
-        result = continue_run(store, result.run_id, max_concurrency=max_concurrency, on_event=on_event, lease=lease)
+        result = continue_run(store, result.run_id, max_concurrency=max_concurrency, on_event=on_event, lease=lease,
+                              stream_tokens=stream_tokens)
     return result
 
 

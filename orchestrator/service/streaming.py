@@ -6,7 +6,9 @@ that reads slowly (or not at all for a while) must neither stall the executor no
 events pass through a buffer of ``capacity`` events: when it is full, a new event is dropped and
 counted, and the consumer receives an :class:`EventsDropped` (how many, and of which kinds) before the
 next event it does get. The run's end is never dropped: ``RunFinished`` of the run streamed goes in
-even over capacity, so the stream always ends with it. Nothing stored is ever dropped: the records,
+even over capacity, so the stream always ends with it. ``Token`` events (the pieces of a streamed model
+answer, dozens a second) are kept only while the buffer is less than half full: a flood of them for a
+consumer that reads slowly never crowds out the steps' own events. Nothing stored is ever dropped: the records,
 reviews and outcomes are written by the executor before their events exist.
 """
 
@@ -17,7 +19,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.spec.events import Event, RunFinished
+from orchestrator.spec.events import Event, RunFinished, Token
 
 DEFAULT_CAPACITY = 1000
 """Events kept for a consumer that has not read them yet (a few steps' worth of a large map)."""
@@ -44,6 +46,8 @@ class EventBuffer:
         if capacity < 1:
             raise ValueError("an event buffer holds at least one event")
         self.capacity = capacity
+        self.token_room = max(1, capacity // 2)
+        """Tokens are kept while fewer events than this wait (the other half is for the steps' events)."""
         self.items: deque[Event] = deque()
         self.dropped: Counter[str] = Counter()
         self.dropped_run = ""
@@ -55,7 +59,8 @@ class EventBuffer:
         """Called by the executor: keep the event, or drop and count it when the buffer is full (the end of a
         run is always kept)."""
         with self.changed:
-            if len(self.items) >= self.capacity and not isinstance(event, RunFinished):
+            room = self.token_room if isinstance(event, Token) else self.capacity
+            if len(self.items) >= room and not isinstance(event, RunFinished):
                 self.dropped[type(event).__name__] += 1
                 self.dropped_run = self.dropped_run or event.run_id
                 return

@@ -5,7 +5,7 @@ Plain data with no I/O, built by the executor. A step declares a ``ctx`` paramet
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,6 +128,12 @@ class StepContext:
     checkpoint: Any = None
     """On an LLM step with tools: ``await ctx.checkpoint(state, calls)`` commits the tool loop's state around
     an approved call before the step goes on (the durable "the call ran" marker), else None."""
+    on_token: Callable[[int, str], None] | None = None
+    """Where an LLM step that streams sends each piece of its answer (the model call's number in the attempt,
+    the text) as it arrives, on the event loop: the run's listener gets it as a ``Token`` event. None when
+    nobody listens to the run."""
+    stream_tokens: bool = False
+    """The run streams the answer of every LLM step, not only of those with ``stream: true``."""
 
     def upstream_output(self, step_id: str) -> Any:
         """The recorded output of an earlier step; KeyError names the step when it has none."""

@@ -93,6 +93,28 @@ class StepFinished:
         return "waiting" if self.awaiting_approval or self.waiting_in_child else self.status
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Token:
+    """A piece of an LLM step's answer as the model generates it (a step with ``stream: true``, or every LLM
+    step when the run streams tokens). The pieces of one model call, concatenated in order, are the text
+    stored for it (the call's ``response``); a step's tool turns and re-asks are calls of their own."""
+
+    run_id: str
+    step_id: str
+    attempt: int
+    call: int
+    """The model call of the attempt it belongs to (1-based: the first answer, then a tool turn or a re-ask)."""
+    text: str
+    index: int | None = None
+    """The item of a ``for_each`` instance; None for a plain step."""
+    iteration: int | None = None
+    """The iteration of a ``repeat:`` step (1-based); None for a plain step."""
+
+    @property
+    def unit(self) -> str:
+        return _unit(self.step_id, self.index, self.iteration)
+
+
 def _unit(step_id: str, index: int | None, iteration: int | None) -> str:
     """``summarize[7]``, ``improve#2``, ``summarize[7]#2`` or the step id (as ``records.unit_name`` spells it)."""
     unit = step_id if index is None else f"{step_id}[{index}]"
@@ -131,7 +153,8 @@ class AttributionFailed:
     error: str
 
 
-Event = RunStarted | StepStarted | StepFinished | RunFinished | OutcomeScored | OutcomeFailed | AttributionFailed
+Event = (RunStarted | StepStarted | StepFinished | Token | RunFinished | OutcomeScored | OutcomeFailed
+         | AttributionFailed)
 """Every event there is."""
 
 EventHook = Callable[[Event], None]

@@ -63,6 +63,10 @@ class LLMConfig(BaseModel):
     """Extra JSON keys merged into each request body (server-specific options)."""
     headers: dict[str, str] | None = None
     """Extra HTTP headers of each request (no secrets: workflow files and records keep them)."""
+    stream: bool = Field(default=False, strict=True)
+    """Stream the answer of an LLM step as it is generated: each piece of its text reaches the run's event
+    listener as a ``Token`` event (nothing streams without a listener). What is stored is the same as
+    without streaming; judges and ``ctx.llm`` calls never stream."""
 
     _numbers = field_validator("temperature", "timeout", mode="before")(staticmethod(no_boolean))
 

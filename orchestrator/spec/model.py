@@ -280,6 +280,9 @@ class StepSpec(_Strict):
     inject_needs: bool = Field(default=True, strict=True)
     """End the prompt with what the consuming steps need (unless the template places ``next_needs``)."""
     max_tokens: int | None = Field(default=None, ge=1, strict=True)
+    stream: bool | None = Field(default=None, strict=True)
+    """Stream the model's answer to the run's event listener as ``Token`` events while it is generated (the
+    step's ``llm: {stream: ...}``, which the workflow's ``llm:`` block may set for every step)."""
     llm: LLMConfig | None = None
     """Overrides of the workflow's ``llm:`` block for this step."""
     # -- control flow -------------------------------------------------------------------------

@@ -106,6 +106,11 @@ class RunStore(ABC):
         in id order: how a prefix typed for a run finds it (:mod:`orchestrator.store.run_prefix`)."""
 
     @abstractmethod
+    def run_ids_starting_any(self, prefixes: Sequence[str], *, limit: int) -> list[str]:
+        """Up to ``limit`` run ids beginning with any of ``prefixes``, in id order, each once: the ids a page
+        of listed runs shares its prefixes with, read at once (one query where a query costs a round trip)."""
+
+    @abstractmethod
     def child_runs(self, run_id: str) -> list[RunView]:
         """Replays and forks of a run, oldest first."""
 

@@ -16,7 +16,21 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from sqlalchemy import Float, and_, bindparam, cast, create_engine, exists, func, insert, literal, select, text, update
+from sqlalchemy import (
+    Float,
+    and_,
+    bindparam,
+    cast,
+    create_engine,
+    exists,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.engine import Connection, CursorResult, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
@@ -430,6 +444,15 @@ class SqlStore(RetriedStore, Store):
         query = (select(runs_t.c.run_id).where(runs_t.c.run_id.startswith(prefix, autoescape=True))
                  .order_by(runs_t.c.run_id).limit(limit))
         return [str(row.run_id) for row in self.read(query)]
+
+    def run_ids_starting_any(self, prefixes: Sequence[str], *, limit: int) -> list[str]:
+        found: set[str] = set()
+        for chunk in _chunks(sorted(set(prefixes))):
+            query = (select(runs_t.c.run_id)
+                     .where(or_(*(runs_t.c.run_id.startswith(prefix, autoescape=True) for prefix in chunk)))
+                     .order_by(runs_t.c.run_id).limit(limit))
+            found.update(str(row.run_id) for row in self.read(query))
+        return sorted(found)[:limit]
 
     def child_runs(self, run_id: str) -> list[RunView]:
         return [run_view(r) for r in self.read(select(runs_t).where(runs_t.c.parent_run_id == run_id)

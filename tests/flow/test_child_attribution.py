@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from orchestrator.store import open_store
 from tests.flow.conftest import FLOW
 
 
@@ -280,3 +281,42 @@ def test_a_step_that_acts_inside_a_child_the_original_never_started_blocks_by_it
     classify = {c["step_id"]: c for c in doc["candidates"]}["classify"]
     assert classify["evidence"]["blocked_by"] == "technical > notify"
     assert "never ran in the original run" in classify["evidence"]["blocked_reason"]
+
+
+EXECUTING = {"executed", "baseline", "resampled", "simulated"}
+"""Origins of a record whose output a replay paid for (the rest were reused, cached, replaced or edited)."""
+
+
+def test_a_coalition_whose_replay_executes_nothing_new_is_no_stored_run_and_the_cost_counts_what_was(
+        cli, db_url, step_log):
+    res = cli("run", str(FLOW / "tree_attr_items.yaml"), "--input", "count=5", "--json")
+    assert res.exit_code == 0, res.stderr
+    run_id = res.json()["run_id"]  # players: tickets, classify[0] .. classify[4], combine
+    store = open_store(db_url)
+    before = store.count_rows()
+    doc = _attribute(cli, run_id, "shapley")
+    after = store.count_rows()
+    assert doc["params"]["exact"] is True and doc["evidence"]["coalitions_evaluated"] == 2 ** 7
+    assert doc["blamed_step"] == "classify[1]"
+    stored = doc["evidence"]["stored"]
+    assert stored == {"replay_runs": after["runs"] - before["runs"],
+                      "step_records": after["step_records"] - before["step_records"]}
+    replays = [r for r in store.child_runs(run_id) if r.kind == "counterfactual"]
+    assert len(replays) == stored["replay_runs"] <= doc["cost"]  # 128 coalitions, a handful of them executed
+    for replay in replays:  # each stored replay executed something the cache did not know
+        assert EXECUTING & {r.origin for r in store.step_records(replay.run_id)}, replay.run_id
+    shown = cli("attribute", run_id, "--method", "shapley")  # a new attribution pays the same again
+    assert (f"cost: {doc['cost']} step executions; {stored['replay_runs']} replay runs stored "
+            f"({stored['step_records']} step records)") in shown.stdout
+
+
+def test_replays_of_a_map_of_children_store_only_what_executed_and_say_so(cli, db_url, step_log):
+    run_id = _run(cli, "map")
+    store = open_store(db_url)
+    before = store.count_rows()
+    doc = _attribute(cli, run_id, "shapley")
+    after = store.count_rows()
+    assert doc["blamed_step"] == "per_ticket[1] > classify"
+    assert doc["evidence"]["stored"] == {"replay_runs": after["runs"] - before["runs"],
+                                         "step_records": after["step_records"] - before["step_records"]}
+    assert doc["evidence"]["stored"]["replay_runs"] < doc["evidence"]["coalitions_evaluated"]

@@ -1,7 +1,11 @@
 """A scripted OpenAI-compatible server on 127.0.0.1 for the provider tests.
 
 Each test queues the responses (status, headers, JSON body) that ``POST /v1/chat/completions``
-returns in order, and reads back the JSON body of every request the SDK sent.
+returns in order, and reads back the JSON body of every request the SDK sent. A request with
+``stream: true`` gets its scripted completion as server-sent events (``data: {chunk}`` ... ``data: [DONE]``):
+the content in pieces of four characters, each tool call's arguments in pieces of five, the finish
+reason, and the usage in a last chunk of its own when ``stream_options.include_usage`` asked for it;
+:meth:`FakeOpenAI.respond_stream` scripts the chunks themselves.
 """
 
 from __future__ import annotations
@@ -30,6 +34,36 @@ def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, A
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
+CONTENT_PIECE = 4
+ARGUMENTS_PIECE = 5
+
+
+def pieces(text: str, size: int) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def stream_chunks(body: dict[str, Any], *, include_usage: bool) -> list[dict[str, Any]]:
+    """A chat.completion body as the chunks a server streams for it."""
+    choice = body["choices"][0]
+    message = choice["message"]
+    head = {"id": body["id"], "object": "chat.completion.chunk", "created": 0, "model": body["model"]}
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [chunk({"content": piece}) for piece in pieces(message.get("content") or "", CONTENT_PIECE)]
+    for i, call in enumerate(message.get("tool_calls") or []):
+        chunks.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                             "function": {"name": call["function"]["name"], "arguments": ""}}]}))
+        chunks += [chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+                   for piece in pieces(call["function"]["arguments"], ARGUMENTS_PIECE)]
+    chunks.append(chunk({}, choice["finish_reason"]))
+    if include_usage:
+        chunks.append({**head, "choices": [], "usage": body["usage"]})
+    return chunks
+
+
 class FakeOpenAI:
     """The server, its script and what it received."""
 
@@ -53,6 +87,10 @@ class FakeOpenAI:
 
     def respond(self, body: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> None:
         self.script.append((status, headers or {}, body))
+
+    def respond_stream(self, chunks: list[dict[str, Any]]) -> None:
+        """Answer the next (streaming) request with exactly these chunks, then ``[DONE]``."""
+        self.script.append((200, {}, {"__chunks__": chunks}))
 
     def start(self) -> FakeOpenAI:
         self._thread.start()
@@ -109,6 +147,11 @@ class FakeOpenAI:
                     finally:
                         with fake._lock:
                             fake.in_flight -= 1
+                if body.get("stream") and status == 200 and ("choices" in answer or "__chunks__" in answer):
+                    usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                    chunks = answer.get("__chunks__") or stream_chunks(answer, include_usage=usage)
+                    self.send_events(chunks, headers)
+                    return
                 data = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -117,5 +160,17 @@ class FakeOpenAI:
                     self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
+
+            def send_events(self, chunks: list[dict[str, Any]], headers: dict[str, str]) -> None:
+                events = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(sum(len(e) for e in events)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                for event in events:  # one write per event, as a server that generates them would
+                    self.wfile.write(event)
+                    self.wfile.flush()
 
         return Handler

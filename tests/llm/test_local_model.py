@@ -109,3 +109,24 @@ def test_model_names_resolve_to_files(tmp_path) -> None:  # type: ignore[no-unty
         model_path(str(tmp_path / "missing.gguf"))
     with pytest.raises(Exception, match="unknown local model"):
         model_path("gpt-4o")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("max_tokens", [48, 6], ids=["stops", "cut-at-max-tokens"])
+async def test_a_streamed_answer_arrives_in_pieces_and_is_stored_as_an_unstreamed_one_is(max_tokens: int) -> None:
+    config = LOCAL.model_copy(update={"max_tokens": max_tokens})
+    prompt = "Say hello to {{ country }} in one short sentence."
+    variables = {"country": "France"}
+    # llama.cpp's first answer to a prompt it has not seen may differ from the next ones (the whole prompt is
+    # evaluated at once, later only its last token is): both calls compared here come after a first one
+    await run_llm(config=config, prompt=prompt, variables=variables)
+    pieces: list[tuple[int, str]] = []
+    streamed = await run_llm(config=config, prompt=prompt, variables=variables,
+                             on_token=lambda call, text: pieces.append((call, text)))
+    plain = await run_llm(config=config, prompt=prompt, variables=variables)
+    assert len(pieces) > 1 and {call for call, _ in pieces} == {1}
+    assert "".join(text for _, text in pieces) == streamed.record.response == plain.record.response
+    assert streamed.record.usage == plain.record.usage and streamed.record.usage.output_tokens > 0
+    assert streamed.record.finish_reason == plain.record.finish_reason
+    if max_tokens == 6:
+        assert streamed.record.finish_reason == "length" and streamed.record.usage.output_tokens == 6

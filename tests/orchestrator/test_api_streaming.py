@@ -14,7 +14,8 @@ import pytest
 
 from orchestrator import Orchestrator
 from orchestrator.api import EventsDropped
-from orchestrator.spec.events import RunFinished, RunStarted, StepFinished, StepStarted
+from orchestrator.service.streaming import EventBuffer
+from orchestrator.spec.events import RunFinished, RunStarted, StepFinished, StepStarted, Token
 from tests.conftest import FIXTURES
 from tests.flow.conftest import FLOW
 
@@ -83,6 +84,23 @@ def test_a_slow_consumer_never_stalls_the_run_and_is_told_what_it_missed(orch: O
     assert len(dropped) == 1 and dropped[0].count > 0 and set(dropped[0].kinds) <= {"StepStarted", "StepFinished"}
     assert isinstance(rest[-1], RunFinished) and rest[-1].status == "paused"
     assert len(orch.get_run(first.run_id).steps) >= 3  # every record is stored, whatever the consumer missed
+
+
+def test_a_flood_of_tokens_never_crowds_the_steps_events_out_of_the_buffer():
+    buffer = EventBuffer(capacity=4)
+    for i in range(6):  # a consumer that has read nothing yet: the tokens fill half the buffer, no more
+        buffer.put(Token(run_id="r", step_id="reply", attempt=1, call=1, text=str(i)))
+    buffer.put(StepFinished(run_id="r", step_id="reply", status="succeeded", attempt=1, duration=0.1))
+    buffer.put(StepStarted(run_id="r", step_id="sign", attempt=1, started_at=0.0))
+    buffer.put(StepFinished(run_id="r", step_id="sign", status="succeeded", attempt=1, duration=0.1))
+    buffer.put(RunFinished(run_id="r", status="succeeded"))
+    buffer.close()
+    items = list(iter(buffer.get, None))
+    [note] = [i for i in items if isinstance(i, EventsDropped)]
+    assert note.kinds == {"Token": 4, "StepFinished": 1}
+    assert [i.text for i in items if isinstance(i, Token)] == ["0", "1"]
+    assert [type(i).__name__ for i in items if not isinstance(i, Token | EventsDropped)] == [
+        "StepFinished", "StepStarted", "RunFinished"]
 
 
 def test_a_listener_that_raises_changes_nothing_that_happened(orch: Orchestrator):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.store import open_store
-from tests.conftest import FIXTURES, REPO
+from tests.conftest import FIXTURES, REPO, listed_row
 
 HOSTILE = str(FIXTURES / "hostile_names.yaml")
 NAME = "report[/]v2 etl [daily]"
@@ -85,9 +85,9 @@ def test_validate_and_run_print_the_workflow_name_as_written(cli):
 def test_runs_lists_every_status_and_the_name_as_written(cli, runs):
     out = clean(cli("runs"), 0)
     for status, run_id in runs.items():
-        line = next(line for line in out.splitlines() if run_id in line)
+        line = listed_row(out, run_id)
         assert status in line and NAME in line, line
-    assert "src" in next(line for line in out.splitlines() if runs["paused"] in line)
+    assert "src" in listed_row(out, runs["paused"])
 
 
 @pytest.mark.parametrize("status", ["succeeded", "paused", "failed", "rejected", "queued", "interrupted"])

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from orchestrator.store import NewRun, open_store
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, listed_row
 
 GATED = str(FIXTURES / "gated.yaml")
 
@@ -55,10 +55,10 @@ def test_json_keeps_the_contract_keys_and_adds_outcome_pause_and_blame(cli, mixe
 def test_the_table_shows_outcome_waiting_step_and_gate_reason(cli, mixed):
     result = cli("runs")
     assert result.exit_code == 0
-    paused_line = next(line for line in result.stdout.splitlines() if mixed["paused"] in line)
+    paused_line = listed_row(result.stdout, mixed["paused"])
     assert "scored" in paused_line and "0.1" in paused_line
-    assert "0.00 incorrect" in next(line for line in result.stdout.splitlines() if mixed["wrong"] in line)
-    assert "1.00 correct" in next(line for line in result.stdout.splitlines() if mixed["right"] in line)
+    assert "0.00 incorrect" in listed_row(result.stdout, mixed["wrong"])
+    assert "1.00 correct" in listed_row(result.stdout, mixed["right"])
     assert "tokens" not in result.stdout  # no listed run called a model
     assert "showing" not in result.stdout  # everything fits on the page
 

@@ -31,6 +31,8 @@ BAD_FILES = [
      r"review_timeout_huge\.yaml:16: steps\.scored\.review_timeout: Input should be less than or equal to 31622400"),
     ("python_tools.yaml", r"python_tools\.yaml:5: steps\.src\.tools: step 'src' has tools: but no prompt:, so it "
                           r"calls no model and tools: would be ignored"),
+    ("python_stream.yaml", r"python_stream\.yaml:5: steps\.src\.stream: step 'src' has stream: but no prompt:, so "
+                           r"it calls no model and stream: would be ignored"),
     ("critic_schema.yaml", r"critic_schema\.yaml:11: steps\.check\.output_schema: step 'check' is a critic, so "
                            r"its output is its verdict"),
     ("python_bad_schema.yaml", r"python_bad_schema\.yaml:5: steps\.src\.output_schema: step 'src' output_schema is "

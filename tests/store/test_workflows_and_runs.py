@@ -101,6 +101,16 @@ def test_run_ids_starting_with_a_prefix_are_those_ids_in_order_up_to_the_limit(s
     assert store.run_ids_starting("r%", limit=10) == [] and store.run_ids_starting("r_", limit=10) == []
 
 
+def test_run_ids_starting_any_prefix_are_those_ids_in_order_each_once_up_to_the_limit(store: Store):
+    wf = add_workflow(store)
+    ids = sorted(add_run(store, wf) for _ in range(12))
+    assert store.run_ids_starting_any([ids[7][:9], ids[2], ids[7]], limit=10) == [ids[2], ids[7]]
+    assert store.run_ids_starting_any(["r"], limit=100) == ids
+    assert store.run_ids_starting_any(["r", ids[0]], limit=3) == ids[:3]
+    assert store.run_ids_starting_any(["rz", "r%", "r_"], limit=10) == []
+    assert store.run_ids_starting_any([], limit=10) == []
+
+
 UNKNOWN_RUN_CALLS = {
     "get_run": lambda s: s.get_run("rnope"),
     "set_run_status": lambda s: s.set_run_status("rnope", "failed"),

@@ -17,6 +17,7 @@ import hashlib
 import os
 import re
 import socket
+import time
 from pathlib import Path
 
 _HOLDER = re.compile(r"^(?P<name>.*:(?P<pid>\d+))#(?P<start>\d+)@(?P<machine>[0-9a-f]+)$")
@@ -42,6 +43,18 @@ def holder_name(holder: str) -> str:
     """``host:pid`` of a holder, for messages (its start time and machine mean nothing to a reader)."""
     match = _HOLDER.match(holder)
     return match["name"] if match else holder
+
+
+def executed_by(owner: str | None, lease_expires_at: float | None, now: float | None = None) -> str:
+    """Who executes a run, from its stored row, for a refusal: ``being executed by host:pid (its lease runs 1.4 s
+    more)``; for a run left ``running`` that no process holds (a decision stored without a lease to continue
+    it), ``running with no process holding its lease``."""
+    if owner is None or lease_expires_at is None:
+        return "running with no process holding its lease"
+    left = lease_expires_at - (time.time() if now is None else now)
+    if left < 0:
+        return f"being executed by {holder_name(owner)} (its lease lapsed {-left:.1f} s ago)"
+    return f"being executed by {holder_name(owner)} (its lease runs {left:.1f} s more)"
 
 
 def holder_is_gone(holder: str) -> bool:

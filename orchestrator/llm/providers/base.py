@@ -8,6 +8,7 @@ or can be adapted to it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Protocol, runtime_checkable
 
@@ -66,6 +67,40 @@ class ChatProvider(Protocol):
     async def complete(self, request: ChatRequest) -> ChatResponse:
         """Answer one request; raise :class:`~orchestrator.spec.llm_errors.LLMError` for anything a user must fix."""
         ...
+
+
+TextSink = Callable[[str], None]
+"""Receives each piece of an answer's text as it arrives, on the event loop that asked."""
+
+
+@runtime_checkable
+class StreamingProvider(Protocol):
+    """A backend that can hand out an answer's text while it is generated (``stream: true``)."""
+
+    name: str
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        ...
+
+    async def stream(self, request: ChatRequest, on_text: TextSink) -> ChatResponse:
+        """Answer ``request`` exactly as :meth:`complete` does (same text, tool calls, finish reason and token
+        counts), calling ``on_text`` with each piece of the answer's text in order as it arrives. The pieces
+        concatenated are the response's ``text``; an answer that arrives wrapped (a tool protocol) may come
+        as one piece once it is unwrapped."""
+        ...
+
+
+async def answer(provider: ChatProvider, request: ChatRequest, on_text: TextSink | None) -> ChatResponse:
+    """One answer: streamed to ``on_text`` when it is given, else in one piece. A provider that cannot stream
+    answers as usual and its text is handed to ``on_text`` whole, so a listener still sees every answer."""
+    if on_text is None:
+        return await provider.complete(request)
+    if isinstance(provider, StreamingProvider):
+        return await provider.stream(request, on_text)
+    response = await provider.complete(request)
+    if response.text:
+        on_text(response.text)
+    return response
 
 
 @runtime_checkable

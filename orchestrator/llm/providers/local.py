@@ -19,14 +19,16 @@ Earlier tool turns are shown to the model in that same JSON form.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import importlib.util
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from orchestrator.llm.providers.base import ChatRequest, ChatResponse
+from orchestrator.llm.providers.base import ChatRequest, ChatResponse, TextSink
 from orchestrator.spec.llm_errors import LLMError
 from orchestrator.spec.llm_records import ToolCallInfo
 
@@ -178,6 +180,43 @@ def _llama_messages(messages: list[dict[str, Any]], tool_text: str | None) -> li
     return out
 
 
+class StreamedText:
+    """What a streamed local answer leaves: its pieces, finish reason, and the model context's size at its
+    first piece and at its end."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.finish_reason: str | None = None
+        self.prompt_tokens: int | None = None
+        self.context_tokens = 0
+
+    def input_tokens(self) -> int:
+        return self.prompt_tokens or 0
+
+    def output_tokens(self) -> int:
+        """The tokens generated: all that the context holds past the prompt, plus the last one sampled, which
+        is kept only when the answer stopped at its length limit (a stop is the end-of-turn token, not kept)."""
+        if self.prompt_tokens is None:
+            return 0
+        return self.context_tokens - self.prompt_tokens + (1 if self.finish_reason == "length" else 0)
+
+
+def on_loop(callback: TextSink) -> TextSink:
+    """``callback`` made callable from the model's worker thread: each call runs on the event loop that made
+    it, in order, without making the model wait for the loop."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # another event loop (trio): hand over and wait
+        import anyio.from_thread
+
+        return lambda text: anyio.from_thread.run_sync(callback, text)
+
+    def deliver(text: str) -> None:
+        loop.call_soon_threadsafe(callback, text)
+
+    return deliver
+
+
 class LocalProvider:
     """In-process llama.cpp chat completions."""
 
@@ -186,6 +225,62 @@ class LocalProvider:
     async def complete(self, request: ChatRequest) -> ChatResponse:
         import anyio.to_thread
 
+        path, kwargs = self.arguments(request)
+
+        def call() -> Any:
+            llama, lock = load_model(path)
+            with lock:
+                return llama.create_chat_completion(**kwargs)
+
+        result = await anyio.to_thread.run_sync(call)
+        choice = result["choices"][0]
+        usage = result.get("usage") or {}
+        return self.finish(ChatResponse(text=choice["message"].get("content") or "",
+                                        finish_reason=choice.get("finish_reason"),
+                                        input_tokens=usage.get("prompt_tokens", 0),
+                                        output_tokens=usage.get("completion_tokens", 0), model=path.name), request)
+
+    async def stream(self, request: ChatRequest, on_text: TextSink) -> ChatResponse:
+        """:meth:`complete` with ``create_chat_completion(stream=True)``: each piece of text is handed to the
+        event loop as the model's thread produces it. With tools the model answers in the JSON protocol, which
+        is no text for a reader: its final answer is handed out in one piece once it is unwrapped.
+
+        llama.cpp's stream carries no token counts; they are read from the model's context, which is the prompt
+        once the first piece arrives and holds every generated token but the last at the end (the last one is
+        sampled but never evaluated), exactly the counts a call without streaming reports."""
+        import anyio.to_thread
+
+        path, kwargs = self.arguments(request)
+        hand_out = on_loop(on_text) if not request.tools else None
+
+        def call() -> StreamedText:
+            llama, lock = load_model(path)
+            streamed = StreamedText()
+            with lock:
+                chunks = cast(Iterator[dict[str, Any]], llama.create_chat_completion(**kwargs, stream=True))
+                for chunk in chunks:
+                    if streamed.prompt_tokens is None:  # the prompt is evaluated and no generated token yet is
+                        streamed.prompt_tokens = llama.n_tokens
+                    choice = chunk["choices"][0]
+                    piece = choice["delta"].get("content")
+                    if piece:
+                        streamed.text.append(piece)
+                        if hand_out is not None:
+                            hand_out(piece)
+                    streamed.finish_reason = choice.get("finish_reason") or streamed.finish_reason
+                streamed.context_tokens = llama.n_tokens
+            return streamed
+
+        streamed = await anyio.to_thread.run_sync(call)
+        response = self.finish(ChatResponse(text="".join(streamed.text), finish_reason=streamed.finish_reason,
+                                            input_tokens=streamed.input_tokens(),
+                                            output_tokens=streamed.output_tokens(), model=path.name), request)
+        if request.tools and not response.tool_calls and response.text:
+            on_text(response.text)
+        return response
+
+    def arguments(self, request: ChatRequest) -> tuple[Path, dict[str, Any]]:
+        """The model file and the arguments of ``create_chat_completion`` for ``request``."""
         path = model_path(request.model)
         tool_text, schema = None, request.response_format
         if request.tools:
@@ -196,19 +291,9 @@ class LocalProvider:
                                   "seed": request.seed}
         if schema is not None:
             kwargs["response_format"] = {"type": "json_object", "schema": schema}
+        return path, kwargs
 
-        def call() -> Any:
-            llama, lock = load_model(path)
-            with lock:
-                return llama.create_chat_completion(**kwargs)
-
-        result = await anyio.to_thread.run_sync(call)
-        choice = result["choices"][0]
-        text = choice["message"].get("content") or ""
-        usage = result.get("usage") or {}
-        response = ChatResponse(text=text, finish_reason=choice.get("finish_reason"),
-                                input_tokens=usage.get("prompt_tokens", 0),
-                                output_tokens=usage.get("completion_tokens", 0), model=path.name)
+    def finish(self, response: ChatResponse, request: ChatRequest) -> ChatResponse:
         if request.tools:
             self.apply_tool_protocol(response, request)
         return response

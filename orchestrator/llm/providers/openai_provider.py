@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from orchestrator.llm.providers.base import ChatRequest, ChatResponse
+from orchestrator.llm.providers.base import ChatRequest, ChatResponse, TextSink
 from orchestrator.spec.llm_errors import LLMError
 from orchestrator.spec.llm_records import ToolCallInfo
 
@@ -259,19 +259,26 @@ class OpenAIProvider:
         async with self.connect() as connection:
             return await connection.complete(request)
 
-    async def complete_with(self, client: AsyncOpenAI, request: ChatRequest) -> ChatResponse:
-        """One answer through ``client``. With an output schema under ``structured_output: auto``, a server that
-        refuses a format is asked again in the next (json_schema, json_object, tools, prompt), and the format
-        it accepted is used first from then on."""
+    async def stream(self, request: ChatRequest, on_text: TextSink) -> ChatResponse:
+        """One answer streamed to ``on_text``, on a connection of its own."""
+        async with self.connect() as connection:
+            return await connection.stream(request, on_text)
+
+    async def complete_with(self, client: AsyncOpenAI, request: ChatRequest,
+                            on_text: TextSink | None = None) -> ChatResponse:
+        """One answer through ``client`` (streamed to ``on_text`` when given). With an output schema under
+        ``structured_output: auto``, a server that refuses a format is asked again in the next (json_schema,
+        json_object, tools, prompt), and the format it accepted is used first from then on."""
         if request.response_format is None:
-            return await self._complete(client, request, None, fallback=False)
+            return await self._complete(client, request, None, fallback=False, on_text=on_text)
         if request.structured_output != "auto":
-            return await self._complete(client, request, request.structured_output, fallback=False)
+            return await self._complete(client, request, request.structured_output, fallback=False, on_text=on_text)
         mode: str | None = self.formats.get(request.model, "json_schema")
         while True:
             assert mode is not None
             try:
-                response = await self._complete(client, request, mode, fallback=mode in MODE_FALLBACK)
+                response = await self._complete(client, request, mode, fallback=mode in MODE_FALLBACK,
+                                                on_text=on_text)
             except FormatRefused:
                 mode = MODE_FALLBACK[mode]
                 continue
@@ -279,26 +286,59 @@ class OpenAIProvider:
             return response
 
     async def _complete(self, client: AsyncOpenAI, request: ChatRequest, mode: str | None, *,
-                        fallback: bool) -> ChatResponse:
+                        fallback: bool, on_text: TextSink | None = None) -> ChatResponse:
         import anyio
         import openai
         from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
         limiter = self._limiter()
         kwargs = self._arguments(request, mode)
-        retrying = AsyncRetrying(retry=retry_if_exception(is_transient), wait=retry_wait, sleep=anyio.sleep,
+        tools_mode = mode == "tools"
+        streamed = None if on_text is None else StreamedAnswer(on_text, tools_mode=tools_mode)
+
+        def retryable(exc: BaseException) -> bool:
+            # a stream that already handed out text is not asked again: its listener would get the text twice
+            return is_transient(exc) and (streamed is None or not streamed.started)
+
+        retrying = AsyncRetrying(retry=retry_if_exception(retryable), wait=retry_wait, sleep=anyio.sleep,
                                  stop=stop_after_attempt(request.max_retries + 1), reraise=True)
         try:
             async for attempt in retrying:
                 with attempt:
                     async with limiter:
-                        completion = await client.chat.completions.create(**kwargs)
+                        if streamed is None:
+                            completion = await client.chat.completions.create(**kwargs)
+                        else:
+                            streamed.reset()
+                            await self._read_stream(client, kwargs, streamed, request)
         except openai.OpenAIError as exc:
             error = self._error(exc, request)
             if fallback and refused_format(exc):
                 raise FormatRefused(error) from None
             raise error from None
-        return self._response(completion, request, tools_mode=mode == "tools")
+        if streamed is not None:
+            return streamed.response(self.base_url, request)
+        return self._response(completion, request, tools_mode=tools_mode)
+
+    async def _read_stream(self, client: AsyncOpenAI, kwargs: dict[str, Any], streamed: StreamedAnswer,
+                           request: ChatRequest) -> None:
+        """Ask for the answer as server-sent events and feed each chunk to ``streamed``; the token counts
+        come from the chunk that carries ``usage`` (the last one, asked for with ``include_usage``). A connection
+        that breaks before any text was handed out is retried as any request is; after, the call fails."""
+        import openai
+
+        chunks = await client.chat.completions.create(**kwargs, stream=True,
+                                                      stream_options={"include_usage": True})
+        try:
+            async with chunks:
+                async for chunk in chunks:
+                    streamed.add(chunk)
+        except openai.APIConnectionError as exc:
+            if not streamed.started:
+                raise
+            cause = exc.__cause__ or exc
+            raise LLMError(f"the LLM endpoint {self.base_url} (model {request.model!r}) stopped streaming its "
+                           f"answer midway: {_one_line(cause) or type(cause).__name__}") from None
 
     def _error(self, exc: Exception, request: ChatRequest) -> LLMError:
         import openai
@@ -325,16 +365,79 @@ class OpenAIProvider:
         message = choice.message
         calls = [ToolCallInfo(id=call.id, name=call.function.name, arguments=call.function.arguments or "{}")
                  for call in (message.tool_calls or []) if getattr(call, "function", None) is not None]
-        text, finish = message.content or "", choice.finish_reason
-        answer = next((c for c in calls if c.name == OUTPUT_TOOL), None) if tools_mode else None
-        if answer is not None:  # the answer came as the output function's arguments
-            text, finish = answer.arguments, "stop"
-            calls = [c for c in calls if c.name != OUTPUT_TOOL]
-        usage = completion.usage
-        return ChatResponse(text=text, tool_calls=calls, finish_reason=finish,
-                            input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                            output_tokens=getattr(usage, "completion_tokens", 0) or 0,
-                            model=getattr(completion, "model", None))
+        return answer_of(message.content or "", calls, choice.finish_reason, completion.usage,
+                         getattr(completion, "model", None), tools_mode=tools_mode)
+
+
+def answer_of(text: str, calls: list[ToolCallInfo], finish: str | None, usage: Any, model: str | None, *,
+              tools_mode: bool) -> ChatResponse:
+    """The response of a completion, whole or streamed: in ``tools`` mode the answer is the output function's
+    arguments."""
+    answer = next((c for c in calls if c.name == OUTPUT_TOOL), None) if tools_mode else None
+    if answer is not None:  # the answer came as the output function's arguments
+        text, finish = answer.arguments, "stop"
+        calls = [c for c in calls if c.name != OUTPUT_TOOL]
+    return ChatResponse(text=text, tool_calls=calls, finish_reason=finish,
+                        input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                        output_tokens=getattr(usage, "completion_tokens", 0) or 0, model=model)
+
+
+class StreamedAnswer:
+    """The chunks of one streamed completion put back together: the text handed to the listener as it
+    arrives, the tool calls accumulated from their argument deltas (by index), the finish reason, the usage.
+
+    In ``tools`` mode the answer comes as the output function's arguments, so their deltas are what the
+    listener gets; the deltas of other tool calls are not text and are only accumulated."""
+
+    def __init__(self, on_text: TextSink, *, tools_mode: bool) -> None:
+        self.on_text = on_text
+        self.tools_mode = tools_mode
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget a stream that broke before it handed out anything (it is asked again)."""
+        self.started = False
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish: str | None = None
+        self.usage: Any = None
+        self.model: str | None = None
+
+    def add(self, chunk: Any) -> None:
+        self.model = getattr(chunk, "model", None) or self.model
+        if getattr(chunk, "usage", None) is not None:
+            self.usage = chunk.usage
+        for choice in getattr(chunk, "choices", None) or []:
+            if choice.index != 0:
+                continue
+            self.finish = choice.finish_reason or self.finish
+            delta = choice.delta
+            if delta is None:
+                continue
+            if delta.content:
+                self.text.append(delta.content)
+                self.hand_out(delta.content)
+            for part in delta.tool_calls or []:
+                call = self.calls.setdefault(part.index, {"id": "", "name": "", "arguments": []})
+                function = part.function
+                call["id"] = part.id or call["id"]
+                if function is not None:
+                    call["name"] = function.name or call["name"]
+                    if function.arguments:
+                        call["arguments"].append(function.arguments)
+                        if self.tools_mode and call["name"] == OUTPUT_TOOL:
+                            self.hand_out(function.arguments)
+
+    def hand_out(self, text: str) -> None:
+        self.started = True
+        self.on_text(text)
+
+    def response(self, base_url: str, request: ChatRequest) -> ChatResponse:
+        if not self.text and not self.calls and self.finish is None:
+            raise LLMError(f"the LLM endpoint {base_url} (model {request.model!r}) streamed no choices")
+        calls = [ToolCallInfo(id=c["id"], name=c["name"], arguments="".join(c["arguments"]) or "{}")
+                 for _, c in sorted(self.calls.items()) if c["name"]]
+        return answer_of("".join(self.text), calls, self.finish, self.usage, self.model, tools_mode=self.tools_mode)
 
 
 class OpenAIConnection:
@@ -348,3 +451,6 @@ class OpenAIConnection:
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         return await self.provider.complete_with(self.client, request)
+
+    async def stream(self, request: ChatRequest, on_text: TextSink) -> ChatResponse:
+        return await self.provider.complete_with(self.client, request, on_text)
