@@ -6,7 +6,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from orchestrator.cli.common import DbOption, JsonOption, guarded, open_store, out, print_json
+from orchestrator.cli.common import MAX_COUNT, DbOption, JsonOption, guarded, open_store, out, print_json
 
 STATUS_STYLE = {"delivered": "green", "pending": "yellow", "failed": "red"}
 
@@ -16,7 +16,8 @@ def notifications(failed: Annotated[bool, typer.Option("--failed", help="Only th
                                                                          "up, or pending after a failed try.")] = False,
                   run: Annotated[str | None, typer.Option("--run", help="Only this run's (an id or a unique "
                                                                         "prefix).")] = None,
-                  limit: Annotated[int, typer.Option("--limit", help="At most this many, newest first.")] = 50,
+                  limit: Annotated[int, typer.Option("--limit", min=1, max=MAX_COUNT,
+                                                          help="At most this many, newest first.")] = 50,
                   as_json: JsonOption = False, db: DbOption = None) -> None:
     """List notifications, newest first: event, run, target, status, tries and the last error."""
     from rich.table import Table
@@ -26,7 +27,7 @@ def notifications(failed: Annotated[bool, typer.Option("--failed", help="Only th
 
     store = open_store(db, create=False)
     run_id = resolve_run_id(store, run) if run is not None else None
-    notes = store.notifications(failed=failed, run_id=run_id, limit=max(1, limit))
+    notes = store.notifications(failed=failed, run_id=run_id, limit=limit)
     if failed and run_id is not None:
         notes = [n for n in notes if n.status == "failed" or (n.status == "pending" and n.last_error)]
     if as_json:

@@ -66,7 +66,7 @@ def test_a_huge_integer_flag_is_refused_naming_the_flag(cli, path, flag, tmp_pat
     assert result.exit_code == 2, (args, result.stdout, result.stderr)
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
-    if flag in ("--limit", "--offset"):  # bounded where the API's listing is, one line
+    if path == ("runs",) and flag in ("--limit", "--offset"):  # bounded where the API's listing is, one line
         assert result.stderr.strip() == "error: --limit must be at most 1000000 and --offset at most 1000000000"
     else:
         refused = rf"Error: Invalid value for '{flag}': Input should be less than or equal to \d+"
