@@ -13,6 +13,7 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     Float,
+    ForeignKey,
     Index,
     Integer,
     MetaData,
@@ -253,10 +254,71 @@ class AttributionRow(StoreModel, table=True):
     created_at: float
 
 
+# -- datasets and experiments (orchestrator.store.sql_datasets) -------------------------------------------
+
+datasets = Table(
+    "datasets", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String, nullable=False, unique=True),
+    Column("version", Integer, nullable=False),
+    Column("description", Text, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+"""A named dataset and its latest version (each addition of examples makes the next one)."""
+
+dataset_examples = Table(
+    "dataset_examples", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("dataset_id", Integer, ForeignKey("datasets.id"), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("inputs", Text, nullable=False),
+    Column("reference", Text, nullable=True),
+    Column("label", Text, nullable=True),
+    Column("source_run_id", String, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Index("ix_dataset_examples_dataset_version", "dataset_id", "version"),
+)
+"""Append-only examples: version N of a dataset is every example whose ``version`` is at most N. JSON as text
+(``reference`` and ``label`` NULL when absent); ``source_run_id`` names the run an example was taken from."""
+
+experiments = Table(
+    "experiments", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String, nullable=False, unique=True),
+    Column("dataset_id", Integer, ForeignKey("datasets.id"), nullable=False),
+    Column("dataset_version", Integer, nullable=False),
+    Column("workflow_id", Integer, ForeignKey("workflows.id"), nullable=False),
+    Column("workflow", String, nullable=False),
+    Column("status", String, nullable=False),
+    Column("params", Text, nullable=False),
+    Column("summary", Text, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+"""One workflow version run on one dataset version."""
+
+experiment_runs = Table(
+    "experiment_runs", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("experiment_id", Integer, ForeignKey("experiments.id"), nullable=False),
+    Column("example_id", Integer, ForeignKey("dataset_examples.id"), nullable=False),
+    Column("run_pk", Integer, ForeignKey("runs.id"), nullable=False),
+    Column("reused_steps", Text, nullable=False),
+    Column("saved_model_calls", Integer, nullable=False),
+    Column("saved_tokens", BigInteger, nullable=False),
+    Column("saved_cost", Float, nullable=False),
+    Column("saved_seconds", Float, nullable=False),
+    UniqueConstraint("experiment_id", "example_id", name="uq_experiment_runs_example"),
+)
+"""The run (kind ``experiment``) of each example of an experiment, and what reusing the example's source run
+saved it (``reused_steps``: a JSON list of step ids)."""
+
 TABLES: dict[str, Table] = {
     name: metadata.tables[name]
     for name in ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions",
-                 "model_calls")
+                 "model_calls", "datasets", "dataset_examples", "experiments", "experiment_runs")
 }
 """The tables by name, in dependency order (what ``count_rows`` reports)."""
 
