@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from orchestrator.core import jsonio
@@ -27,8 +29,25 @@ from orchestrator.spec.datasets import (
 )
 from orchestrator.store.tables import TABLES
 
-if TYPE_CHECKING:
-    from orchestrator.store.sql import SqlStore
+
+
+class SqlStore(Protocol):
+    """What these functions need of a SQL store (named by shape, so the store imports this module and never
+    the other way round): its held connection, the lock that serialises it, a read in one short
+    transaction, a run's integer key, and how to name the database in messages."""
+
+    @property
+    def conn(self) -> Connection: ...
+
+    @property
+    def lock(self) -> AbstractContextManager[Any]: ...
+
+    @property
+    def display_url(self) -> str: ...
+
+    def read(self, *statements: Any) -> Any: ...
+
+    def run_pk(self, run_id: str) -> int: ...
 
 datasets_t = TABLES["datasets"]
 examples_t = TABLES["dataset_examples"]
