@@ -135,12 +135,12 @@ def _facts(store: Store, side: Side) -> dict[int, RunFacts]:
             facts.input_tokens = facts.link.saved_tokens  # the source run's split is not kept; counted as input
         found[example_id] = by_run[run_id] = facts
     for call in calls:
-        facts = by_run.get(call.run_id)
-        if facts is not None:
-            facts.model_calls += 1
-            facts.input_tokens += call.input_tokens
-            facts.output_tokens += call.output_tokens
-            facts.cost += call.cost or 0.0
+        owner = by_run.get(call.run_id)
+        if owner is not None:
+            owner.model_calls += 1
+            owner.input_tokens += call.input_tokens
+            owner.output_tokens += call.output_tokens
+            owner.cost += call.cost or 0.0
     return found
 
 

@@ -14,6 +14,7 @@ nothing is stored.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,15 @@ def _example(value: Any, where: str) -> NewExample:
         raise InputError(f"{where}: \"source_run_id\" must be a run id (a string)")
     return NewExample(inputs=inputs, reference=value.get("reference"), label=value.get("label"),
                       source_run_id=source)
+
+
+def examples_from_values(values: Iterable[Any]) -> list[NewExample]:
+    """Examples given as mappings (``{"inputs": {...}, "reference": ..., "label": ...}``), checked as file lines
+    are; a bad one is named by its index."""
+    found = [_example(value, f"examples[{i}]") for i, value in enumerate(values)]
+    if not found:
+        raise InputError("examples: none given")
+    return found
 
 
 def add_from_file(store: Store, name: str, path: Path) -> DatasetView:

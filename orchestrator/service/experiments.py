@@ -20,7 +20,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from orchestrator.bind.binding import BoundWorkflow
@@ -34,7 +34,7 @@ from orchestrator.engine.run_state import RunResult
 from orchestrator.service.experiment_reuse import ReusePlan, SourceRuns, copy_reused
 from orchestrator.spec.datasets import ExampleView, ExperimentRunLink, ExperimentView, NewExperiment
 from orchestrator.spec.inputs import resolve_inputs
-from orchestrator.store import NewRun, Store
+from orchestrator.store import Lease, NewRun, Store
 
 KIND = "experiment"
 """The run kind of an experiment's runs."""
@@ -85,8 +85,9 @@ def _checked(options: ExperimentOptions) -> None:
                          "act; leave out --queue")
 
 
-def run_experiment(store: Store, workflow: BoundWorkflow, dataset: str, options: ExperimentOptions = ExperimentOptions(),
-                   *, on_progress: ProgressHook | None = None) -> ExperimentResult:
+def run_experiment(store: Store, workflow: BoundWorkflow, dataset: str,
+                   options: ExperimentOptions = ExperimentOptions(), *,
+                   on_progress: ProgressHook | None = None) -> ExperimentResult:
     """Run ``workflow`` on every example of ``dataset`` (a version of it) and store the experiment.
 
     InputError (exit 2), with nothing stored, for an unknown or empty dataset, a taken name, bad options, or
@@ -165,7 +166,7 @@ class _Runner:
             return self.sources.plan(example.source_run_id, inputs)
 
     def prepare(self, example: ExampleView, inputs: dict[str, Any], *, status: str,
-                lease: Any = None) -> str:
+                lease: Lease | None = None) -> str:
         """Create the example's run (queued, or held under ``lease``), start it with the reused records, link it."""
         plan = self.plan(example, inputs)
         run_id = self.store.create_run(NewRun(self.workflow_id, self.workflow.name, inputs, status=status, kind=KIND,
@@ -184,8 +185,6 @@ class _Runner:
         stored as failed with the reason, so the experiment still accounts for its example."""
         lease = new_lease()
         run_id = self.prepare(example, inputs, status="running", lease=lease)
-        from dataclasses import replace
-
         lease = replace(lease, run_id=run_id)
         try:
             executor = Executor(self.store, self.workflow, max_concurrency=self.options.max_concurrency,

@@ -74,7 +74,7 @@ class DatasetView:
     description: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version, "examples": self.examples,
+        return {"name": self.name, "version": self.version, "size": self.examples,
                 "description": self.description, "created_at": iso(self.created_at),
                 "updated_at": iso(self.updated_at)}
 

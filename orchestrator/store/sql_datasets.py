@@ -30,7 +30,6 @@ from orchestrator.spec.datasets import (
 from orchestrator.store.tables import TABLES
 
 
-
 class SqlStore(Protocol):
     """What these functions need of a SQL store (named by shape, so the store imports this module and never
     the other way round): its held connection, the lock that serialises it, a read in one short

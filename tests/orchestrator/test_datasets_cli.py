@@ -52,15 +52,15 @@ def test_a_dataset_of_incorrect_runs_keeps_inputs_reference_label_and_run(durabl
     created = durable_cli("dataset", "create", "misses", "--from-runs", "--workflow", "echo", "--outcome", "incorrect",
                           "--json")
     assert created.exit_code == 0, created.stderr
-    assert (created.json()["version"], created.json()["examples"]) == (1, 2)
+    assert (created.json()["version"], created.json()["size"]) == (1, 2)
     shown = durable_cli("dataset", "show", "misses", "--json").json()
     examples = sorted(shown["examples"], key=lambda e: e["inputs"]["q"])
     assert [(e["inputs"], e["reference"], e["label"], e["source_run_id"]) for e in examples] == [
         ({"q": "b"}, "x", "incorrect", runs[1]), ({"q": "c"}, "y", "incorrect", runs[2])]
     limited = durable_cli("dataset", "create", "newest", "--from-runs", "--limit", "1", "--json")
-    assert limited.json()["examples"] == 1
+    assert limited.json()["size"] == 1
     listed = durable_cli("dataset", "list", "--json").json()
-    assert [(d["name"], d["version"], d["examples"]) for d in listed] == [("misses", 1, 2), ("newest", 1, 1)]
+    assert [(d["name"], d["version"], d["size"]) for d in listed] == [("misses", 1, 2), ("newest", 1, 1)]
 
 
 def test_creating_from_runs_that_match_nothing_or_under_a_taken_name_stores_nothing(cli, workflow, tmp_path, db_url):
@@ -83,7 +83,7 @@ def test_adding_a_file_makes_a_new_version_and_export_gives_it_back(cli, tmp_pat
     second.write_text('{"inputs": {"q": "c"}, "label": {"note": "tricky"}}\n')
     assert cli("dataset", "add", "hand", "--file", str(first), "--json").json()["version"] == 1
     added = cli("dataset", "add", "hand", "--file", str(second), "--json").json()
-    assert (added["version"], added["examples"]) == (2, 3)
+    assert (added["version"], added["size"]) == (2, 3)
     old = cli("dataset", "show", "hand", "--version", "1", "--json").json()
     assert [e["inputs"] for e in old["examples"]] == [{"q": "a"}, {"q": "b"}]
     exported = cli("dataset", "export", "hand")
@@ -94,7 +94,7 @@ def test_adding_a_file_makes_a_new_version_and_export_gives_it_back(cli, tmp_pat
         {"inputs": {"q": "c"}, "reference": None, "label": {"note": "tricky"}}]
     (tmp_path / "again.jsonl").write_text(exported.stdout)
     copied = cli("dataset", "add", "copy", "--file", str(tmp_path / "again.jsonl"), "--json").json()
-    assert copied["examples"] == 3
+    assert copied["size"] == 3
     text = cli("dataset", "show", "hand")
     assert text.exit_code == 0 and "version 2 of 2: 3 examples" in text.stdout
 
