@@ -142,7 +142,7 @@ CREATE TABLE experiment_runs (
 	id INTEGER NOT NULL, 
 	experiment_id INTEGER NOT NULL, 
 	example_id INTEGER NOT NULL, 
-	run_pk INTEGER NOT NULL, 
+	run_id VARCHAR NOT NULL, 
 	reused_steps TEXT NOT NULL, 
 	saved_model_calls INTEGER NOT NULL, 
 	saved_tokens BIGINT NOT NULL, 
@@ -152,7 +152,7 @@ CREATE TABLE experiment_runs (
 	CONSTRAINT uq_experiment_runs_example UNIQUE (experiment_id, example_id), 
 	FOREIGN KEY(experiment_id) REFERENCES experiments (id), 
 	FOREIGN KEY(example_id) REFERENCES dataset_examples (id), 
-	FOREIGN KEY(run_pk) REFERENCES runs (id)
+	FOREIGN KEY(run_id) REFERENCES runs (run_id)
 )
 ;
 CREATE TABLE experiments (

@@ -13,7 +13,6 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     Float,
-    ForeignKey,
     Index,
     Integer,
     MetaData,
@@ -256,64 +255,69 @@ class AttributionRow(StoreModel, table=True):
 
 # -- datasets and experiments (orchestrator.store.sql_datasets) -------------------------------------------
 
-datasets = Table(
-    "datasets", metadata,
-    Column("id", Integer, primary_key=True),
-    Column("name", String, nullable=False, unique=True),
-    Column("version", Integer, nullable=False),
-    Column("description", Text, nullable=True),
-    Column("created_at", Float, nullable=False),
-    Column("updated_at", Float, nullable=False),
-)
-"""A named dataset and its latest version (each addition of examples makes the next one)."""
 
-dataset_examples = Table(
-    "dataset_examples", metadata,
-    Column("id", Integer, primary_key=True),
-    Column("dataset_id", Integer, ForeignKey("datasets.id"), nullable=False),
-    Column("version", Integer, nullable=False),
-    Column("position", Integer, nullable=False),
-    Column("inputs", Text, nullable=False),
-    Column("reference", Text, nullable=True),
-    Column("label", Text, nullable=True),
-    Column("source_run_id", String, nullable=True),
-    Column("created_at", Float, nullable=False),
-    Index("ix_dataset_examples_dataset_version", "dataset_id", "version"),
-)
-"""Append-only examples: version N of a dataset is every example whose ``version`` is at most N. JSON as text
-(``reference`` and ``label`` NULL when absent); ``source_run_id`` names the run an example was taken from."""
+class DatasetRow(StoreModel, table=True):
+    """A named dataset and its latest version (each addition of examples makes the next one)."""
 
-experiments = Table(
-    "experiments", metadata,
-    Column("id", Integer, primary_key=True),
-    Column("name", String, nullable=False, unique=True),
-    Column("dataset_id", Integer, ForeignKey("datasets.id"), nullable=False),
-    Column("dataset_version", Integer, nullable=False),
-    Column("workflow_id", Integer, ForeignKey("workflows.id"), nullable=False),
-    Column("workflow", String, nullable=False),
-    Column("status", String, nullable=False),
-    Column("params", Text, nullable=False),
-    Column("summary", Text, nullable=True),
-    Column("created_at", Float, nullable=False),
-    Column("updated_at", Float, nullable=False),
-)
-"""One workflow version run on one dataset version."""
+    __tablename__ = "datasets"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True)
+    version: int
+    description: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: float
+    updated_at: float
 
-experiment_runs = Table(
-    "experiment_runs", metadata,
-    Column("id", Integer, primary_key=True),
-    Column("experiment_id", Integer, ForeignKey("experiments.id"), nullable=False),
-    Column("example_id", Integer, ForeignKey("dataset_examples.id"), nullable=False),
-    Column("run_pk", Integer, ForeignKey("runs.id"), nullable=False),
-    Column("reused_steps", Text, nullable=False),
-    Column("saved_model_calls", Integer, nullable=False),
-    Column("saved_tokens", BigInteger, nullable=False),
-    Column("saved_cost", Float, nullable=False),
-    Column("saved_seconds", Float, nullable=False),
-    UniqueConstraint("experiment_id", "example_id", name="uq_experiment_runs_example"),
-)
-"""The run (kind ``experiment``) of each example of an experiment, and what reusing the example's source run
-saved it (``reused_steps``: a JSON list of step ids)."""
+
+class DatasetExampleRow(StoreModel, table=True):
+    """One example, append-only: version N of a dataset is every example whose ``version`` is at most N. JSON as
+    text (``reference`` and ``label`` NULL when absent); ``source_run_id`` names the run it was taken from."""
+
+    __tablename__ = "dataset_examples"
+    __table_args__ = (Index("ix_dataset_examples_dataset_version", "dataset_id", "version"),)
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="datasets.id")
+    version: int
+    position: int
+    inputs: str = Field(sa_column=Column(Text, nullable=False))
+    reference: str | None = Field(default=None, sa_column=Column(Text))
+    label: str | None = Field(default=None, sa_column=Column(Text))
+    source_run_id: str | None = None
+    created_at: float
+
+
+class ExperimentRow(StoreModel, table=True):
+    """One workflow version run on one dataset version."""
+
+    __tablename__ = "experiments"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True)
+    dataset_id: int = Field(foreign_key="datasets.id")
+    dataset_version: int
+    workflow_id: int = Field(foreign_key="workflows.id")
+    workflow: str
+    status: str
+    params: str = Field(sa_column=Column(Text, nullable=False))
+    summary: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: float
+    updated_at: float
+
+
+class ExperimentRunRow(StoreModel, table=True):
+    """The run (kind ``experiment``) of one example of an experiment, and what reusing the example's source run
+    saved it (``reused_steps``: a JSON list of step ids)."""
+
+    __tablename__ = "experiment_runs"
+    __table_args__ = (UniqueConstraint("experiment_id", "example_id", name="uq_experiment_runs_example"),)
+    id: int | None = Field(default=None, primary_key=True)
+    experiment_id: int = Field(foreign_key="experiments.id")
+    example_id: int = Field(foreign_key="dataset_examples.id")
+    run_id: str = Field(foreign_key="runs.run_id")
+    reused_steps: str = Field(sa_column=Column(Text, nullable=False))
+    saved_model_calls: int
+    saved_tokens: int = Field(sa_column=Column(BigInteger, nullable=False))
+    saved_cost: float
+    saved_seconds: float
+
 
 TABLES: dict[str, Table] = {
     name: metadata.tables[name]
@@ -355,6 +359,16 @@ def child_runs_of_unit_sql(parents: str) -> str:
     (``:step_iteration``, ``STEP#``); ``:step_len`` is the length of those prefixes."""
     return f"""r.kind = 'child' AND r.parent_run_id IN (SELECT p.run_id FROM runs p WHERE {parents})
         AND (r.parent_step = :step OR SUBSTR(r.parent_step, 1, :step_len) IN (:step_item, :step_iteration))"""
+
+
+def named(table: Table, name: str) -> ColumnElement[bool]:
+    """The row of a dataset or an experiment with this name (each name is unique in its table)."""
+    return table.c.name == name
+
+
+def key(table: Table) -> Column[int]:
+    """A table's integer primary key column (``id``)."""
+    return table.c.id
 
 
 def live_record() -> ColumnElement[bool]:

@@ -75,4 +75,5 @@ def test_an_experiment_links_its_runs_to_their_examples(store: Store):
     store.finish_experiment("try-1", "finished", {"runs": 2})
     assert (store.experiment("try-1").status, store.experiment("try-1").summary) == ("finished", {"runs": 2})
     assert [e.name for e in store.experiments(dataset="tickets")] == ["try-1"]
+    store.add_examples("other", [NewExample({"q": "c"})])
     assert store.experiments(dataset="other") == []

@@ -67,7 +67,7 @@ def upgrade() -> None:
             sa.Column("id", sa.Integer(), primary_key=True),
             sa.Column("experiment_id", sa.Integer(), sa.ForeignKey("experiments.id"), nullable=False),
             sa.Column("example_id", sa.Integer(), sa.ForeignKey("dataset_examples.id"), nullable=False),
-            sa.Column("run_pk", sa.Integer(), sa.ForeignKey("runs.id"), nullable=False),
+            sa.Column("run_id", sa.String(), sa.ForeignKey("runs.run_id"), nullable=False),
             sa.Column("reused_steps", sa.Text(), nullable=False),
             sa.Column("saved_model_calls", sa.Integer(), nullable=False),
             sa.Column("saved_tokens", sa.BigInteger(), nullable=False),
