@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import aclosing
 from datetime import datetime
 from pathlib import Path
@@ -54,7 +54,8 @@ from orchestrator.store.run_prefix import resolve_run_id
 
 __all__ = ["Orchestrator", "RunDetail", "RunList", "RunSummary", "StepDetail", "GateVerdict", "ReviewDetail",
            "OutcomeDetail", "AttributionDetail", "Candidate", "LabelDetail", "InsideEventLoopError",
-           "WorkflowLike", "EventsDropped", "StreamItem", "BacktestReport", "GateBacktest"]
+           "WorkflowLike", "EventsDropped", "StreamItem", "BacktestReport", "GateBacktest", "DatasetDetail",
+           "ExampleDetail", "ExperimentDetail", "Comparison"]
 
 WorkflowLike = str | Path | Workflow | BoundWorkflow
 """A workflow file (``.yaml``/``.py``), a :class:`~orchestrator.bind.python_workflow.Workflow` or a bound workflow."""
@@ -236,6 +237,60 @@ class LabelDetail(_Document):
     confidence: float | None = None
     attribution_id: int | None = None
     explanation: str | None = None
+
+
+class ExampleDetail(_Document):
+    """One example of a dataset (``dataset show --json``, ``examples``)."""
+
+    id: int
+    position: int
+    version: int
+    inputs: dict[str, Any]
+    reference: Any = None
+    label: Any = None
+    source_run_id: str | None = None
+
+
+class DatasetDetail(_Document):
+    """A dataset at a version: the ``dataset show --json`` document."""
+
+    name: str
+    version: int
+    size: int
+    description: str | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    shown_version: int | None = None
+    examples: list[ExampleDetail] = []
+
+
+class ExperimentDetail(_Document):
+    """An experiment, what its runs came to and each example's run: the ``experiment show --json`` document."""
+
+    name: str
+    dataset: str
+    dataset_version: int
+    workflow: str
+    status: str
+    params: dict[str, Any] = {}
+    summary: dict[str, Any] = {}
+    runs: list[dict[str, Any]] = []
+
+
+class Comparison(_Document):
+    """Two experiments (or ``baseline``) example by example: the ``experiment compare --json`` document."""
+
+    a: str
+    b: str
+    dataset: str
+    dataset_version: int
+    examples: int
+    changed_steps: list[str]
+    flips: dict[str, int]
+    flips_by_step: list[dict[str, Any]]
+    aggregates: dict[str, dict[str, Any]]
+    gates: list[dict[str, Any]]
+    per_example: list[dict[str, Any]]
 
 
 class Orchestrator:
@@ -598,6 +653,75 @@ class Orchestrator:
         return await anyio.to_thread.run_sync(lambda: self.backtest(
             workflow, step=step, status=status, since=since, limit=limit, outcome=outcome, blamed=blamed,
             runs_of=runs_of, judges=judges))
+
+    # -- datasets and experiments ------------------------------------------------------------------
+
+    def dataset(self, name: str, *, from_runs: bool = False, examples: Iterable[Mapping[str, Any]] | None = None,
+                file: str | Path | None = None, workflow: str | None = None,
+                outcome: Literal["correct", "incorrect"] | None = None, blamed: str | None = None,
+                status: str | None = None, since: str | float | datetime | None = None, limit: int = 1000,
+                description: str | None = None, version: int | None = None) -> DatasetDetail:
+        """A dataset with its examples; made or grown first when asked to.
+
+        ``from_runs=True`` creates it from the stored runs the filters keep (as ``dataset create --from-runs``);
+        ``examples`` (``{"inputs": {...}, "reference": ..., "label": ...}`` each) or ``file`` (JSONL) add a new
+        version (creating the dataset when missing). With none of them, the dataset is read (``version``: an
+        older one)."""
+        from orchestrator.service import datasets
+
+        sources = sum((from_runs, examples is not None, file is not None))
+        if sources > 1:
+            raise InputError("give one of from_runs, examples and file")
+        if from_runs:
+            query = run_query(status=status, workflow=workflow, outcome=outcome, blamed=blamed, since=since,
+                              limit=limit)
+            datasets.create_from_runs(self.store, name, query, description=description)
+        elif examples is not None:
+            datasets.check_dataset_name(name)
+            self.store.add_examples(name, datasets.examples_from_values(examples), description=description)
+        elif file is not None:
+            datasets.add_from_file(self.store, name, Path(file))
+        view = self.store.dataset(name)
+        shown = self.store.examples(name, version=version)
+        return DatasetDetail.model_validate({**view.to_json(), "shown_version": version or view.version,
+                                             "examples": [e.to_json() for e in shown]})
+
+    def experiment(self, workflow: WorkflowLike, dataset: str, *, name: str | None = None, parallel: int = 4,
+                   queue: bool = False, reuse: Literal["unchanged", "none"] = "unchanged",
+                   rerun_side_effects: bool = False, version: int | None = None) -> ExperimentDetail:
+        """Run ``workflow`` on every example of ``dataset`` (as ``experiment run``) and return the experiment.
+
+        Each example's run executes to its end or first pause (a failing gate ends it ``paused``: nobody waits
+        for a review), or is queued for workers with ``queue``."""
+        from orchestrator.service.experiments import ExperimentOptions, run_experiment
+
+        options = ExperimentOptions(name=name, parallel=parallel, queue=queue, reuse=reuse,
+                                    rerun_side_effects=rerun_side_effects, max_concurrency=self.max_concurrency,
+                                    version=version)
+        result = run_experiment(self.store, self._bind(workflow), dataset, options)
+        return self.get_experiment(result.experiment.name)
+
+    async def aexperiment(self, workflow: WorkflowLike, dataset: str, **options: Any) -> ExperimentDetail:
+        """:meth:`experiment` off the caller's event loop (its runs execute on threads of their own)."""
+        return await anyio.to_thread.run_sync(lambda: self.experiment(workflow, dataset, **options))
+
+    def get_experiment(self, name: str) -> ExperimentDetail:
+        """An experiment as it stands now (``experiment show --json``): queued runs may have ended since."""
+        from orchestrator.service.comparison import experiment_runs_document, experiment_summary
+
+        view = self.store.experiment(name)
+        return ExperimentDetail.model_validate({**view.to_json(), "summary": experiment_summary(self.store, name),
+                                                "runs": experiment_runs_document(self.store, name)})
+
+    def compare(self, a: str, b: str) -> Comparison:
+        """Compare two experiments (either may be ``"baseline"``, the dataset's source runs) example by example."""
+        from orchestrator.service.comparison import compare
+
+        return Comparison.model_validate(compare(self.store, a, b))
+
+    async def acompare(self, a: str, b: str) -> Comparison:
+        """:meth:`compare` off the caller's event loop."""
+        return await anyio.to_thread.run_sync(self.compare, a, b)
 
     # -- helpers ---------------------------------------------------------------------------------
 

@@ -12,7 +12,17 @@ import sys
 
 import typer
 
-from orchestrator.cli import attribution, database, gating, inspecting, notifying, reviewing, running
+from orchestrator.cli import (
+    attribution,
+    database,
+    datasets,
+    experiments,
+    gating,
+    inspecting,
+    notifying,
+    reviewing,
+    running,
+)
 from orchestrator.cli.common import collect_after_start_up, quiet_stdout
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -23,6 +33,8 @@ for command in (running.validate, running.schema, running.run, running.resume, r
                 attribution.label, attribution.trace, attribution.attribute, attribution.replay, attribution.stats,
                 attribution.report, notifying.notifications):
     app.command()(command)
+app.add_typer(datasets.dataset, name="dataset")
+app.add_typer(experiments.experiment, name="experiment")
 app.add_typer(database.db, name="db")
 app.add_typer(gating.gates, name="gates")
 

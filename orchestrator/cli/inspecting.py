@@ -42,9 +42,9 @@ def runs(status: Annotated[str | None, typer.Option("--status", help="Only runs 
          blamed: Annotated[str | None, typer.Option("--blamed", help=BLAMED_HELP)] = None,
          since: Annotated[str | None, typer.Option("--since", help="Created since: 2026-11-01, an ISO datetime, "
                                                                    "or 2h / 7d / 2w.")] = None,
-         kind: Annotated[str, typer.Option("--kind", help="original | replay | counterfactual | child (the child "
-                                                          "runs of workflow: steps; their parents list where they "
-                                                          "wait)")] = "original",
+         kind: Annotated[str, typer.Option("--kind", help="original | replay | counterfactual | child | experiment "
+                                                          "(child: the child runs of workflow: steps; their parents "
+                                                          "list where they wait)")] = "original",
          limit: Annotated[int, typer.Option("--limit", help="Runs per page.")] = 50,
          offset: Annotated[int, typer.Option("--offset", help="Runs to skip (newest first).")] = 0,
          full: Annotated[bool, typer.Option("--full", help="Print whole run ids, every place a run waits and "

@@ -15,9 +15,11 @@ from orchestrator.service.names import check_names
 from orchestrator.spec.model import RunStatus
 from orchestrator.store.triage import RunQuery
 
-KINDS = {"original": "run", "replay": "replay", "counterfactual": "counterfactual", "child": "child"}
+KINDS = {"original": "run", "replay": "replay", "counterfactual": "counterfactual", "child": "child",
+         "experiment": "experiment"}
 """``--kind`` names -> the stored run kind (an original run is stored as kind ``run``; ``child``: the child runs
-of ``workflow:`` steps, which the default listing leaves out: their parent lists where they wait)."""
+of ``workflow:`` steps, which the default listing leaves out: their parent lists where they wait; ``experiment``:
+the runs of experiments, one per dataset example)."""
 
 DEFAULT_LIMIT = 50
 

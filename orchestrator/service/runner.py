@@ -18,6 +18,7 @@ import anyio
 import anyio.to_thread
 
 from orchestrator.bind.binding import BoundWorkflow
+from orchestrator.bind.side_effects import without_side_effects
 from orchestrator.bind.threads import DEFAULT_CONCURRENCY
 from orchestrator.core.errors import LeaseHeldError
 from orchestrator.engine.event_loops import run_blocking
@@ -244,6 +245,8 @@ def _continuation(store: Store, run_id: str, lease: Lease | None) -> RunResult |
     if run.status in ("succeeded", "rejected"):
         return RunResult(run_id, run.status, output=run.output, error=run.error)
     workflow, workflow_id = load_run_workflow(store, run_id)  # a workflow that no longer loads claims nothing
+    if run.kind == "experiment":  # an experiment's run never acts, whoever continues it (a worker, a review)
+        workflow = without_side_effects(workflow)
     return _Continuation(workflow, workflow_id, lease or claim(store, run_id), run.trace_id)
 
 

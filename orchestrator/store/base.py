@@ -9,7 +9,8 @@ reads analytics. :class:`Store` combines every role, as one object on one databa
 - :class:`DecisionStore`: reviews, the human decisions on paused runs;
 - :class:`OutcomeStore`: outcomes and attribution records;
 - :class:`NotificationStore`: the notification outbox (written with a pause or end, claimed by senders);
-- :class:`AnalyticsStore`: pages of runs and aggregated rows for ``runs``, ``stats`` and ``report``.
+- :class:`AnalyticsStore`: pages of runs and aggregated rows for ``runs``, ``stats`` and ``report``;
+- :class:`DatasetStore`: datasets of examples, experiments and the runs they made.
 
 Every method is synchronous and safe to call from several threads of one process; the executor
 calls it from its event loop (a commit costs tens of microseconds on SQLite). What is written
@@ -24,6 +25,14 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.errors import LeaseLostError, ReviewError
+from orchestrator.spec.datasets import (
+    DatasetView,
+    ExampleView,
+    ExperimentRunLink,
+    ExperimentView,
+    NewExample,
+    NewExperiment,
+)
 from orchestrator.spec.records import (
     AttributionView,
     ModelCallView,
@@ -398,7 +407,55 @@ class AnalyticsStore(ABC):
         """Per step of production runs: repeated inputs, how many gave varied outputs, records not covered."""
 
 
-class Store(RunStore, RecordStore, DecisionStore, OutcomeStore, NotificationStore, AnalyticsStore):
+class DatasetStore(ABC):
+    """Datasets (named, versioned lists of examples) and experiments (a workflow version run on a dataset
+    version, one run per example). Examples are never changed or removed: a dataset only grows."""
+
+    @abstractmethod
+    def add_examples(self, dataset: str, examples: Sequence[NewExample], *, create: bool = True,
+                     description: str | None = None) -> DatasetView:
+        """Add examples as the dataset's next version (version 1 creates it), all in one transaction and one
+        batch insert. ``create=False``: InputError when the dataset exists already (``dataset create``);
+        the dataset is created when missing either way. Returns the dataset at its new version."""
+
+    @abstractmethod
+    def datasets(self) -> list[DatasetView]:
+        """Every dataset at its latest version, by name."""
+
+    @abstractmethod
+    def dataset(self, name: str) -> DatasetView:
+        """One dataset at its latest version; NotFoundError naming it when there is none."""
+
+    @abstractmethod
+    def examples(self, dataset: str, *, version: int | None = None) -> list[ExampleView]:
+        """The examples of a dataset version (None: the latest), in the order they were added."""
+
+    @abstractmethod
+    def create_experiment(self, experiment: NewExperiment) -> ExperimentView:
+        """Store a new experiment (status ``running``); InputError when the name is taken."""
+
+    @abstractmethod
+    def link_experiment_runs(self, experiment: str, links: Sequence[ExperimentRunLink]) -> None:
+        """Link runs to the experiment and their examples, in one transaction."""
+
+    @abstractmethod
+    def finish_experiment(self, experiment: str, status: str, summary: dict[str, Any]) -> None:
+        """Set the experiment's status and what it counted."""
+
+    @abstractmethod
+    def experiments(self, *, dataset: str | None = None) -> list[ExperimentView]:
+        """Experiments, oldest first (of one dataset, or all)."""
+
+    @abstractmethod
+    def experiment(self, name: str) -> ExperimentView:
+        """One experiment; NotFoundError naming it when there is none."""
+
+    @abstractmethod
+    def experiment_runs(self, experiment: str) -> list[ExperimentRunLink]:
+        """The runs of an experiment with their examples, in example order."""
+
+
+class Store(RunStore, RecordStore, DecisionStore, OutcomeStore, NotificationStore, AnalyticsStore, DatasetStore):
     """Every role on one database: runs, step records, gate results, reviews, outcomes and attribution records."""
 
     url: str

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy.engine import Connection, Engine
 
-HEAD_REVISION: str = "0013"
+HEAD_REVISION: str = "0014"
 """The revision this code reads and writes; a test keeps it equal to the migration scripts' head."""
 
 RELEASE_REVISION = "0001"

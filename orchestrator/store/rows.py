@@ -19,6 +19,14 @@ from typing import Any
 
 from orchestrator.core import jsonio
 from orchestrator.spec.context import ModelCall as ModelCall
+from orchestrator.spec.datasets import (
+    DatasetView,
+    ExampleView,
+    ExperimentRunLink,
+    ExperimentView,
+    NewExample,
+    NewExperiment,
+)
 from orchestrator.spec.records import (
     AttributionView,
     GateView,
@@ -550,3 +558,62 @@ OUTBOX_LIST_FAILED = ("SELECT * FROM notifications "
                       "WHERE status = 'failed' OR (status = 'pending' AND last_error IS NOT NULL) "
                       "ORDER BY id DESC LIMIT :limit")
 OUTBOX_LIST_OF_RUN = "SELECT * FROM notifications WHERE run_id = :run_id ORDER BY id DESC LIMIT :limit"
+
+
+# -- datasets and experiments (orchestrator.store.sql_datasets) -------------------------------------------
+# The values of an INSERT or UPDATE as keyword arguments: the columns are named here and in ``tables.py``.
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else jsonio.dumps(value)
+
+
+def example_values(dataset_id: int, version: int, position: int, example: NewExample, now: float) -> dict[str, Any]:
+    return dict(dataset_id=dataset_id, version=version, position=position, inputs=jsonio.dumps(example.inputs),
+            reference=_json_or_none(example.reference), label=_json_or_none(example.label),
+            source_run_id=example.source_run_id, created_at=now)
+
+
+def example_view(row: Any, dataset: str) -> ExampleView:
+    return ExampleView(id=row.id, dataset=dataset, version=row.version, position=row.position,
+                       inputs=jsonio.loads(row.inputs), reference=jsonio.loads(row.reference),
+                       label=jsonio.loads(row.label), source_run_id=row.source_run_id, created_at=row.created_at)
+
+
+def dataset_values(name: str, description: str | None, now: float) -> dict[str, Any]:
+    return dict(name=name, version=1, description=description, created_at=now, updated_at=now)
+
+
+def dataset_view(row: Any, size: int) -> DatasetView:
+    return DatasetView(id=row.id, name=row.name, version=row.version, examples=size, created_at=row.created_at,
+                       updated_at=row.updated_at, description=row.description)
+
+
+def experiment_values(new: NewExperiment, dataset_id: int, now: float) -> dict[str, Any]:
+    return dict(name=new.name, dataset_id=dataset_id, dataset_version=new.dataset_version,
+            workflow_id=new.workflow_id, workflow=new.workflow, status="running",
+            params=jsonio.dumps(new.params), summary=None, created_at=now, updated_at=now)
+
+
+def experiment_view(row: Any, dataset: str) -> ExperimentView:
+    return ExperimentView(id=row.id, name=row.name, dataset=dataset, dataset_version=row.dataset_version,
+                          workflow_id=row.workflow_id, workflow=row.workflow, status=row.status,
+                          params=jsonio.loads(row.params), summary=jsonio.loads(row.summary) or {},
+                          created_at=row.created_at, updated_at=row.updated_at)
+
+
+def experiment_end_values(status: str, summary: dict[str, Any], now: float) -> dict[str, Any]:
+    return dict(status=status, summary=jsonio.dumps(summary), updated_at=now)
+
+
+def link_values(experiment_id: int, link: ExperimentRunLink) -> dict[str, Any]:
+    return dict(experiment_id=experiment_id, example_id=link.example_id, run_id=link.run_id,
+            reused_steps=jsonio.dumps(list(link.reused_steps)), saved_model_calls=link.saved_model_calls,
+            saved_tokens=link.saved_tokens, saved_cost=link.saved_cost, saved_seconds=link.saved_seconds)
+
+
+def link_view(row: Any) -> ExperimentRunLink:
+    return ExperimentRunLink(example_id=row.example_id, run_id=row.run_id,
+                             reused_steps=tuple(jsonio.loads(row.reused_steps)),
+                             saved_model_calls=row.saved_model_calls, saved_tokens=int(row.saved_tokens),
+                             saved_cost=float(row.saved_cost), saved_seconds=float(row.saved_seconds))

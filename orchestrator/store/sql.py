@@ -36,9 +36,18 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
 
 import orchestrator.store.sql_analytics as sql_analytics
+import orchestrator.store.sql_datasets as sql_datasets
 import orchestrator.store.sql_live_analytics as sql_live_analytics
 from orchestrator.core import jsonio
 from orchestrator.core.errors import InputError, NotFoundError, RunBusyError
+from orchestrator.spec.datasets import (
+    DatasetView,
+    ExampleView,
+    ExperimentRunLink,
+    ExperimentView,
+    NewExample,
+    NewExperiment,
+)
 from orchestrator.spec.records import (
     AttributionView,
     GateView,
@@ -806,6 +815,39 @@ class SqlStore(RetriedStore, Store):
 
     def nondeterminism_counts(self, workflow: str) -> list[NondeterminismCounts]:
         return sql_analytics.nondeterminism_counts(self, workflow)
+
+    # -- datasets and experiments (orchestrator.store.sql_datasets) -----------------------------------
+
+    def add_examples(self, dataset: str, examples: Sequence[NewExample], *, create: bool = True,
+                     description: str | None = None) -> DatasetView:
+        return sql_datasets.add_examples(self, dataset, examples, create=create, description=description)
+
+    def datasets(self) -> list[DatasetView]:
+        return sql_datasets.datasets(self)
+
+    def dataset(self, name: str) -> DatasetView:
+        return sql_datasets.dataset(self, name)
+
+    def examples(self, dataset: str, *, version: int | None = None) -> list[ExampleView]:
+        return sql_datasets.examples(self, dataset, version)
+
+    def create_experiment(self, experiment: NewExperiment) -> ExperimentView:
+        return sql_datasets.create_experiment(self, experiment)
+
+    def link_experiment_runs(self, experiment: str, links: Sequence[ExperimentRunLink]) -> None:
+        sql_datasets.link_experiment_runs(self, experiment, links)
+
+    def finish_experiment(self, experiment: str, status: str, summary: dict[str, Any]) -> None:
+        sql_datasets.finish_experiment(self, experiment, status, summary)
+
+    def experiments(self, *, dataset: str | None = None) -> list[ExperimentView]:
+        return sql_datasets.experiments(self, dataset)
+
+    def experiment(self, name: str) -> ExperimentView:
+        return sql_datasets.experiment(self, name)
+
+    def experiment_runs(self, experiment: str) -> list[ExperimentRunLink]:
+        return sql_datasets.experiment_runs(self, experiment)
 
     def count_rows(self) -> dict[str, int]:
         counts = self.read(*(select(func.count()).select_from(t) for t in TABLES.values()))

@@ -176,7 +176,7 @@ def insert_sql(table: str, columns: Collection[str]) -> str:
 
 
 TABLE_NAMES = ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions",
-               "model_calls", "notifications")
+               "model_calls", "notifications", "datasets", "dataset_examples", "experiments", "experiment_runs")
 """The store's tables in dependency order, as ``tables.py`` declares them (a test keeps the two equal)."""
 
 _RUN_SELECT = "SELECT * FROM runs"

@@ -113,6 +113,66 @@ CREATE TABLE attributions (
 	FOREIGN KEY(outcome_id) REFERENCES outcomes (id)
 )
 ;
+CREATE TABLE dataset_examples (
+	id INTEGER NOT NULL, 
+	dataset_id INTEGER NOT NULL, 
+	version INTEGER NOT NULL, 
+	position INTEGER NOT NULL, 
+	inputs TEXT NOT NULL, 
+	reference TEXT, 
+	label TEXT, 
+	source_run_id VARCHAR, 
+	created_at FLOAT NOT NULL, 
+	PRIMARY KEY (id), 
+	FOREIGN KEY(dataset_id) REFERENCES datasets (id)
+)
+;
+CREATE TABLE datasets (
+	id INTEGER NOT NULL, 
+	name VARCHAR NOT NULL, 
+	version INTEGER NOT NULL, 
+	description TEXT, 
+	created_at FLOAT NOT NULL, 
+	updated_at FLOAT NOT NULL, 
+	PRIMARY KEY (id), 
+	UNIQUE (name)
+)
+;
+CREATE TABLE experiment_runs (
+	id INTEGER NOT NULL, 
+	experiment_id INTEGER NOT NULL, 
+	example_id INTEGER NOT NULL, 
+	run_id VARCHAR NOT NULL, 
+	reused_steps TEXT NOT NULL, 
+	saved_model_calls INTEGER NOT NULL, 
+	saved_tokens BIGINT NOT NULL, 
+	saved_cost FLOAT NOT NULL, 
+	saved_seconds FLOAT NOT NULL, 
+	PRIMARY KEY (id), 
+	CONSTRAINT uq_experiment_runs_example UNIQUE (experiment_id, example_id), 
+	FOREIGN KEY(experiment_id) REFERENCES experiments (id), 
+	FOREIGN KEY(example_id) REFERENCES dataset_examples (id), 
+	FOREIGN KEY(run_id) REFERENCES runs (run_id)
+)
+;
+CREATE TABLE experiments (
+	id INTEGER NOT NULL, 
+	name VARCHAR NOT NULL, 
+	dataset_id INTEGER NOT NULL, 
+	dataset_version INTEGER NOT NULL, 
+	workflow_id INTEGER NOT NULL, 
+	workflow VARCHAR NOT NULL, 
+	status VARCHAR NOT NULL, 
+	params TEXT NOT NULL, 
+	summary TEXT, 
+	created_at FLOAT NOT NULL, 
+	updated_at FLOAT NOT NULL, 
+	PRIMARY KEY (id), 
+	UNIQUE (name), 
+	FOREIGN KEY(dataset_id) REFERENCES datasets (id), 
+	FOREIGN KEY(workflow_id) REFERENCES workflows (id)
+)
+;
 CREATE TABLE gate_results (
 	id INTEGER NOT NULL, 
 	record_id INTEGER NOT NULL, 
@@ -281,6 +341,8 @@ CREATE INDEX ix_analytics_outcomes_workflow_day ON analytics_outcomes (workflow,
 CREATE INDEX ix_analytics_runs_workflow_start ON analytics_runs (workflow, started_at)
 ;
 CREATE INDEX ix_attributions_run_pk ON attributions (run_pk)
+;
+CREATE INDEX ix_dataset_examples_dataset_version ON dataset_examples (dataset_id, version)
 ;
 CREATE INDEX ix_gate_results_run_record ON gate_results (run_pk, record_id)
 ;

@@ -281,10 +281,76 @@ class NotificationRow(StoreModel, table=True):
     claimed_until: float | None = None
 
 
+# -- datasets and experiments (orchestrator.store.sql_datasets) -------------------------------------------
+
+
+class DatasetRow(StoreModel, table=True):
+    """A named dataset and its latest version (each addition of examples makes the next one)."""
+
+    __tablename__ = "datasets"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True)
+    version: int
+    description: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: float
+    updated_at: float
+
+
+class DatasetExampleRow(StoreModel, table=True):
+    """One example, append-only: version N of a dataset is every example whose ``version`` is at most N. JSON as
+    text (``reference`` and ``label`` NULL when absent); ``source_run_id`` names the run it was taken from."""
+
+    __tablename__ = "dataset_examples"
+    __table_args__ = (Index("ix_dataset_examples_dataset_version", "dataset_id", "version"),)
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="datasets.id")
+    version: int
+    position: int
+    inputs: str = Field(sa_column=Column(Text, nullable=False))
+    reference: str | None = Field(default=None, sa_column=Column(Text))
+    label: str | None = Field(default=None, sa_column=Column(Text))
+    source_run_id: str | None = None
+    created_at: float
+
+
+class ExperimentRow(StoreModel, table=True):
+    """One workflow version run on one dataset version."""
+
+    __tablename__ = "experiments"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True)
+    dataset_id: int = Field(foreign_key="datasets.id")
+    dataset_version: int
+    workflow_id: int = Field(foreign_key="workflows.id")
+    workflow: str
+    status: str
+    params: str = Field(sa_column=Column(Text, nullable=False))
+    summary: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: float
+    updated_at: float
+
+
+class ExperimentRunRow(StoreModel, table=True):
+    """The run (kind ``experiment``) of one example of an experiment, and what reusing the example's source run
+    saved it (``reused_steps``: a JSON list of step ids)."""
+
+    __tablename__ = "experiment_runs"
+    __table_args__ = (UniqueConstraint("experiment_id", "example_id", name="uq_experiment_runs_example"),)
+    id: int | None = Field(default=None, primary_key=True)
+    experiment_id: int = Field(foreign_key="experiments.id")
+    example_id: int = Field(foreign_key="dataset_examples.id")
+    run_id: str = Field(foreign_key="runs.run_id")
+    reused_steps: str = Field(sa_column=Column(Text, nullable=False))
+    saved_model_calls: int
+    saved_tokens: int = Field(sa_column=Column(BigInteger, nullable=False))
+    saved_cost: float
+    saved_seconds: float
+
+
 TABLES: dict[str, Table] = {
     name: metadata.tables[name]
     for name in ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions",
-                 "model_calls", "notifications")
+                 "model_calls", "notifications", "datasets", "dataset_examples", "experiments", "experiment_runs")
 }
 """The tables by name, in dependency order (what ``count_rows`` reports)."""
 
@@ -321,6 +387,16 @@ def child_runs_of_unit_sql(parents: str) -> str:
     (``:step_iteration``, ``STEP#``); ``:step_len`` is the length of those prefixes."""
     return f"""r.kind = 'child' AND r.parent_run_id IN (SELECT p.run_id FROM runs p WHERE {parents})
         AND (r.parent_step = :step OR SUBSTR(r.parent_step, 1, :step_len) IN (:step_item, :step_iteration))"""
+
+
+def named(table: Table, name: str) -> ColumnElement[bool]:
+    """The row of a dataset or an experiment with this name (each name is unique in its table)."""
+    return table.c.name == name
+
+
+def key(table: Table) -> Column[int]:
+    """A table's integer primary key column (``id``)."""
+    return table.c.id
 
 
 def live_record() -> ColumnElement[bool]:

@@ -57,7 +57,9 @@ def test_a_huge_integer_flag_is_refused_naming_the_flag(cli, path, flag, tmp_pat
     workflow = tmp_path / "w.yaml"
     workflow.write_text("name: w\nsteps:\n  - {id: a, run: 'json:dumps', inputs: {obj: 1}}\n")
     cli("run", str(workflow))  # a database and a run, so a command that needs them reaches its flags
-    arguments = {"run": [str(workflow)], "attribute": ["x", "--method", "trace"]}
+    arguments = {"run": [str(workflow)], "attribute": ["x", "--method", "trace"],
+                 "dataset": ["x", "--from-runs"] if path[1:] == ("create",) else ["x"],
+                 "experiment": [str(workflow), "--dataset", "x"] if path[1:] == ("run",) else ["x"]}
     command = path[0] if path else ""
     args = [*path, *arguments.get(command, ["x"] if command in ("show", "resume", "approve", "retry", "reject",
                                                                "trace", "label", "replay") else []),

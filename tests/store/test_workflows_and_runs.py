@@ -275,7 +275,7 @@ def test_inputs_given_to_create_run_are_copied(store: Store):
 # -- row counts ------------------------------------------------------------------------------
 
 TABLES = ["workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions", "model_calls",
-          "notifications"]
+          "notifications", "datasets", "dataset_examples", "experiments", "experiment_runs"]
 
 
 def test_a_new_store_counts_zero_rows_in_every_table(store: Store):
@@ -291,7 +291,8 @@ def test_count_rows_counts_what_was_written(store: Store):
     store.add_attribution(NewAttribution(run_id, "m", {}, [], {}, None, None, {}, outcome_id=outcome))
     store.add_model_calls(run_id, paused, [ModelCall("validation", "llm_judge", "openai", "m", 1.0, 2.0)])
     assert store.count_rows() == {"workflows": 1, "runs": 1, "step_records": 3, "gate_results": 1, "reviews": 1,
-                                  "outcomes": 1, "attributions": 1, "model_calls": 1, "notifications": 0}
+                                  "outcomes": 1, "attributions": 1, "model_calls": 1, "notifications": 0,
+                                  "datasets": 0, "dataset_examples": 0, "experiments": 0, "experiment_runs": 0}
 
 
 def test_a_read_the_database_refuses_leaves_the_store_usable(store: Store):
