@@ -112,7 +112,8 @@ def main() -> None:
 
     load = os.getloadavg()
     print(f"{args.examples} examples, 5-step workflow, last step changed, --parallel {args.parallel}; "
-          f"{args.examples} source runs stored in {stored:.1f} s; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+          f"{args.examples} source runs stored in {stored:.1f} s; "
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     header = ("| --reuse   | runs | step executions (counted) | reported | saved by reuse | model calls | wall  "
               "| CPU   |")
     print(header)

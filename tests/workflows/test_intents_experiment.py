@@ -94,7 +94,8 @@ def test_the_changed_prompt_fixes_refunds_and_logins_and_compare_names_classify(
 
 
 def test_on_the_runs_that_were_right_the_changed_prompt_breaks_one(cli, fake_openai, stored):
-    assert cli("dataset", "create", "kept", "--from-runs", "--workflow", "intents", "--outcome", "correct").exit_code == 0
+    created = cli("dataset", "create", "kept", "--from-runs", "--workflow", "intents", "--outcome", "correct")
+    assert created.exit_code == 0, created.stderr
     run_experiment(cli, fake_openai, stored / "intents_v2.yaml", "kept", "prompt-v2-kept")
     compared = cli("experiment", "compare", "baseline", "prompt-v2-kept", "--json").json()
     assert compared["flips"] == {"fixed": 0, "broken": 1, "ambiguous": 0, "total": 1}
