@@ -70,6 +70,7 @@ def test_two_racing_resumes_leave_each_iteration_executed_once_after_the_kill(tm
                   and r.status == "succeeded") == ITERATIONS
 
 
+@pytest.mark.slow
 def test_a_loop_ends_on_until_or_pauses_at_max_and_each_decision_continues_it(tmp_path, durable_cli, monkeypatch):
     """Through the CLI (in-process) on each backend: until ends a loop; max pauses it at its repeat gate, and
     approve, edit and retry each continue it (retry with a new round), no iteration running twice."""
