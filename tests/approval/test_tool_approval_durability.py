@@ -3,8 +3,9 @@ ran, loses nothing and never runs the tool twice unasked.
 
 The step writes a checkpoint before an approved call runs and another, with its result, after: a resume
 after the second answers the model with the stored result; a resume after the first (the call may have
-taken effect) asks the person again instead of running it. Every process is a real one (``orchestrator``
-subprocesses, SIGKILLed); the refund tool appends a line per real execution to a file, and the scripted
+taken effect) asks the person again instead of running it. Every process that is killed is a real one (an
+``orchestrator`` subprocess, SIGKILLed); the run before it and the resume after go through the CLI in the
+test's own process. The refund tool appends a line per real execution to a file, and the scripted
 model server on 127.0.0.1 counts the requests it received, so a repeated turn would show.
 """
 
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.store import open_store
-from tests.conftest import REPO
+from tests.conftest import REPO, Result, _cli_on
 from tests.llm.fake_openai_server import FakeOpenAI, completion, tool_call
 
 FLOW = Path(__file__).parent.parent / "fixtures" / "approval" / "tool_approval.yaml"
@@ -38,16 +39,22 @@ def model(fake_openai: FakeOpenAI) -> FakeOpenAI:
 
 
 @pytest.fixture
-def env(tmp_path: Path, model: FakeOpenAI) -> dict[str, str]:
+def env(tmp_path: Path, model: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """What the steps and the CLI read, set in this process (for the CLI invoked here) and returned whole for
+    the processes a test starts."""
     (tmp_path / "refunds.log").touch()
-    clean = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
-    return {**clean, "PYTHONPATH": str(REPO), "REFUND_LOG": str(tmp_path / "refunds.log"),
-            "ORCHESTRATOR_LLM_BASE_URL": model.base_url, "ORCHESTRATOR_LEASE_SECONDS": "2"}
+    for variable in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(variable, raising=False)
+    for variable, value in {"REFUND_LOG": str(tmp_path / "refunds.log"), "ORCHESTRATOR_LLM_BASE_URL": model.base_url,
+                            "ORCHESTRATOR_LEASE_SECONDS": "2"}.items():
+        monkeypatch.setenv(variable, value)
+    return {**os.environ, "PYTHONPATH": str(REPO)}
 
 
-def _cli(url: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args, "--db", url], env=env, capture_output=True,
-                          text=True, timeout=120)
+def _cli(url: str, *args: str) -> Result:
+    """``orchestrator ARGS --db URL`` in this process, with the test's environment (see ``env``): the runs
+    before a kill and the resumes and decisions after it; the processes that are killed are real ones."""
+    return _cli_on(url)(*args)
 
 
 def _refunds(env: dict[str, str]) -> list[str]:
@@ -55,8 +62,8 @@ def _refunds(env: dict[str, str]) -> list[str]:
 
 
 def _paused(url: str, env: dict[str, str]) -> str:
-    res = _cli(url, env, "run", str(FLOW), "--input", TICKET, "--json")
-    assert res.returncode == 3, res.stderr
+    res = _cli(url, "run", str(FLOW), "--input", TICKET, "--json")
+    assert res.exit_code == 3, res.stderr
     return json.loads(res.stdout)["run_id"]
 
 
@@ -92,8 +99,8 @@ def test_sigkill_right_after_the_approval_was_stored_runs_the_call_once_on_resum
         assert time.time() < deadline, "the approved run never showed as interrupted"
         time.sleep(0.05)
     model.respond(completion("Refunded 40 on order 42."))
-    res = _cli(durable_url, env, "resume", run_id, "--json")
-    assert res.returncode == 0, res.stderr
+    res = _cli(durable_url, "resume", run_id, "--json")
+    assert res.exit_code == 0, res.stderr
     assert json.loads(res.stdout)["output"] == "Refunded 40 on order 42."
     assert _refunds(env) == ["42 40"]
     assert len(model.requests) == 3  # the two turns before the pause were not asked again
@@ -112,8 +119,8 @@ def test_sigkill_after_the_call_ran_answers_the_model_with_the_stored_result(tmp
     while model.in_flight:  # the held request is answered (to nobody) before the next answer is scripted
         time.sleep(0.02)
     model.respond(completion("Refunded 40 on order 42."))
-    res = _cli(durable_url, env, "resume", run_id, "--json")
-    assert res.returncode == 0, res.stderr
+    res = _cli(durable_url, "resume", run_id, "--json")
+    assert res.exit_code == 0, res.stderr
     assert json.loads(res.stdout)["output"] == "Refunded 40 on order 42."
     assert _refunds(env) == ["42 40"]  # the resume used the recorded result
     first, second, killed, resumed = model.requests
@@ -134,17 +141,17 @@ def test_sigkill_while_the_call_runs_asks_the_person_again_instead_of_running_it
     _kill(proc)
     ran = ["42 40"] if hold == "REFUND_HOLD_AFTER" else []
     assert _refunds(env) == ran
-    res = _cli(durable_url, env, "resume", run_id, "--json")
-    assert res.returncode == 3, res.stderr  # whether the refund took effect is unknown: a person decides
-    step = json.loads(_cli(durable_url, env, "show", run_id, "--json").stdout)["steps"][0]
+    res = _cli(durable_url, "resume", run_id, "--json")
+    assert res.exit_code == 3, res.stderr  # whether the refund took effect is unknown: a person decides
+    step = json.loads(_cli(durable_url, "show", run_id, "--json").stdout)["steps"][0]
     assert step["output"]["tool"] == "refund" and step["output"]["arguments"] == {"order_id": "42", "amount": 40}
     assert "may have taken effect" in step["output"]["note"]
     assert _refunds(env) == ran and len(model.requests) == 2
     model.respond(completion("Your refund is on its way."))
     if ran:
-        res = _cli(durable_url, env, "reject", run_id, "--reason", "it already went through")
+        res = _cli(durable_url, "reject", run_id, "--reason", "it already went through")
     else:
-        res = _cli(durable_url, env, "approve", run_id)
-    assert res.returncode == 0, res.stderr
+        res = _cli(durable_url, "approve", run_id)
+    assert res.exit_code == 0, res.stderr
     assert _refunds(env) == ["42 40"]  # once, either way
     assert len(model.requests) == 3

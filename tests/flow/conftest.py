@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -38,12 +36,6 @@ def durable_env(log: Path, **extra: str) -> dict[str, str]:
     leases last LEASE seconds; ``extra`` adds variables (ITEM_SLEEP, STEP_SLEEP)."""
     return {**os.environ, "STEP_LOG": str(log), "PYTHONPATH": str(REPO), "ORCHESTRATOR_LEASE_SECONDS": str(LEASE),
             **extra}
-
-
-def orchestrator_cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``orchestrator ARGS`` in a process of its own, its output captured."""
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
 
 
 def wait_interrupted(url: str, run_id: str) -> None:

@@ -7,7 +7,6 @@ lands. Executions are counted from the step log the steps write; on SQLite and P
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.store import open_store
-from tests.conftest import REPO
+from tests.conftest import REPO, _cli_on
 from tests.flow.conftest import FLOW, executions
 
 
@@ -32,20 +31,22 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True)
 
 
-def _paused(env: dict[str, str], url: str, workflow: str, *inputs: str) -> dict:
-    proc = _cli(env, "run", str(FLOW / workflow), *[a for i in inputs for a in ("--input", i)], "--db", url,
-                "--json")
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 3, err
-    return json.loads(out)
+def _paused(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], url: str, workflow: str, *inputs: str) -> dict:
+    """Run ``workflow`` to its pauses in this process (the racing reviewers are the processes), with the
+    environment the reviewers get."""
+    for name in ("STEP_LOG", "ORCHESTRATOR_LEASE_SECONDS"):
+        monkeypatch.setenv(name, env[name])
+    paused = _cli_on(url)("run", str(FLOW / workflow), *[a for i in inputs for a in ("--input", i)], "--json")
+    assert paused.exit_code == 3, paused.stderr
+    return paused.json()
 
 
 @pytest.mark.slow
-def test_racing_reviewers_from_the_parent_and_from_the_child_decide_once(tmp_path, durable_url):
+def test_racing_reviewers_from_the_parent_and_from_the_child_decide_once(tmp_path, durable_url, monkeypatch):
     log = tmp_path / "steps.log"
     log.touch()
     env = _env(log)
-    doc = _paused(env, durable_url, "tree_review.yaml")
+    doc = _paused(monkeypatch, env, durable_url, "tree_review.yaml")
     child_id = doc["children"][0]["run_id"]
     racing = {**env, "STEP_SLEEP": "0.3"}  # the winner's continuation takes a while: the loser meets it
     racers = [_cli(racing, "approve", doc["run_id"], "--step", "research > retrieve", "--db", durable_url),
@@ -63,11 +64,11 @@ def test_racing_reviewers_from_the_parent_and_from_the_child_decide_once(tmp_pat
 
 
 @pytest.mark.slow
-def test_a_decision_on_another_pause_waits_while_the_tree_is_continued_then_lands(tmp_path, durable_url):
+def test_a_decision_on_another_pause_waits_while_the_tree_is_continued_then_lands(tmp_path, durable_url, monkeypatch):
     log = tmp_path / "steps.log"
     log.touch()
     env = _env(log)
-    doc = _paused(env, durable_url, "tree_map.yaml", "unclear=[1, 3]")
+    doc = _paused(monkeypatch, env, durable_url, "tree_map.yaml", "unclear=[1, 3]")
     assert doc["paused_steps"] == ["per_ticket[1] > classify", "per_ticket[3] > classify"]
     hold = tmp_path / "hold"
     hold.touch()  # ticket 1's answer, once approved, waits until the test removes this file
@@ -92,13 +93,13 @@ def test_a_decision_on_another_pause_waits_while_the_tree_is_continued_then_land
 
 
 @pytest.mark.slow
-def test_a_decision_inside_a_tree_another_process_keeps_executing_is_refused_naming_it(tmp_path, db_url):
+def test_a_decision_inside_a_tree_another_process_keeps_executing_is_refused_naming_it(tmp_path, db_url, monkeypatch):
     """The first decision's continuation holds the tree past the wait: the second is refused (exit 2), names
     the holder and stores nothing; decided once the tree pauses again, it lands."""
     log = tmp_path / "steps.log"
     log.touch()
     env = _env(log)
-    doc = _paused(env, db_url, "tree_map.yaml", "unclear=[1, 3]")
+    doc = _paused(monkeypatch, env, db_url, "tree_map.yaml", "unclear=[1, 3]")
     hold = tmp_path / "hold"
     hold.touch()
     held = {**env, "STEP_HOLD": str(hold), "HOLD_STEP": "tree-triage.answer"}

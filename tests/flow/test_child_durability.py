@@ -9,7 +9,6 @@ processes, on SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -23,7 +22,7 @@ import pytest
 
 from orchestrator.engine.attempt import idempotency_key
 from orchestrator.store import Store, open_store
-from tests.conftest import REPO
+from tests.conftest import REPO, Result, _cli_on
 from tests.flow.conftest import FLOW, executions
 
 LEASE = 2.0
@@ -34,9 +33,13 @@ def _env(log: Path, **extra: str) -> dict[str, str]:
             **extra}
 
 
-def _cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+def _cli(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], url: str, *args: str) -> Result:
+    """``orchestrator ARGS --db URL`` in this process (not the killed or holding one), with the variables of ``env``
+    that the steps and the lease read."""
+    for name in ("STEP_LOG", "ORCHESTRATOR_LEASE_SECONDS", "STEP_SLEEP", "STEP_HOLD", "HOLD_STEP"):
+        if name in env:
+            monkeypatch.setenv(name, env[name])
+    return _cli_on(url)(*args)
 
 
 def _completed(store: Store, run_id: str) -> set[str]:
@@ -119,16 +122,16 @@ def test_two_racing_resumes_after_a_kill_inside_the_child_run_each_step_once(tmp
 
 
 @pytest.mark.slow
-def test_a_kill_in_a_map_of_child_runs_resumes_only_the_unfinished_children(tmp_path, durable_url):
+def test_a_kill_in_a_map_of_child_runs_resumes_only_the_unfinished_children(tmp_path, durable_url, monkeypatch):
     run_id, log, env = _start_and_kill(tmp_path, durable_url, "tree_map.yaml", _children_done(2))
     store = open_store(durable_url)
     completed = _completed(store, run_id)
     finished = {c.parent_step for c in store.child_runs(run_id) if c.status == "succeeded"}
     _wait_interrupted(store, run_id)
     before = len(executions(log))
-    res = _cli({**env, "STEP_SLEEP": "0"}, "resume", run_id, "--db", durable_url, "--json")
-    assert res.returncode == 3, res.stderr  # ticket 3 pauses inside its child, as it would have
-    doc = json.loads(res.stdout)
+    res = _cli(monkeypatch, {**env, "STEP_SLEEP": "0"}, durable_url, "resume", run_id, "--json")
+    assert res.exit_code == 3, res.stderr  # ticket 3 pauses inside its child, as it would have
+    doc = res.json()
     assert doc["paused_steps"] == ["per_ticket[3] > classify"]
     rerun_keys = _keys(log)[before:]
     assert not completed & set(rerun_keys), "completed steps ran again"
@@ -144,7 +147,7 @@ def test_a_kill_in_a_map_of_child_runs_resumes_only_the_unfinished_children(tmp_
 
 
 @pytest.mark.slow
-def test_while_the_tree_runs_a_resume_of_the_parent_or_of_a_child_is_refused(tmp_path, durable_url):
+def test_while_the_tree_runs_a_resume_of_the_parent_or_of_a_child_is_refused(tmp_path, durable_url, monkeypatch):
     log = tmp_path / "steps.log"
     log.touch()
     hold = tmp_path / "hold"
@@ -163,8 +166,8 @@ def test_while_the_tree_runs_a_resume_of_the_parent_or_of_a_child_is_refused(tmp
     run_id = store.list_runs()[0].run_id
     child_id = store.child_runs(run_id)[0].run_id
     for target in (run_id, child_id):
-        res = _cli(env, "resume", target, "--db", durable_url)
-        assert res.returncode == 2, res.stderr
+        res = _cli(monkeypatch, env, durable_url, "resume", target)
+        assert res.exit_code == 2, res.stderr
         assert f"run {run_id} is being executed by" in res.stderr
     hold.unlink()
     assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""

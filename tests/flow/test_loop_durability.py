@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.store import open_store
-from tests.flow.conftest import FLOW, durable_env, executions, orchestrator_cli, wait_interrupted
+from tests.flow.conftest import FLOW, durable_env, executions, wait_interrupted
 
 ITERATIONS = [f"draft#{n}" for n in range(1, 7)]
 """loop_slow.yaml's loop: until the score (0.3 an iteration) reaches 1.8, so six iterations."""
@@ -71,30 +71,29 @@ def test_two_racing_resumes_leave_each_iteration_executed_once_after_the_kill(tm
 
 
 @pytest.mark.slow
-def test_a_loop_ends_on_until_or_pauses_at_max_and_each_decision_continues_it(tmp_path, durable_url):
-    """Through the CLI on each backend: until ends a loop; max pauses it at its repeat gate, and approve,
-    edit and retry each continue it (retry with a new round), no iteration running twice."""
+def test_a_loop_ends_on_until_or_pauses_at_max_and_each_decision_continues_it(tmp_path, durable_cli, monkeypatch):
+    """Through the CLI (in-process) on each backend: until ends a loop; max pauses it at its repeat gate, and
+    approve, edit and retry each continue it (retry with a new round), no iteration running twice."""
     log = tmp_path / "steps.log"
     log.touch()
-    env = durable_env(log)
+    monkeypatch.setenv("STEP_LOG", str(log))
     loop = str(FLOW / "loop.yaml")
-    ended = orchestrator_cli(env, "run", loop, "--db", durable_url, "--json")
-    assert ended.returncode == 0, ended.stderr
-    assert json.loads(ended.stdout)["output"] == "ESSAY V3"
+    ended = durable_cli("run", loop, "--json")
+    assert ended.exit_code == 0, ended.stderr
+    assert ended.json()["output"] == "ESSAY V3"
 
     outputs = {}
     replacement = tmp_path / "draft.json"
     replacement.write_text(json.dumps({"text": "by hand", "score": 1, "revises": None}))
     for decision, target, extra in (("approve", "5", ()), ("edit", "5", ("--output", str(replacement))),
                                     ("retry", "2", ())):
-        paused = orchestrator_cli(env, "run", loop, "--input", f"target={target}", "--db", durable_url, "--json")
-        assert paused.returncode == 3, paused.stderr
-        doc = json.loads(paused.stdout)
+        paused = durable_cli("run", loop, "--input", f"target={target}", "--json")
+        assert paused.exit_code == 3, paused.stderr
+        doc = paused.json()
         assert doc["paused_steps"] == ["draft"]
-        decided = orchestrator_cli(env, decision, doc["run_id"], "--step", "draft", *extra, "--db", durable_url,
-                                   "--json")
-        assert decided.returncode == 0, decided.stderr
-        outputs[decision] = json.loads(decided.stdout)["output"]
+        decided = durable_cli(decision, doc["run_id"], "--step", "draft", *extra, "--json")
+        assert decided.exit_code == 0, decided.stderr
+        outputs[decision] = decided.json()["output"]
     assert outputs == {"approve": "ESSAY V4", "edit": "BY HAND", "retry": "ESSAY V7"}
     # three loops to max 4 and one round of three more after the retry; each iteration ran once
     assert Counter(executions(log)) == Counter(

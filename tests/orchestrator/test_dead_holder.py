@@ -10,13 +10,16 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
+from orchestrator.bind.loader import load_workflow
 from orchestrator.engine.leases.holder import holder_name, this_holder
+from orchestrator.service.runner import enqueue_run
 from orchestrator.store import Lease, open_store
-from tests.conftest import REPO
+from tests.conftest import REPO, Result, _cli_on
 
 ORCHESTRATOR = [sys.executable, "-m", "orchestrator"]
 
@@ -63,14 +66,17 @@ def _wait_for(predicate, what: str, seconds: float = 60) -> None:
         time.sleep(0.02)
 
 
-def _resume(run_id: str, url: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ORCHESTRATOR, "resume", run_id, "--db", url, "--json"], env={**env, "NAP": "0"},
-                          capture_output=True, text=True, timeout=60)
+def _resume(run_id: str, url: str, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Result:
+    """``orchestrator resume RUN --json`` from this process (not the dead holder's), without the nap."""
+    for name in ("SIDE", "ORCHESTRATOR_LEASE_SECONDS"):
+        monkeypatch.setenv(name, env[name])
+    monkeypatch.setenv("NAP", "0")
+    return _cli_on(url)("resume", run_id, "--json")
 
 
 @pytest.mark.parametrize("reaped", [True, False], ids=["reaped", "zombie"])
 @pytest.mark.slow
-def test_resume_takes_the_run_of_a_sigkilled_run_at_once(tmp_path, durable_url, reaped):
+def test_resume_takes_the_run_of_a_sigkilled_run_at_once(tmp_path, durable_url, reaped, monkeypatch):
     """SIGKILL leaves the lease with 30 s to run; resume right after takes the run and finishes it, and
     the step that completed before the kill is not executed again (also while the killed process is still
     a zombie its parent has not reaped)."""
@@ -89,23 +95,22 @@ def test_resume_takes_the_run_of_a_sigkilled_run_at_once(tmp_path, durable_url, 
                       "the killed process never became a zombie")
         assert store.get_run(run.run_id).status == "running"  # its lease has about 30 s to run
 
-        resumed = _resume(run.run_id, durable_url, env)
+        resumed = _resume(run.run_id, durable_url, env, monkeypatch)
     finally:
         killed.kill()
         killed.communicate(timeout=60)
-    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.exit_code == 0, resumed.stderr
     assert json.loads(resumed.stdout)["output"] == 2
     assert Path(env["SIDE"]).read_text().splitlines() == ["first", "nap", "nap"]  # first ran once
 
 
 @pytest.mark.slow
-def test_a_holder_whose_pid_now_belongs_to_a_later_process_holds_nothing(tmp_path, durable_url):
+def test_a_holder_whose_pid_now_belongs_to_a_later_process_holds_nothing(tmp_path, durable_url, monkeypatch):
     """The pid of a dead holder may be given to a new process; its start time tells them apart, so a
     holder naming a living pid with another start time is gone, and one naming it exactly is alive."""
     workflow, env = _setup(tmp_path)
-    queued = subprocess.run([*ORCHESTRATOR, "run", str(workflow), "--queue", "--json", "--db", durable_url],
-                            env=env, capture_output=True, text=True, timeout=60)
-    run_id = json.loads(queued.stdout)["run_id"]
+    with closing(open_store(durable_url)) as queueing:
+        run_id = enqueue_run(queueing, load_workflow(workflow), {})
     living = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         name, identity = this_holder().rsplit(":", 1)[0], this_holder().split("#", 1)[1]
@@ -116,14 +121,14 @@ def test_a_holder_whose_pid_now_belongs_to_a_later_process_holds_nothing(tmp_pat
         store = open_store(durable_url)
 
         assert store.acquire_lease(exact, statuses=("queued",))
-        refused = _resume(run_id, durable_url, env)
-        assert refused.returncode == 2
+        refused = _resume(run_id, durable_url, env, monkeypatch)
+        assert refused.exit_code == 2
         assert f"is being executed by {holder_name(exact.holder)} (its lease runs" in refused.stderr
 
         store.renew_lease(Lease(run_id, exact.holder, exact.token, 0.0))  # hand it back, then hold it as the
         assert store.acquire_lease(reused, statuses=("running",))         # same pid started at another time
-        resumed = _resume(run_id, durable_url, env)
-        assert resumed.returncode == 0, resumed.stderr
+        resumed = _resume(run_id, durable_url, env, monkeypatch)
+        assert resumed.exit_code == 0, resumed.stderr
         assert json.loads(resumed.stdout)["output"] == 2
     finally:
         living.kill()

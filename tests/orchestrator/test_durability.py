@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.store import open_store
-from tests.conftest import FIXTURES, REPO
+from tests.conftest import FIXTURES, REPO, _cli_on
 
 LEASE = 2.0
 
@@ -67,12 +67,11 @@ def test_a_resume_while_the_holder_lives_is_refused_naming_it(tmp_path, durable_
             time.sleep(0.05)
         proc.send_signal(signal.SIGSTOP)
         run_id = store.list_runs()[0].run_id
-        early = subprocess.run([sys.executable, "-m", "orchestrator", "resume", run_id, "--db", durable_url],
-                               env=env, capture_output=True, text=True, timeout=60)
+        early = _cli_on(durable_url)("resume", run_id)  # from this process, not the stopped holder
     finally:
         proc.kill()
         proc.wait(timeout=60)
-    assert early.returncode == 2
+    assert early.exit_code == 2
     assert f"run {run_id} is being executed by {socket.gethostname()}:{proc.pid} (its lease runs" in early.stderr
     assert len(early.stderr.strip().splitlines()) == 1
 
@@ -105,7 +104,8 @@ def _log_lines(path: Path) -> list[tuple[str, str]]:
 
 
 @pytest.mark.slow
-def test_sigkill_mid_run_then_resume_finishes_without_repeating_completed_steps(tmp_path, durable_url):
+def test_sigkill_mid_run_then_resume_finishes_without_repeating_completed_steps(tmp_path, durable_url,
+                                                                                monkeypatch):
     log = tmp_path / "steps.log"
     log.touch()
     env = {**os.environ, "STEP_LOG": str(log), "CHAIN_SLEEP": "0.4", "PYTHONPATH": str(REPO),
@@ -134,9 +134,10 @@ def test_sigkill_mid_run_then_resume_finishes_without_repeating_completed_steps(
     keys_before = {step: key for step, key in _log_lines(log)}
 
     _wait_until_interrupted(store, run.run_id)
-    resumed = subprocess.run([sys.executable, "-m", "orchestrator", "resume", run.run_id, "--db", durable_url],
-                             env=env, capture_output=True, text=True, timeout=60)
-    assert resumed.returncode == 0, resumed.stderr
+    for name in ("STEP_LOG", "CHAIN_SLEEP", "ORCHESTRATOR_LEASE_SECONDS"):  # the steps log where they did
+        monkeypatch.setenv(name, env[name])
+    resumed = _cli_on(durable_url)("resume", run.run_id)  # from this process, not the killed one
+    assert resumed.exit_code == 0, resumed.stderr
     assert store.get_run(run.run_id).status == "succeeded"
     assert store.get_run(run.run_id).output == 6
 

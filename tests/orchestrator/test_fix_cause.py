@@ -8,10 +8,7 @@ steps with side effects are not repeated unless the reviewer says so.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +19,7 @@ from orchestrator.engine.executor import new_lease
 from orchestrator.service import review
 from orchestrator.service.runner import continue_run, start_run
 from orchestrator.store import NewReview, open_store
-from tests.conftest import REPO, calls
+from tests.conftest import calls
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "workflows"
 CAUSE = FIXTURES / "fix_cause.yaml"
@@ -32,9 +29,10 @@ FIXED_CUSTOMER = {"id": "C-2", "name": "Bea"}
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO), "STEP_LOG": str(tmp_path / "steps.log"),
-            "SENT_LOG": str(tmp_path / "sent.log"), "COLUMNS": "200"}
+def logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The steps log each call to ``steps.log`` and each message sent to ``sent.log`` in ``tmp_path``."""
+    monkeypatch.setenv("STEP_LOG", str(tmp_path / "steps.log"))
+    monkeypatch.setenv("SENT_LOG", str(tmp_path / "sent.log"))
 
 
 @pytest.fixture
@@ -44,38 +42,33 @@ def fixed(tmp_path: Path) -> Path:
     return path
 
 
-def orchestrator(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=120)
-
-
 def sent(tmp_path: Path) -> list[str]:
     path = tmp_path / "sent.log"
     return path.read_text().split() if path.exists() else []
 
 
 class TestCriticPauseFixedAtItsCause:
-    @pytest.mark.slow
-    def test_edit_of_the_verified_step_reruns_its_descendants_and_the_run_succeeds(self, durable_url, env, fixed,
+    @pytest.mark.usefixtures("logs")
+    def test_edit_of_the_verified_step_reruns_its_descendants_and_the_run_succeeds(self, durable_cli, fixed,
                                                                                    tmp_path):
-        first = orchestrator(env, "run", CAUSE, "--db", durable_url)
-        assert first.returncode == 3, first.stderr
+        first = durable_cli("run", str(CAUSE))
+        assert first.exit_code == 3, first.stderr
         run_id = re.search(r"run (r[0-9a-f]+) paused", first.stdout).group(1)  # type: ignore[union-attr]
         # the pause shows what the critic compared, side by side, and where to fix it
-        for text in (first.stdout, orchestrator(env, "show", run_id, "--db", durable_url).stdout):
+        for text in (first.stdout, durable_cli("show", run_id).stdout):
             assert "critic check_customer verified lookup_customer, make_invoice" in text
             assert re.search(r'"id": "C-1",.*"billed": "C-2",', text), text
             assert f"orchestrator edit {run_id} --step lookup_customer --output" in text
             assert f"orchestrator retry {run_id} --step lookup_customer" in text
-        pause_record = next(s["record_id"] for s in json.loads(orchestrator(
-            env, "show", run_id, "--db", durable_url, "--json").stdout)["steps"] if s["step_id"] == "check_customer")
+        pause_record = next(s["record_id"] for s in durable_cli(
+            "show", run_id, "--json").json()["steps"] if s["step_id"] == "check_customer")
 
-        second = orchestrator(env, "edit", run_id, "--step", "lookup_customer", "--output", fixed,
-                              "--reviewer", "ann", "--comment", "wrong customer", "--db", durable_url)
-        assert second.returncode == 0, second.stderr
+        second = durable_cli("edit", run_id, "--step", "lookup_customer", "--output", str(fixed),
+                             "--reviewer", "ann", "--comment", "wrong customer")
+        assert second.exit_code == 0, second.stderr
         assert "superseded (kept, and run again now): draft_reply, make_invoice, check_customer" in second.stdout
 
-        doc = json.loads(orchestrator(env, "show", run_id, "--db", durable_url, "--json").stdout)
+        doc = durable_cli("show", run_id, "--json").json()
         assert doc["status"] == "succeeded"
         assert doc["output"] == {"billed": "C-2", "reply_to": "C-2"}
         steps = {s["step_id"]: s for s in doc["steps"]}
@@ -96,7 +89,7 @@ class TestCriticPauseFixedAtItsCause:
                                                  "check_customer", "draft_reply", "make_invoice", "check_customer",
                                                  "notify"]
         assert sent(tmp_path) == ["Bea"]
-        assert "superseded by review" in orchestrator(env, "show", run_id, "--db", durable_url).stdout
+        assert "superseded by review" in durable_cli("show", run_id).stdout
 
     def test_retry_of_a_completed_step_on_a_failed_run_reruns_it_and_its_descendants(self, cli, tmp_path, step_log,
                                                                                      monkeypatch):

@@ -5,7 +5,6 @@ file before it acts, so executions are counted from outside the processes.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -95,11 +94,13 @@ def _wait_for(predicate, what: str, seconds: float = 60) -> None:
         time.sleep(0.02)
 
 
-def _queue(workflow: Path, url: str, env: dict[str, str]) -> str:
-    queued = subprocess.run([*ORCHESTRATOR, "run", str(workflow), "--queue", "--json", "--db", url], env=env,
-                            capture_output=True, text=True, timeout=60)
-    assert queued.returncode == 0, queued.stderr
-    return json.loads(queued.stdout)["run_id"]
+def _queue(workflow: Path, url: str) -> str:
+    """Queue a run of ``workflow`` for the worker processes (from this process: queueing is not the point)."""
+    store = open_store(url)
+    try:
+        return enqueue_run(store, load_workflow(workflow), {})
+    finally:
+        store.close()
 
 
 STARTED: list[subprocess.Popen[str]] = []
@@ -133,7 +134,7 @@ def test_a_worker_stopped_after_its_claim_starts_no_step_once_another_holds_the_
     a second worker takes the run over and is inside ``first`` when the first one continues (SIGCONT):
     the first one must find its lease gone before starting ``first`` again."""
     workflow, env = _setup(tmp_path, hold=0, lease=1)
-    run_id = _queue(workflow, durable_url, env)
+    run_id = _queue(workflow, durable_url)
     Path(env["STALL_ONCE"]).touch()
     stalled = _worker(durable_url, env, "--once")
     store = open_store(durable_url)  # one store polled throughout: a store opened per poll holds a connection each
@@ -166,7 +167,7 @@ def test_a_worker_stopped_between_two_attempts_of_a_step_starts_no_retry_once_an
     Its lease lapses, a second worker runs attempt 2 and finishes the run; continued (SIGCONT), the first
     worker must find its lease gone instead of starting attempt 2 again."""
     _, env = _setup(tmp_path, hold=0, lease=1)
-    run_id = _queue(tmp_path / "retried.yaml", durable_url, env)
+    run_id = _queue(tmp_path / "retried.yaml", durable_url)
     store = open_store(durable_url)
     stalled = _worker(durable_url, env, "--once")
     _wait_for(lambda: [r.attempt for r in store.step_records(run_id)] == [1], "attempt 1 was never recorded")
@@ -194,7 +195,7 @@ def test_two_workers_execute_a_3s_inline_step_under_a_1s_lease_once(tmp_path, du
     other worker, polling all along, never takes the run over."""
     workflow, env = _setup(tmp_path, hold=3, lease=1)
     Path(env["RELEASE"]).touch()
-    run_id = _queue(workflow, durable_url, env)
+    run_id = _queue(workflow, durable_url)
     workers = [_worker(durable_url, env) for _ in range(2)]
     store = open_store(durable_url)
     _wait_for(lambda: store.get_run(run_id).status == "succeeded", "the run never finished")
@@ -212,7 +213,7 @@ def test_a_worker_takes_an_interrupted_run_over_before_a_backlog_of_400_queued_r
     """Recovery does not wait for the queue: the first run a fresh worker claims is the one whose executor
     was killed, not the oldest of 400 queued runs (``benchmarks/chaos.py --backlog`` times it)."""
     workflow, env = _setup(tmp_path, hold=0, lease=1)
-    killed_run = _queue(workflow, durable_url, env)
+    killed_run = _queue(workflow, durable_url)
     killed = _worker(durable_url, env)
     _wait_for(lambda: ("first", killed.pid) in _side(env), "the first worker never started the run")
     killed.kill()

@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+from orchestrator.bind.loader import load_workflow
+from orchestrator.service.runner import enqueue_run
 from orchestrator.store import open_store
 from tests.conftest import FIXTURES, REPO, calls
 
@@ -71,10 +73,8 @@ def test_a_stopped_worker_that_wakes_after_losing_its_lease_writes_nothing(tmp_p
     log = tmp_path / "steps.log"
     log.touch()
     env = _env(log)
-    queued = subprocess.run([*ORCHESTRATOR, "run", str(FIXTURES / "chain.yaml"), "--queue", "--json",
-                             "--db", durable_url], env=env, capture_output=True, text=True, timeout=60)
-    run_id = __import__("json").loads(queued.stdout)["run_id"]
     store = open_store(durable_url)
+    run_id = enqueue_run(store, load_workflow(FIXTURES / "chain.yaml"), {})  # queued here, executed by workers
     sleeper = subprocess.Popen([*ORCHESTRATOR, "worker", "--once", "--db", durable_url], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait(lambda: _completed(store, run_id) >= 1, 30, "the first worker never started")

@@ -9,7 +9,6 @@ seconds), then ``last``. Every step appends ``<step> start`` and ``<step> end`` 
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import signal
@@ -21,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.bind.loader import load_workflow
+from orchestrator.service.runner import enqueue_run
 from orchestrator.store import open_store
-from tests.conftest import REPO
+from tests.conftest import REPO, _cli_on
 
 ORCHESTRATOR = [sys.executable, "-m", "orchestrator"]
 
@@ -97,17 +98,21 @@ def _both_naps_started(side: Path) -> bool:
     return {"nap start", "anap start"} <= set(_lines(side))
 
 
-def _queue(workflow: Path, url: str, env: dict[str, str]) -> str:
-    queued = subprocess.run([*ORCHESTRATOR, "run", str(workflow), "--queue", "--json", "--db", url], env=env,
-                            capture_output=True, text=True, timeout=60)
-    assert queued.returncode == 0, queued.stderr
-    return json.loads(queued.stdout)["run_id"]
+def _queue(workflow: Path, url: str) -> str:
+    """Queue a run of ``workflow`` for a worker process (from this process: queueing is not the point)."""
+    store = open_store(url)
+    try:
+        return enqueue_run(store, load_workflow(workflow), {})
+    finally:
+        store.close()
 
 
-def _resume_finishes(run_id: str, url: str, side: Path) -> None:
-    resumed = subprocess.run([*ORCHESTRATOR, "resume", run_id, "--db", url], env=_env(side, 0),
-                             capture_output=True, text=True, timeout=60)
-    assert resumed.returncode == 0, resumed.stderr
+def _resume_finishes(run_id: str, url: str, side: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``orchestrator resume RUN`` (in this process, without naps) finishes the run the stopped process left."""
+    for name in ("SIDE", "NAP", "ORCHESTRATOR_LEASE_SECONDS"):
+        monkeypatch.setenv(name, _env(side, 0)[name])
+    resumed = _cli_on(url)("resume", run_id)
+    assert resumed.exit_code == 0, resumed.stderr
     run = open_store(url).get_run(run_id)
     assert (run.status, run.output) == ("succeeded", 2)
 
@@ -128,10 +133,11 @@ def _statuses(url: str, run_id: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_sigterm_drains_a_worker_the_steps_in_flight_are_recorded_and_resume_finishes_the_run(tmp_path, durable_url):
+def test_sigterm_drains_a_worker_the_steps_in_flight_are_recorded_and_resume_finishes_the_run(
+        tmp_path, durable_url, monkeypatch):
     workflow, side = _setup(tmp_path)
     env = _env(side, 2)
-    run_id = _queue(workflow, durable_url, env)
+    run_id = _queue(workflow, durable_url)
     worker = subprocess.Popen([*ORCHESTRATOR, "worker", "--poll", "0.1", "--db", durable_url], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for(lambda: _both_naps_started(side), "the naps never started")
@@ -145,16 +151,17 @@ def test_sigterm_drains_a_worker_the_steps_in_flight_are_recorded_and_resume_fin
     assert _statuses(durable_url, run_id) == {"first": "succeeded", "nap": "succeeded", "anap": "succeeded"}
     assert open_store(durable_url).get_run(run_id).status == "interrupted"  # resumable, not held
 
-    _resume_finishes(run_id, durable_url, side)
+    _resume_finishes(run_id, durable_url, side, monkeypatch)
     assert sorted(_lines(side)) == sorted(["first start", "nap start", "nap end", "anap start", "anap end",
                                            "last start"])  # every step executed exactly once
 
 
 @pytest.mark.slow
-def test_a_second_sigterm_stops_the_worker_at_once_and_still_hands_the_lease_back(tmp_path, durable_url):
+def test_a_second_sigterm_stops_the_worker_at_once_and_still_hands_the_lease_back(
+        tmp_path, durable_url, monkeypatch):
     workflow, side = _setup(tmp_path)
     env = _env(side, 60)
-    run_id = _queue(workflow, durable_url, env)
+    run_id = _queue(workflow, durable_url)
     worker = subprocess.Popen([*ORCHESTRATOR, "worker", "--poll", "0.1", "--db", durable_url], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stderr = _stderr_lines(worker)
@@ -170,13 +177,14 @@ def test_a_second_sigterm_stops_the_worker_at_once_and_still_hands_the_lease_bac
     assert _statuses(durable_url, run_id) == {"first": "succeeded"}  # the abandoned naps left no record
     assert open_store(durable_url).get_run(run_id).status == "interrupted"
 
-    _resume_finishes(run_id, durable_url, side)
+    _resume_finishes(run_id, durable_url, side, monkeypatch)
     lines = _lines(side)
     assert [lines.count(s) for s in ("first start", "nap start", "anap start", "last start")] == [1, 2, 2, 1]
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_a_run_at_once_names_it_and_resume_finishes_it(tmp_path, durable_url):
+def test_ctrl_c_stops_a_run_at_once_names_it_and_resume_finishes_it(
+        tmp_path, durable_url, monkeypatch):
     workflow, side = _setup(tmp_path)
     proc = subprocess.Popen([*ORCHESTRATOR, "run", str(workflow), "--db", durable_url], env=_env(side, 60),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
@@ -193,13 +201,14 @@ def test_ctrl_c_stops_a_run_at_once_names_it_and_resume_finishes_it(tmp_path, du
     assert store.get_run(run_id).status == "interrupted"  # the lease was handed back
     assert _statuses(durable_url, run_id) == {"first": "succeeded"}
 
-    _resume_finishes(run_id, durable_url, side)
+    _resume_finishes(run_id, durable_url, side, monkeypatch)
     lines = _lines(side)
     assert [lines.count(s) for s in ("first start", "nap start", "anap start", "last start")] == [1, 2, 2, 1]
 
 
 @pytest.mark.slow
-def test_sigterm_stops_a_run_like_ctrl_c_exits_143_and_resume_takes_it_at_once(tmp_path, durable_url):
+def test_sigterm_stops_a_run_like_ctrl_c_exits_143_and_resume_takes_it_at_once(
+        tmp_path, durable_url, monkeypatch):
     """SIGTERM is what `docker stop`, systemd and CI timeouts send: the lease is handed back as on Ctrl-C,
     so an immediate resume is not refused for the rest of the lease (30 s here)."""
     workflow, side = _setup(tmp_path)
@@ -216,7 +225,7 @@ def test_sigterm_stops_a_run_like_ctrl_c_exits_143_and_resume_takes_it_at_once(t
         f"error: terminated (SIGTERM); run {run_id} is resumable: `orchestrator resume {run_id}` finishes it "
         "without re-running its completed steps")
     assert store.get_run(run_id).status == "interrupted"
-    _resume_finishes(run_id, durable_url, side)
+    _resume_finishes(run_id, durable_url, side, monkeypatch)
     lines = _lines(side)
     assert [lines.count(s) for s in ("first start", "nap start", "anap start", "last start")] == [1, 2, 2, 1]
 
@@ -252,7 +261,7 @@ def test_a_second_sigterm_after_the_drain_finished_exits_130(tmp_path, durable_u
     side = tmp_path / "side.txt"
     side.touch()
     env = {**_env(side, 0), "RELEASE": str(tmp_path / "release")}
-    run_id = _queue(workflow, durable_url, env)
+    run_id = _queue(workflow, durable_url)
     worker = subprocess.Popen([*ORCHESTRATOR, "worker", "--poll", "0.1", "--db", durable_url], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     store = open_store(durable_url)

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from orchestrator.store import open_store
-from tests.conftest import FIXTURES, REPO, calls
+from tests.conftest import FIXTURES, REPO, _cli_on, calls
 
 
 def test_queued_run_waits_for_a_worker(cli, store, step_log):
@@ -35,12 +35,12 @@ def _two_workers_share_the_queue(url: str, tmp_path) -> None:
     log.touch()
     env = {**os.environ, "STEP_LOG": str(log), "PYTHONPATH": str(REPO)}
     run = [sys.executable, "-m", "orchestrator"]
+    cli = _cli_on(url)
     ids = []
     for i in range(6):
-        out = subprocess.run([*run, "run", str(FIXTURES / "fanout.yaml"), "--queue", "--input", f"x={i}",
-                              "--db", url, "--json"], env=env, capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
-        ids.append(__import__("json").loads(out.stdout)["run_id"])
+        out = cli("run", str(FIXTURES / "fanout.yaml"), "--queue", "--input", f"x={i}", "--json")
+        assert out.exit_code == 0, out.stderr
+        ids.append(out.json()["run_id"])
     workers = [subprocess.Popen([*run, "worker", "--once", "--db", url], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True) for _ in range(2)]
     for w in workers:
@@ -82,7 +82,8 @@ steps:
 
 
 @pytest.mark.slow
-def test_a_worker_with_concurrency_3_overlaps_runs_and_executes_each_step_once(tmp_path, durable_url):
+def test_a_worker_with_concurrency_3_overlaps_runs_and_executes_each_step_once(tmp_path, durable_url,
+                                                                              durable_cli):
     (tmp_path / "timed_steps.py").write_text(TIMED_STEPS)
     (tmp_path / "timed.yaml").write_text(TIMED)
     times = tmp_path / "times.log"
@@ -90,10 +91,9 @@ def test_a_worker_with_concurrency_3_overlaps_runs_and_executes_each_step_once(t
     orchestrator = [sys.executable, "-m", "orchestrator"]
     ids = []
     for i in range(5):
-        queued = subprocess.run([*orchestrator, "run", str(tmp_path / "timed.yaml"), "--queue", "--input", f"x={i}",
-                                 "--json", "--db", durable_url], env=env, capture_output=True, text=True, timeout=60)
-        assert queued.returncode == 0, queued.stderr
-        ids.append(__import__("json").loads(queued.stdout)["run_id"])
+        queued = durable_cli("run", str(tmp_path / "timed.yaml"), "--queue", "--input", f"x={i}", "--json")
+        assert queued.exit_code == 0, queued.stderr
+        ids.append(queued.json()["run_id"])
     worker = subprocess.run([*orchestrator, "worker", "--once", "--concurrency", "3", "--db", durable_url], env=env,
                             capture_output=True, text=True, timeout=120)
     assert worker.returncode == 0, worker.stderr

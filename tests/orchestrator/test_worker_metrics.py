@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -43,17 +42,15 @@ def scrape(port: int) -> dict[str, float]:
 
 
 @pytest.mark.slow
-def test_a_worker_serves_its_runs_steps_queue_and_waiting_runs_as_prometheus_metrics(durable_url, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cli = [sys.executable, "-m", "orchestrator"]
+def test_a_worker_serves_its_runs_steps_queue_and_waiting_runs_as_prometheus_metrics(durable_url, durable_cli):
     for x in (9, 9, 9, 1, 9, 1):  # x=1 pauses at its gate, x=9 succeeds
-        queued = subprocess.run([*cli, "run", str(FIXTURES / "gated.yaml"), "--queue", "--input", f"x={x}",
-                                 "--db", durable_url, "--json"], env=env, capture_output=True, text=True,
-                                timeout=120)
-        assert queued.returncode == 0, queued.stderr
-        assert json.loads(queued.stdout)["status"] == "queued"
+        queued = durable_cli("run", str(FIXTURES / "gated.yaml"), "--queue", "--input", f"x={x}", "--json")
+        assert queued.exit_code == 0, queued.stderr
+        assert queued.json()["status"] == "queued"
     port = free_port()
-    worker = subprocess.Popen([*cli, "worker", "--poll", "0.1", "--metrics-port", str(port), "--db", durable_url],
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    worker = subprocess.Popen([sys.executable, "-m", "orchestrator", "worker", "--poll", "0.1",
+                               "--metrics-port", str(port), "--db", durable_url],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         metrics: dict[str, float] = {}

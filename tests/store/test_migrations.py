@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,19 +36,25 @@ from orchestrator.store.migrate import (
     stored_revision,
 )
 from orchestrator.store.tables import metadata
-from tests.conftest import REPO
+from tests.conftest import REPO, Result, _cli_on
 
 RELEASE_DB = REPO / "tests" / "fixtures" / "release_db"
 MANIFEST = json.loads((RELEASE_DB / "release.json").read_text())
 TABLE_ORDER = ("workflows", "runs", "step_records", "gate_results", "reviews", "outcomes", "attributions")
 
 
-def cli(*args: str, db: str) -> subprocess.CompletedProcess[str]:
-    """The orchestrator command in a fresh process (the fixture's step module importable from anywhere)."""
-    env = {k: v for k, v in os.environ.items() if k != "ORCHESTRATOR_DB"}
-    env.update(PYTHONPATH=os.pathsep.join([str(REPO), str(RELEASE_DB)]), COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args, "--db", db], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
+    """The orchestrator command, invoked in-process on the database ``db`` (the fixture's step module
+    importable from anywhere, no ``ORCHESTRATOR_DB`` from the environment). Each command opens the database
+    afresh, as a separate process would: nothing about a schema is remembered between commands."""
+    monkeypatch.syspath_prepend(str(RELEASE_DB))
+    monkeypatch.delenv("ORCHESTRATOR_DB", raising=False)
+
+    def invoke(*args: str, db: str) -> Result:
+        return _cli_on(db)(*args)
+
+    return invoke
 
 
 def upgrade_to(conn: sa.Connection, revision: str) -> None:
@@ -131,8 +138,7 @@ def test_an_unversioned_database_of_an_earlier_build_gets_the_columns_the_releas
     engine.dispose()
 
 
-@pytest.mark.slow
-def test_a_newer_schema_than_the_code_knows_is_refused_and_left_as_it_is(durable_url: str, tmp_path: Path) -> None:
+def test_a_newer_schema_than_the_code_knows_is_refused_and_left_as_it_is(durable_url: str, cli) -> None:
     url = normalize_url(durable_url)
     ensure_schema(url)
     engine = sa.create_engine(url)
@@ -144,7 +150,7 @@ def test_a_newer_schema_than_the_code_knows_is_refused_and_left_as_it_is(durable
     assert stored_revision(engine) == "9999"
     engine.dispose()
     refused = cli("runs", db=durable_url)
-    assert refused.returncode == 2
+    assert refused.exit_code == 2
     assert "database schema 9999 is newer than this orchestrator" in refused.stderr
     assert "Traceback" not in refused.stderr
 
@@ -171,31 +177,30 @@ def test_stored_revision_reads_a_stdlib_sqlite_connection(tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
-def test_db_upgrade_says_what_it_did_and_db_revision_where_a_database_stands(durable_url: str) -> None:
+def test_db_upgrade_says_what_it_did_and_db_revision_where_a_database_stands(durable_url: str, cli) -> None:
     engine = sa.create_engine(normalize_url(durable_url))
     with engine.connect() as conn:
         upgrade_to(conn, RELEASE_REVISION)
     engine.dispose()
     pending = cli("db", "revision", "--check", db=durable_url)
-    assert (pending.returncode, pending.stdout.splitlines()[:2]) == (1, [f"stored: {RELEASE_REVISION}",
+    assert (pending.exit_code, pending.stdout.splitlines()[:2]) == (1, [f"stored: {RELEASE_REVISION}",
                                                                          f"head:   {HEAD_REVISION}"])
     upgraded = cli("db", "upgrade", db=durable_url)
-    assert upgraded.returncode == 0, upgraded.stderr
+    assert upgraded.exit_code == 0, upgraded.stderr
     assert f"upgraded the schema from {RELEASE_REVISION} to {HEAD_REVISION}" in upgraded.stdout
     again = cli("db", "upgrade", db=durable_url)
     assert f"is at {HEAD_REVISION} (head); nothing to do" in again.stdout
-    assert cli("db", "revision", "--check", db=durable_url).returncode == 0
+    assert cli("db", "revision", "--check", db=durable_url).exit_code == 0
 
 
 @pytest.mark.parametrize("db, message", [
     ("memory://", "memory:// keeps nothing between commands and has no schema"),
     ("{tmp}/absent.db", "no database at {tmp}/absent.db"),
 ])
-@pytest.mark.slow
-def test_db_commands_refuse_what_has_no_schema_in_one_line(tmp_path: Path, db: str, message: str) -> None:
+def test_db_commands_refuse_what_has_no_schema_in_one_line(tmp_path: Path, db: str, message: str, cli) -> None:
     for command_ in ("upgrade", "revision"):
         refused = cli("db", command_, db=db.format(tmp=tmp_path))
-        assert refused.returncode == 2
+        assert refused.exit_code == 2
         assert len(refused.stderr.strip().splitlines()) == 1
         assert message.format(tmp=tmp_path) in refused.stderr
     assert not (tmp_path / "absent.db").exists()
@@ -228,47 +233,47 @@ def same_as_release(doc: dict[str, Any], release: dict[str, Any]) -> bool:
     return release_keys(contract(doc), contract(release)) == contract(release)
 
 
-def show(run_id: str, db: str) -> dict[str, Any]:
+def show(cli, run_id: str, db: str) -> dict[str, Any]:
     shown = cli("show", run_id, "--json", db=db)
-    assert shown.returncode == 0, shown.stderr
+    assert shown.exit_code == 0, shown.stderr
     return json.loads(shown.stdout)
 
 
-def revision_of(db: str) -> dict[str, Any]:
+def revision_of(cli, db: str) -> dict[str, Any]:
     said = cli("db", "revision", "--json", db=db)
-    assert said.returncode == 0, said.stderr
+    assert said.exit_code == 0, said.stderr
     return json.loads(said.stdout)
 
 
-def check_release_content_upgrades(db: str) -> None:
+def check_release_content_upgrades(cli, db: str) -> None:
     """What both backends must show: the release's records intact, the paused run continuing to success."""
     succeeded, paused = MANIFEST["succeeded_run"], MANIFEST["paused_run"]
-    assert revision_of(db)["stored"] is None  # written before migrations existed
+    assert revision_of(cli, db)["stored"] is None  # written before migrations existed
 
-    assert same_as_release(show(paused, db), MANIFEST["documents"][paused])
-    assert revision_of(db) == {"database": revision_of(db)["database"], "stored": HEAD_REVISION,
+    assert same_as_release(show(cli, paused, db), MANIFEST["documents"][paused])
+    assert revision_of(cli, db) == {"database": revision_of(cli, db)["database"], "stored": HEAD_REVISION,
                                "head": HEAD_REVISION, "current": True, "newer": False}
     # paused before review deadlines existed: due at once, so a worker looks at its pause once
     assert open_store(db).due_reviews(time.time()) == [(paused, 0.0)]
 
     approved = cli("approve", paused, "--comment", "upgraded", db=db)
-    assert approved.returncode == 0, approved.stdout + approved.stderr
-    after = show(paused, db)
+    assert approved.exit_code == 0, approved.stdout + approved.stderr
+    after = show(cli, paused, db)
     assert after["status"] == "succeeded"
     assert after["output"] == {"names": ["vendors-0", "vendors-1", "vendors-2"], "count": 3}
     assert [r["decision"] for r in after["reviews"]] == ["approve"]
     before = contract(MANIFEST["documents"][paused])["attempts"]
     assert release_keys(contract(after)["attempts"][:len(before)], before) == before
 
-    assert same_as_release(show(succeeded, db), MANIFEST["documents"][succeeded])
-    assert [o["source"] for o in show(succeeded, db)["outcomes"]] == ["evaluator", "human"]
+    assert same_as_release(show(cli, succeeded, db), MANIFEST["documents"][succeeded])
+    assert [o["source"] for o in show(cli, succeeded, db)["outcomes"]] == ["evaluator", "human"]
 
 
 @pytest.mark.slow
-def test_the_release_sqlite_database_upgrades_and_its_paused_run_continues(tmp_path: Path) -> None:
+def test_the_release_sqlite_database_upgrades_and_its_paused_run_continues(tmp_path: Path, cli) -> None:
     db = tmp_path / "release.db"
     shutil.copy(RELEASE_DB / "release.db", db)
-    check_release_content_upgrades(str(db))
+    check_release_content_upgrades(cli, str(db))
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM attributions").fetchone() == (1,)  # the label's backward trace
         assert conn.execute("SELECT count(*) FROM workflows").fetchone() == (1,)
@@ -293,7 +298,7 @@ def copy_release_rows(source: Path, target: sa.Connection) -> None:
 
 
 @pytest.mark.slow
-def test_the_release_content_upgrades_on_postgresql(postgres_url: str) -> None:
+def test_the_release_content_upgrades_on_postgresql(postgres_url: str, cli) -> None:
     """A PostgreSQL database as the release left it: the 0001 schema (which equals the release's
     ``tables.py``), no ``alembic_version``, and the fixture's rows."""
     engine = sa.create_engine(normalize_url(postgres_url))
@@ -302,7 +307,7 @@ def test_the_release_content_upgrades_on_postgresql(postgres_url: str) -> None:
         conn.execute(sa.text("DROP TABLE alembic_version"))
         conn.commit()
         copy_release_rows(RELEASE_DB / "release.db", conn)
-    check_release_content_upgrades(postgres_url)
+    check_release_content_upgrades(cli, postgres_url)
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM attributions")).scalar() == 1
         assert schema_differences(conn) == []

@@ -20,5 +20,7 @@ def title(screen: RunDetailScreen) -> str:
 
 
 def app_over(store: Store) -> ReviewApp:
-    """A review app on ``store`` that refreshes often and does not blink (stable screens)."""
-    return make_app(store, reviewer="tester", refresh_interval=0.2, cursor_blink=False)
+    """A review app on ``store`` that refreshes every second and does not blink (stable screens). Every reload
+    re-renders the screen, most of a pilot test's time; what these tests wait for is the app's own doing, which
+    reloads the screen when it lands (``StoreChanged``), so a shorter interval would only cost time."""
+    return make_app(store, reviewer="tester", refresh_interval=1.0, cursor_blink=False)

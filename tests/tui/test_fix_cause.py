@@ -49,7 +49,7 @@ async def select(pilot, screen: RunDetailScreen, step: str) -> None:
 @pytest.mark.slow
 async def test_e_on_the_verified_step_fixes_it_and_the_run_succeeds(store: Store) -> None:
     run_id = await paused_run(store, "fix_cause.yaml")
-    app = make_app(store, reviewer="tester", refresh_interval=0.2, cursor_blink=False)
+    app = make_app(store, reviewer="tester", refresh_interval=1.0, cursor_blink=False)
     async with app.run_test(size=SIZE) as pilot:
         screen = RunDetailScreen(run_id)
         await app.push_screen(screen)
@@ -83,7 +83,7 @@ async def test_e_on_the_verified_step_fixes_it_and_the_run_succeeds(store: Store
 @pytest.mark.slow
 async def test_r_on_a_completed_step_asks_before_repeating_side_effects(store: Store) -> None:
     run_id = await paused_run(store, "fix_side_effects.yaml")
-    app = make_app(store, reviewer="tester", refresh_interval=0.2, cursor_blink=False)
+    app = make_app(store, reviewer="tester", refresh_interval=1.0, cursor_blink=False)
     async with app.run_test(size=SIZE) as pilot:
         screen = RunDetailScreen(run_id)
         await app.push_screen(screen)
