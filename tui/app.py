@@ -93,11 +93,11 @@ class ReviewApp(App[None]):
     def on_mount(self) -> None:
         self.push_screen(RunsScreen())
 
-    def _changed(self, run_id: str | None = None, *, decided: str | None = None,
+    def _changed(self, run_id: str | None = None, *, decided: str | None = None, continues: bool = False,
                  progress: Event | None = None) -> None:
         """Tell the visible screen to re-read (or, for a ``progress`` event, what moved); screens below re-read
         when they are shown again."""
-        self.screen.post_message(StoreChanged(run_id, decided=decided, progress=progress))
+        self.screen.post_message(StoreChanged(run_id, decided=decided, continues=continues, progress=progress))
 
     def _show_activity(self, news: str | None = None) -> None:
         parts = [f"{run_id}: {doing}" for run_id, doing in self.continuing.items()]
@@ -159,7 +159,7 @@ class ReviewApp(App[None]):
         if d.continue_run:
             self.continue_in_background(d.run_id, d.lease)
         self._show_activity(news)
-        self._changed(d.shown_run_id, decided=d.shown_step)
+        self._changed(d.shown_run_id, decided=d.shown_step, continues=d.continue_run)
 
     def on_action_failed(self, message: ActionFailed) -> None:
         self._deciding.discard(message.run_id)
@@ -258,7 +258,7 @@ class ReviewApp(App[None]):
             news = f"{message.run_id} {message.status}"
             self.notify(news, severity="error" if message.status == "failed" else "information", markup=False)
         self._show_activity(news)
-        self._changed(message.run_id)
+        self._changed()  # any run: a continuation of a child run moves the parent shown too
 
     # -- quitting --------------------------------------------------------------------------------
 

@@ -102,6 +102,8 @@ class StoreChanged(Message, bubble=False):
     run_id: str | None = None
     decided: str | None = None
     """The unit a decision just stored was on, as named from ``run_id`` (the screen moves to the next one)."""
+    continues: bool = False
+    """The decision continues the run in this app: the screen reads it when the continuation ends."""
     progress: Event | None = None
     """An event of a run continuing in this app: what changed is in it, so no screen reads the store for it."""
 

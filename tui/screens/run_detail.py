@@ -111,6 +111,8 @@ class RunDetailScreen(Screen[None]):
             return
         if message.decided is not None:
             self._move_past(message.decided)
+            if message.continues:
+                return  # shown decided at once; the run is read once its continuation here ends
         self.reload()
         if self.has_class("-tracing"):
             self._load_trace()  # a label traces the run anew
@@ -192,15 +194,21 @@ class RunDetailScreen(Screen[None]):
         self.query_one(StepList).show(self.detail.steps, blamed=self._blamed(self.detail))
 
     def _move_past(self, decided: str) -> None:
-        """A decision on ``decided`` was stored: select the next unit waiting after it (wrapping round) at once,
-        and once the run is read again the first of those that still waits."""
+        """A decision on ``decided`` was stored: show it no longer waiting and select the next unit waiting after
+        it (wrapping round) at once, without a read; once the run is read again, the first of those still waiting."""
         if self.detail is None or decided not in self.detail.waiting:
             return
         waiting = self.detail.waiting
         at = waiting.index(decided)
         self._follow = waiting[at + 1:] + waiting[:at]
-        if self._follow:
-            self.query_one(StepList).select(self._follow[0])
+        item = self.detail.step(decided)
+        if item is not None:
+            item.waiting = False
+        blamed = self._blamed(self.detail)
+        self.query_one(StepList).show(self.detail.steps, select=self._follow[0] if self._follow else None,
+                                      blamed=blamed)
+        self.query_one("#run-summary", Static).update(self._summary(self.detail, blamed))
+        self.refresh_bindings()
 
     def action_next_waiting(self, step: int = 1) -> None:
         """``n``: the next unit waiting for a decision after the selected row (``p``: the one before), wrapping."""

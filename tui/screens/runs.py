@@ -50,6 +50,8 @@ class RunsScreen(Screen[None]):
         self.limit = PAGE_SIZE
         """How many runs to read: the first page, plus one more each time the list's end is reached."""
         self._loads = SingleFlight()
+        self._filtered: tuple[str | None, str] = (None, "")
+        """The filter the rows were last asked for with."""
         self._last_error: str | None = None
         self._timer: Timer | None = None
 
@@ -170,6 +172,10 @@ class RunsScreen(Screen[None]):
     @on(Select.Changed, "#filter-status")
     @on(Input.Changed, "#filter-workflow")
     def filter_changed(self) -> None:
+        bar = self.query_one(FilterBar)
+        if (bar.status, bar.workflow.strip()) == self._filtered:
+            return  # the widgets announce their first values on mount, and a space typed changes nothing
+        self._filtered = (bar.status, bar.workflow.strip())
         self.limit = PAGE_SIZE
         self._show()  # narrowed at once among the rows read; the store's answer follows
         self.reload()
