@@ -69,7 +69,7 @@ class TestManyRuns:
         app = quiet_app(store)
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(pilot, lambda: len(listed(app)) == PAGE_SIZE)
-            assert summary(app).startswith("303 paused · 2,303 runs · first 200 listed")
+            assert summary(app).startswith("303 paused · 2,303 runs · 200 listed, more below")
             assert listed(app) == many_runs["paused"][:PAGE_SIZE]
             await settle(pilot)
 
@@ -81,7 +81,7 @@ class TestManyRuns:
             await pilot.press("ctrl+end")
             await wait_for(pilot, lambda: len(listed(app)) == 2 * PAGE_SIZE)
             assert listed(app)[:PAUSED] == many_runs["paused"]
-            assert summary(app).startswith("303 paused · 2,303 runs · first 400 listed")
+            assert summary(app).startswith("303 paused · 2,303 runs · 400 listed, more below")
             await settle(pilot)
 
     async def test_the_filter_finds_a_run_older_than_every_page_read(

@@ -79,7 +79,8 @@ class RunsScreen(Screen[None]):
     def on_screen_resume(self) -> None:
         if self._timer is not None:
             self._timer.resume()
-        self.reload()
+        if self.page is not None:  # back from another screen; on first showing, on_mount's read is under way
+            self.reload()
 
     def on_store_changed(self, message: StoreChanged) -> None:
         if message.progress is None:  # a step event changes no row: the continuation's end re-reads
@@ -136,7 +137,7 @@ class RunsScreen(Screen[None]):
             if bar.active:
                 summary += f" · {page.matching:,} match the filter"
             if page.more:
-                summary += f" · first {len(page.rows):,} listed, the end of the list reads more"
+                summary += f" · {len(page.rows):,} listed, more below"
             summary += self._why(self.highlighted)
         self.query_one("#runs-summary", Static).update(summary)
         self.refresh_bindings()
