@@ -21,6 +21,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 
+from orchestrator.service.waiting_list import first_and_count
 from orchestrator.spec.events import Event, StepFinished, StepStarted
 from tui import actions
 from tui.messages import (
@@ -92,9 +93,11 @@ class ReviewApp(App[None]):
     def on_mount(self) -> None:
         self.push_screen(RunsScreen())
 
-    def _changed(self, run_id: str | None = None) -> None:
-        """Tell the visible screen to re-read; screens below re-read when they are shown again."""
-        self.screen.post_message(StoreChanged(run_id))
+    def _changed(self, run_id: str | None = None, *, decided: str | None = None, continues: bool = False,
+                 progress: Event | None = None) -> None:
+        """Tell the visible screen to re-read (or, for a ``progress`` event, what moved); screens below re-read
+        when they are shown again."""
+        self.screen.post_message(StoreChanged(run_id, decided=decided, continues=continues, progress=progress))
 
     def _show_activity(self, news: str | None = None) -> None:
         parts = [f"{run_id}: {doing}" for run_id, doing in self.continuing.items()]
@@ -156,7 +159,7 @@ class ReviewApp(App[None]):
         if d.continue_run:
             self.continue_in_background(d.run_id, d.lease)
         self._show_activity(news)
-        self._changed(d.shown_run_id)
+        self._changed(d.shown_run_id, decided=d.shown_step, continues=d.continue_run)
 
     def on_action_failed(self, message: ActionFailed) -> None:
         self._deciding.discard(message.run_id)
@@ -237,7 +240,7 @@ class ReviewApp(App[None]):
         if message.run_id in self.continuing:
             self.continuing[message.run_id] = doing
         self._show_activity()
-        self._changed(message.run_id)
+        self._changed(message.run_id, progress=event)
 
     def on_continuation_ended(self, message: ContinuationEnded) -> None:
         self.continuing.pop(message.run_id, None)
@@ -247,13 +250,15 @@ class ReviewApp(App[None]):
             self.notify(news + f"; try `orchestrator resume {message.run_id}`", severity="error", timeout=15,
                         markup=False)
         elif message.status == "paused":
-            news = f"{message.run_id} paused again at {', '.join(message.paused_steps)}"
+            waiting = message.paused_steps
+            news = f"{message.run_id} paused again at {first_and_count(waiting, shown=3)}" + (
+                f" ({len(waiting)} waiting)" if len(waiting) > 1 else "")
             self.notify(news, severity="warning", markup=False)
         else:
             news = f"{message.run_id} {message.status}"
             self.notify(news, severity="error" if message.status == "failed" else "information", markup=False)
         self._show_activity(news)
-        self._changed(message.run_id)
+        self._changed()  # any run: a continuation of a child run moves the parent shown too
 
     # -- quitting --------------------------------------------------------------------------------
 

@@ -16,14 +16,24 @@ if TYPE_CHECKING:
     from orchestrator.service.review import Decision
     from orchestrator.spec.events import Event
     from orchestrator.spec.records import StepRecordView
-    from tui.queries import RunDetail, RunRow
+    from tui.queries import RunDetail, RunsPage
 
 
 @dataclass
 class RunsLoaded(Message):
-    """A fresh list of runs for the runs screen."""
+    """A fresh page of runs for the runs screen, and the filter and length it was read with."""
 
-    rows: list[RunRow]
+    page: RunsPage
+    query: RunsWanted
+
+
+@dataclass(frozen=True)
+class RunsWanted:
+    """What the runs screen reads: a status (None: any), a part of a workflow name, how many runs."""
+
+    status: str | None
+    workflow: str
+    limit: int
 
 
 @dataclass
@@ -81,10 +91,21 @@ class ContinuationEnded(Message):
 
 
 @dataclass
+class RunUnchanged(Message):
+    """The run screen's refresh found the run as it was last read (:func:`tui.queries.run_fingerprint`)."""
+
+
+@dataclass
 class StoreChanged(Message, bubble=False):
     """Sent by the app to the active screen: something about ``run_id`` (None: any run) changed."""
 
     run_id: str | None = None
+    decided: str | None = None
+    """The unit a decision just stored was on, as named from ``run_id`` (the screen moves to the next one)."""
+    continues: bool = False
+    """The decision continues the run in this app: the screen reads it when the continuation ends."""
+    progress: Event | None = None
+    """An event of a run continuing in this app: what changed is in it, so no screen reads the store for it."""
 
 
 @dataclass

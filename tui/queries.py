@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from orchestrator.engine.tree import OpenPause
     from orchestrator.spec.records import AttributionView, OutcomeView, ReviewView, RunView, StepRecordView
     from orchestrator.store import Store
+    from orchestrator.store.triage import RunPage
 
 RUN_STATUSES = ("paused", "running", "queued", "succeeded", "failed", "rejected")
 """The filter choices, most actionable first (the closed set of ``orchestrator.spec.model.RunStatus``)."""
@@ -52,23 +53,73 @@ class RunRow:
         return self.status in FINISHED
 
 
-def load_runs(store: Store, *, limit: int = 500) -> list[RunRow]:
-    """Runs (not replays), paused ones first, then newest first, with what ``orchestrator runs`` shows
-    of each (outcome, waiting step and gate reason, blamed step): one page query, not one per run."""
+PAGE_SIZE = 200
+"""Runs read at first, and how many more each time the cursor reaches the end of the list."""
+
+
+@dataclass(frozen=True)
+class RunsPage:
+    """The runs the screen shows (the first ``limit`` the filter keeps, paused ones first) and what the whole
+    store holds: the header counts every run, not the rows read."""
+
+    rows: list[RunRow]
+    total: int
+    """Every run in the store (not replays)."""
+    paused: int
+    """Every paused run in the store."""
+    matching: int
+    """The runs the filter keeps (``total`` without a filter)."""
+
+    @property
+    def more(self) -> bool:
+        """Whether the filter keeps runs beyond the rows read."""
+        return len(self.rows) < self.matching
+
+
+def load_runs(store: Store, *, status: str | None = None, workflow: str = "", limit: int = PAGE_SIZE) -> RunsPage:
+    """The first ``limit`` runs (not replays) in ``status`` (None: any) whose workflow name contains
+    ``workflow`` (case-blind), paused ones first, then newest first, with what ``orchestrator runs`` shows of
+    each (outcome, waiting steps and gate reason, blamed step); filtered and counted by the store, so a run
+    beyond the first page is found by the filter and counted in the header.
+
+    A few page and count queries whatever the number of runs: paused runs first, then, when fewer than
+    ``limit`` are paused, the newest runs of any status with the paused ones dropped (at most as many as
+    were just read, so the rest are the newest runs that are not paused).
+    """
+    from dataclasses import replace
+
     from orchestrator.engine.documents import with_child_pauses
     from orchestrator.service.listing import run_query
 
+    def page(of_status: str | None, size: int, part: str | None) -> RunPage:
+        return store.triage_runs(replace(run_query(status=of_status, limit=size), workflow_part=part))
+
+    part = workflow.strip() or None
+    if status is not None:
+        chosen = page(status, limit, part)
+        listed, matching, paused_matching = chosen.rows, chosen.total, None
+    else:
+        paused_page = page("paused", limit, part)
+        listed, matching, paused_matching = list(paused_page.rows), paused_page.total, paused_page.total
+        if len(listed) < limit:
+            newest = page(None, limit, part)
+            listed += [t for t in newest.rows if t.run.status != "paused"][: limit - len(listed)]
+            matching = newest.total
+        else:
+            matching = page(None, 0, part).total
+    if part is None and paused_matching is not None:  # no filter: the page's counts are the store's
+        total, paused = matching, paused_matching
+    else:
+        total, paused = page(None, 0, None).total, page("paused", 0, None).total
+    with_child_pauses(store, listed)  # a parent paused by a child waits at the paths into it, as in `runs`
     rows = []
-    page = store.triage_runs(run_query(limit=limit))
-    with_child_pauses(store, page.rows)  # a parent paused by a child waits at the path into it, as in `runs`
-    for t in page.rows:
+    for t in listed:
         verdict = {True: " correct", False: " incorrect"}.get(t.outcome_correct, "")  # type: ignore[arg-type]
         outcome = "" if t.outcome_value is None else f"{t.outcome_value:.2f}{verdict}"
         rows.append(RunRow(t.run.run_id, t.run.workflow, t.run.status, tuple(t.waiting_steps), t.run.created_at,
                            t.run.updated_at, outcome=outcome, correct=t.outcome_correct,
                            gate_reason=t.gate_reason or "", blamed=t.blamed_step or ""))
-    rows.sort(key=lambda r: not r.paused)  # stable: newest first within each group
-    return rows
+    return RunsPage(rows, total=total, paused=paused, matching=matching)
 
 
 def evaluator_verdict(store: Store, run_id: str) -> bool | None:
@@ -187,6 +238,8 @@ class RunDetail:
     """The run's most informative stored attribution record (``orchestrator.attribution.choice``)."""
     model_usage: dict[str, Any] | None = None
     """Every model call of the run, summed and split by purpose (``orchestrator.engine.documents.call_totals``)."""
+    fingerprint: Fingerprint = ()
+    """:func:`run_fingerprint` as it was read before the rest: the timer re-reads the run when it moved."""
 
     @property
     def waiting(self) -> list[str]:
@@ -201,13 +254,28 @@ class RunDetail:
         return None
 
 
+Fingerprint = tuple[Any, ...]
+"""What changes whenever a settled run's screen would: see :func:`run_fingerprint`."""
+
+
+def run_fingerprint(store: Store, run_id: str) -> tuple[RunView, Fingerprint]:
+    """The run, and a value that changes when anything its screen shows may have changed while it is not
+    running: its status and last change (a decision moves both, in this run or, continuing the tree, in
+    it and its children), its child runs' and the number of its outcomes. Three small reads, where the whole
+    run is every record of a 2 000-item map: the timer's refresh reads the whole run only when this moved.
+    A running run writes records without moving it, so a running run is read whole every time."""
+    run = store.get_run(run_id)
+    kids = tuple((c.run_id, c.status, c.updated_at) for c in store.child_runs(run_id))
+    return run, (run.status, run.updated_at, len(store.outcomes(run_id)), kids)
+
+
 def load_run_detail(store: Store, run_id: str) -> RunDetail:
     from orchestrator.attribution.choice import explaining_record
     from orchestrator.engine.documents import call_totals
     from orchestrator.engine.tree import child_pauses, children
     from orchestrator.service.review import waiting_records
 
-    run = store.get_run(run_id)
+    run, fingerprint = run_fingerprint(store, run_id)
     records = store.step_records(run_id)
     reviews = store.reviews(run_id)
     waiting = {r.unit for r in waiting_records(store, run_id)} if run.status == "paused" else set()
@@ -260,7 +328,7 @@ def load_run_detail(store: Store, run_id: str) -> RunDetail:
     chosen = explaining_record(store.attributions(run_id))
     return RunDetail(run=run, steps=steps, outcomes=store.outcomes(run_id),
                      blamed_step=chosen.blamed_step if chosen else None, attribution=chosen,
-                     model_usage=call_totals(store.model_calls([run_id])))
+                     model_usage=call_totals(store.model_calls([run_id])), fingerprint=fingerprint)
 
 
 def _with_pauses_inside(steps: list[StepItem], pauses: list[OpenPause]) -> list[StepItem]:

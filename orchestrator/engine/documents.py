@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from orchestrator.engine.tree import OpenPause, child_pauses, child_summaries
+from orchestrator.engine.tree import OpenPause, child_pauses, child_pauses_of_runs, child_summaries
 from orchestrator.spec.overrides import overrides, step_json
 from orchestrator.spec.records import ModelCallView, StepRecordView, iso, live_records, split_path
 from orchestrator.store import Store
@@ -89,12 +89,13 @@ def with_child_pauses(store: Store, rows: Iterable[TriageRow]) -> None:
     """Add to each paused run's waiting steps the pauses inside its child runs, by their paths (a parent paused
     by a child waits at ``research > retrieve``), with the first one's reason when the run has none of its own:
     what ``runs`` and the review app's runs list show."""
-    for row in rows:
-        if row.run.status == "paused":
-            inside = child_pauses(store, row.run.run_id)
-            if inside and not row.waiting_steps:
-                row.gate_reason = pause_reason(inside[0].record)
-            row.waiting_steps.extend(p.path for p in inside)
+    paused = [row for row in rows if row.run.status == "paused"]
+    found = child_pauses_of_runs(store, [row.run.run_id for row in paused])
+    for row in paused:
+        inside = found[row.run.run_id]
+        if inside and not row.waiting_steps:
+            row.gate_reason = pause_reason(inside[0].record)
+        row.waiting_steps.extend(p.path for p in inside)
 
 
 def _sums(calls: Sequence[ModelCallView]) -> dict[str, Any]:

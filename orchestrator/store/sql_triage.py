@@ -64,6 +64,8 @@ def triage_page(read: Read, query: RunQuery) -> RunPage:
         conditions.append(by_status)
     if query.workflow:
         conditions.append(runs_t.c.workflow == query.workflow)
+    if query.workflow_part:
+        conditions.append(func.lower(runs_t.c.workflow).contains(query.workflow_part.lower(), autoescape=True))
     if query.kind:
         conditions.append(runs_t.c.kind == query.kind)
     if query.since is not None:

@@ -13,6 +13,8 @@ subqueries (a page costs the same few queries whatever the number of runs). The 
 - **The waiting step** of a paused run is its earliest-started live ``gate_failed`` record that no
   review answered (as :func:`orchestrator.service.review.waiting_records` orders them); ``gate_reason`` is
   the reason of that record's first failing gate.
+- ``workflow`` keeps runs of that workflow name exactly; ``workflow_part`` those whose name contains the
+  text, ASCII letters compared case-blind (``_`` and ``%`` are plain characters there, not wildcards).
 - ``since`` keeps runs created at or after it; ``kind`` is ``run``, ``replay`` or
   ``counterfactual`` (None: every kind); ``status`` works as in ``list_runs`` (``interrupted``
   included).
@@ -34,6 +36,8 @@ class RunQuery:
 
     status: str | None = None
     workflow: str | None = None
+    workflow_part: str | None = None
+    """Only runs whose workflow name contains this text, case ignored (ASCII letters; the review app's filter)."""
     kind: str | None = "run"
     outcome: OutcomeFilter | None = None
     blamed: str | None = None

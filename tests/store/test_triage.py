@@ -131,3 +131,15 @@ def test_kind_since_status_and_workflow_filter_the_page_and_the_total(store: Sto
     assert ids(store, status="queued") == [elsewhere]
     page = store.triage_runs(RunQuery(workflow="wf", since=cutoff, kind=None))
     assert [r.run.run_id for r in page.rows] == [new, replay] and page.total == 2
+
+
+def test_a_part_of_the_workflow_name_filters_the_page_and_the_total_case_blind(store: Store):
+    """The review app's filter: ``Triage`` finds ``triage_demo`` and ``my_triage``; ``_`` and ``%`` are no wildcards."""
+    names = ("triage_demo", "my_triage", "trivia", "100%_done")
+    runs = {name: add_run(store, add_workflow(store, name, name), name) for name in names}
+    page = store.triage_runs(RunQuery(workflow_part="Triage", limit=1))
+    assert [r.run.run_id for r in page.rows] == [runs["my_triage"]] and page.total == 2
+    assert ids(store, workflow_part="e_d") == [runs["triage_demo"]]
+    assert ids(store, workflow_part="%") == [runs["100%_done"]]
+    assert ids(store, workflow_part="0%_") == [runs["100%_done"]]
+    assert ids(store, workflow_part="nothing") == []

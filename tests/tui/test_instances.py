@@ -80,8 +80,9 @@ class TestInstancePause:
         assert [part.split()[1] for part in output.split(" | ")] == ["0", "1", "2", "3", "4"]
 
     async def test_several_waiting_instances_are_decided_one_by_one(self, store: Store, three_paused: str) -> None:
-        """Several waiting instances are several pauses: `a` decides the selected one only; on a row that no
-        longer waits it decides nothing while two still wait; the run finishes when the last is decided."""
+        """Several waiting instances are several pauses: `a` decides the selected one only, and the cursor
+        moves on to the next one still waiting (wrapping round to the first), so `a a a` decides all three; the
+        run finishes when the last is decided."""
         run_id = three_paused
         async with app_over(store).run_test(size=SIZE) as pilot:
             screen = await open_run(pilot, run_id)
@@ -91,17 +92,14 @@ class TestInstancePause:
             await wait_for(pilot, lambda: [r.step_id for r in store.reviews(run_id)] == ["summarize[1]"])
             await wait_for(pilot, lambda: screen.detail is not None
                            and screen.detail.waiting == ["summarize[0]", "summarize[2]"])
-            await pilot.press("a")  # the cursor stayed on summarize[1], which no longer waits: two wait, so ask
-            await settle(pilot)
-            assert [r.step_id for r in store.reviews(run_id)] == ["summarize[1]"]
-            screen.query_one(StepList).move_cursor(row=rows(screen).index("summarize[2]"))
+            assert screen.query_one(StepList).selected_step == "summarize[2]"
             await pilot.press("a")
-            await wait_for(pilot, lambda: len(store.reviews(run_id)) == 2)
-            screen.query_one(StepList).move_cursor(row=rows(screen).index("summarize[0]"))
+            await wait_for(pilot, lambda: screen.detail is not None and screen.detail.waiting == ["summarize[0]"])
+            assert screen.query_one(StepList).selected_step == "summarize[0]"
             await pilot.press("a")
             await wait_for(pilot, lambda: store.get_run(run_id).status == "succeeded")
             await settle(pilot)
-        assert sorted(r.step_id for r in store.reviews(run_id)) == [f"summarize[{i}]" for i in range(3)]
+        assert [r.step_id for r in store.reviews(run_id)] == ["summarize[1]", "summarize[2]", "summarize[0]"]
 
 
 class TestManyInstances:

@@ -11,7 +11,7 @@ from tui.queries import RunRow, filter_runs, load_run_detail, load_runs
 
 
 def test_load_runs_puts_paused_runs_first_and_names_their_waiting_step(store: Store, seeded: Seeded) -> None:
-    rows = load_runs(store)
+    rows = load_runs(store).rows
     assert [(r.run_id, r.status, r.waiting) for r in rows] == [
         (seeded.paused_retryable, "paused", ("score",)),
         (seeded.triage_paused, "paused", ("fetch",)),

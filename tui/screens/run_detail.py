@@ -14,13 +14,14 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Static
-from textual.worker import get_current_worker
 
+from orchestrator.service.waiting_list import first_and_count
 from tui import actions
 from tui.bindings import DECISION_BINDINGS
 from tui.format import STATUS_STYLE, format_age, truncate
-from tui.messages import ActionFailed, DecisionMade, JumpToStep, LoadFailed, RunLoaded, StoreChanged
-from tui.queries import RunDetail, StepItem, load_run_detail
+from tui.messages import ActionFailed, DecisionMade, JumpToStep, LoadFailed, RunLoaded, RunUnchanged, StoreChanged
+from tui.queries import Fingerprint, RunDetail, StepItem, load_run_detail, run_fingerprint
+from tui.reloads import SingleFlight
 from tui.widgets.live_status import LiveStatus
 from tui.widgets.step_detail import StepDetail
 from tui.widgets.step_list import StepList
@@ -45,6 +46,9 @@ class RunDetailScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         *DECISION_BINDINGS,
+        Binding("n", "next_waiting", "Next waiting", tooltip="Move to the next unit waiting for a decision"),
+        Binding("p", "next_waiting(-1)", "Previous waiting", show=False,
+                tooltip="Move to the previous unit waiting for a decision"),
         Binding("l", "label", "Label", tooltip="Mark the run's final output correct or incorrect"),
         Binding("t", "trace", "Trace", tooltip="Which step the backward trace blames for the run's outcome"),
         Binding("q", "back", "Back", tooltip="Back to the runs"),
@@ -57,6 +61,11 @@ class RunDetailScreen(Screen[None]):
         self.detail: RunDetail | None = None
         self._opened = False
         self._seen_waiting: set[str] = set()
+        self._follow: list[str] = []
+        """After a decision: the units that waited after the decided one, to select the first still waiting."""
+        self._loads = SingleFlight()
+        self._whole = False
+        """Whether the read asked for meanwhile must read the whole run (else the timer's: only if it moved)."""
         self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
@@ -78,8 +87,8 @@ class RunDetailScreen(Screen[None]):
         evidence.styles.max_height = 14
         self.query_one(StepList).focus()
         self.reload()
-        # Other reviewers and processes change runs too; this re-read is cheap and keeps the pane.
-        self._timer = self.set_interval(self.app.refresh_interval, self.reload)
+        # Other reviewers and processes change runs too: the timer reads the whole run again only when it moved.
+        self._timer = self.set_interval(self.app.refresh_interval, lambda: self.reload(whole=False))
 
     def on_screen_suspend(self) -> None:
         if self._timer is not None:
@@ -95,32 +104,70 @@ class RunDetailScreen(Screen[None]):
             self.reload()
 
     def on_store_changed(self, message: StoreChanged) -> None:
-        if message.run_id in (None, self.run_id):
-            self.reload()
-            if self.has_class("-tracing"):
-                self._load_trace()  # a label traces the run anew
+        if message.run_id not in (None, self.run_id):
+            return
+        if message.progress is not None:
+            self._show_progress()  # the event says what moved; the run is read when its continuation ends
+            return
+        if message.decided is not None:
+            self._move_past(message.decided)
+            if message.continues:
+                return  # shown decided at once; the run is read once its continuation here ends
+        self.reload()
+        if self.has_class("-tracing"):
+            self._load_trace()  # a label traces the run anew
 
-    @work(thread=True, exclusive=True, group="run-load", exit_on_error=False)
-    def reload(self) -> None:
+    def reload(self, whole: bool = True) -> None:
+        """Read the run, unless a read is in flight: then once more after it (:class:`SingleFlight`), so a read
+        slower than the timer is never thrown away and restarted. ``whole=False`` (the timer): only if the run
+        moved since the last read (:func:`~tui.queries.run_fingerprint`)."""
+        self._whole = self._whole or whole
+        if self._loads.ask():
+            self._start_read()
+
+    def _start_read(self) -> None:
+        whole, self._whole = self._whole, False
+        last = self.detail.fingerprint if self.detail is not None and not whole else None
+        self._read(last)
+
+    def _read_done(self) -> None:
+        if self._loads.finished():
+            self._start_read()
+
+    @work(thread=True, group="run-load", exit_on_error=False)
+    def _read(self, last: Fingerprint | None) -> None:
         try:
+            if last is not None and last[0] not in ("running", "queued"):
+                _, now = run_fingerprint(self.app.store, self.run_id)
+                if now == last:
+                    self.post_message(RunUnchanged())
+                    return
             detail = load_run_detail(self.app.store, self.run_id)
         except Exception as exc:  # keep what is shown; say why it is not fresh
             self.post_message(LoadFailed(f"cannot read run {self.run_id}: {type(exc).__name__}: {exc}"))
             return
-        if not get_current_worker().is_cancelled:
-            self.post_message(RunLoaded(detail))
+        self.post_message(RunLoaded(detail))
+
+    def on_run_unchanged(self, _message: RunUnchanged) -> None:
+        self._read_done()
 
     def on_load_failed(self, message: LoadFailed) -> None:
+        self._read_done()
         self.notify(message.error, severity="error", timeout=10, markup=False)
 
     async def on_run_loaded(self, message: RunLoaded) -> None:
+        self._read_done()
         detail = self.detail = message.detail
-        for item in detail.steps:  # steps in flight in this app have no record yet
-            if item.unit in self.app.running_steps.get(self.run_id, ()):
-                item.status = "running"
-        # On opening, and when the run pauses again further on, select the step that now waits.
+        self._mark_running(detail)
+        # On opening, and when the run pauses again further on, select the step that now waits; after a
+        # decision, the next unit that still waits.
         new_waits = [s for s in detail.waiting if s not in self._seen_waiting]
         select = new_waits[0] if new_waits else None
+        following = [unit for unit in self._follow if unit in detail.waiting]
+        if following:
+            select, self._follow = following[0], []
+        elif detail.run.status not in ("running", "queued"):
+            self._follow = []  # nothing it named waits any more (the run moved on, or ended)
         if select is not None and self.has_class("-tracing"):
             self._close_trace()  # a step waits for review again: show its detail, not "no outcome yet"
         self._seen_waiting.update(detail.waiting)
@@ -131,6 +178,51 @@ class RunDetailScreen(Screen[None]):
         self.query_one("#run-summary", Static).update(self._summary(detail, blamed))
         await self._show_selected()
         self.refresh_bindings()
+
+    def _mark_running(self, detail: RunDetail) -> None:
+        """Steps in flight in this app's continuation have no record yet: show them running."""
+        for item in detail.steps:
+            if item.unit in self.app.running_steps.get(self.run_id, ()):
+                item.status = "running"
+
+    def _show_progress(self) -> None:
+        """A step of this run started or finished in this app: show it from what the app tracks, without a read
+        (the record is read when the continuation ends, or by the timer)."""
+        if self.detail is None:
+            return
+        self._mark_running(self.detail)
+        self.query_one(StepList).show(self.detail.steps, blamed=self._blamed(self.detail))
+
+    def _move_past(self, decided: str) -> None:
+        """A decision on ``decided`` was stored: show it no longer waiting and select the next unit waiting after
+        it (wrapping round) at once, without a read; once the run is read again, the first of those still waiting."""
+        if self.detail is None or decided not in self.detail.waiting:
+            return
+        waiting = self.detail.waiting
+        at = waiting.index(decided)
+        self._follow = waiting[at + 1:] + waiting[:at]
+        item = self.detail.step(decided)
+        if item is not None:
+            item.waiting = False
+        blamed = self._blamed(self.detail)
+        self.query_one(StepList).show(self.detail.steps, select=self._follow[0] if self._follow else None,
+                                      blamed=blamed)
+        self.query_one("#run-summary", Static).update(self._summary(self.detail, blamed))
+        self.refresh_bindings()
+
+    def action_next_waiting(self, step: int = 1) -> None:
+        """``n``: the next unit waiting for a decision after the selected row (``p``: the one before), wrapping."""
+        if self.detail is None or not self.detail.waiting:
+            self.notify("nothing in this run waits for a decision", severity="information")
+            return
+        units = [item.unit for item in self.detail.steps]
+        selected = self.query_one(StepList).selected_step
+        at = units.index(selected) if selected in units else -1
+        order = units[at + 1:] + units[:at + 1] if step > 0 else units[:at][::-1] + units[at:][::-1]
+        waiting = set(self.detail.waiting)
+        target = next((unit for unit in order if unit in waiting and unit != selected), None)
+        if target is not None:
+            self.query_one(StepList).select(target)
 
     def _blamed(self, detail: RunDetail) -> str | None:
         """The step the run's explaining attribution record blames: the record the trace panel shows too
@@ -144,7 +236,9 @@ class RunDetailScreen(Screen[None]):
         text.append(f" · {run.workflow} · ")
         text.append(run.status, style=STATUS_STYLE.get(run.status, ""))
         if detail.waiting:
-            text.append(f" at {', '.join(detail.waiting)}", style="bold yellow")
+            text.append(f" at {first_and_count(detail.waiting, shown=3)}", style="bold yellow")
+            if len(detail.waiting) > 1:
+                text.append(f" ({len(detail.waiting)} waiting; n: next)")
         if run.kind == "child" and run.parent_run_id is not None:
             text.append(f" · child run of {run.parent_run_id} at step {run.parent_step}")
         text.append(f" · started {format_age(self.app.clock() - run.created_at)} ago")
@@ -257,8 +351,9 @@ class RunDetailScreen(Screen[None]):
             return selected
         if len(self.detail.waiting) == 1:
             return self.detail.waiting[0]
-        self.notify(f"{len(self.detail.waiting)} steps wait for review ({', '.join(self.detail.waiting)}): "
-                    "select the one to decide on", severity="warning")
+        self.notify(f"{len(self.detail.waiting)} steps wait for review "
+                    f"({first_and_count(self.detail.waiting, shown=3)}): select one (n: the next)",
+                    severity="warning")
         return None
 
     def action_decide(self, decision: str) -> None:

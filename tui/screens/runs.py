@@ -1,4 +1,8 @@
-"""The first screen: every run, paused ones first, refreshed on its own."""
+"""The first screen: every run, paused ones first, refreshed on its own.
+
+The store filters and counts: the header counts every run and every paused run in the database, the
+filter finds any run, and the list reads :data:`~tui.queries.PAGE_SIZE` more runs each time the cursor
+reaches its end (or ``m`` is pressed), so no run is out of reach however many there are."""
 
 from __future__ import annotations
 
@@ -10,11 +14,12 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Input, Select, Static
-from textual.worker import get_current_worker
 
+from orchestrator.service.waiting_list import first_and_count
 from tui.bindings import DECISION_BINDINGS
-from tui.messages import LoadFailed, RunsLoaded, StoreChanged
-from tui.queries import RunRow, filter_runs, load_runs
+from tui.messages import LoadFailed, RunsLoaded, RunsWanted, StoreChanged
+from tui.queries import PAGE_SIZE, RunRow, RunsPage, filter_runs, load_runs
+from tui.reloads import SingleFlight
 from tui.widgets.filter_bar import FilterBar
 from tui.widgets.live_status import LiveStatus
 from tui.widgets.run_table import RunTable
@@ -34,12 +39,19 @@ class RunsScreen(Screen[None]):
         Binding("slash", "filter", "Filter", key_display="/", tooltip="Filter by status and workflow"),
         Binding("d", "dashboard", "Dashboard", tooltip="Gate pass rates, failure attribution and alerts per step"),
         Binding("q", "app.quit_app", "Quit", tooltip="Leave; runs continuing here stay resumable"),
+        Binding("m", "more", "More runs", show=False, tooltip="Read the next runs the filter keeps"),
         Binding("escape", "close_filter", "Close filter", show=False),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.rows: list[RunRow] = []
+        self.page: RunsPage | None = None
+        self.limit = PAGE_SIZE
+        """How many runs to read: the first page, plus one more each time the list's end is reached."""
+        self._loads = SingleFlight()
+        self._filtered: tuple[str | None, str] = (None, "")
+        """The filter the rows were last asked for with."""
         self._last_error: str | None = None
         self._timer: Timer | None = None
 
@@ -67,43 +79,65 @@ class RunsScreen(Screen[None]):
     def on_screen_resume(self) -> None:
         if self._timer is not None:
             self._timer.resume()
-        self.reload()
+        if self.page is not None:  # back from another screen; on first showing, on_mount's read is under way
+            self.reload()
 
-    def on_store_changed(self, _message: StoreChanged) -> None:
-        self.reload()
+    def on_store_changed(self, message: StoreChanged) -> None:
+        if message.progress is None:  # a step event changes no row: the continuation's end re-reads
+            self.reload()
 
-    @work(thread=True, exclusive=True, group="runs-load", exit_on_error=False)
     def reload(self) -> None:
+        """Read the runs again, unless a read is in flight: then once more after it (:class:`SingleFlight`)."""
+        if self._loads.ask():
+            self._load(self._wanted())
+
+    def _wanted(self) -> RunsWanted:
+        bar = self.query_one(FilterBar)
+        return RunsWanted(bar.status, bar.workflow.strip(), self.limit)
+
+    def _read_done(self) -> None:
+        if self._loads.finished():
+            self._load(self._wanted())
+
+    @work(thread=True, group="runs-load", exit_on_error=False)
+    def _load(self, wanted: RunsWanted) -> None:
         try:
-            rows = load_runs(self.app.store)
+            page = load_runs(self.app.store, status=wanted.status, workflow=wanted.workflow, limit=wanted.limit)
         except Exception as exc:  # a locked or unreachable database: say so, keep the last rows
             self.post_message(LoadFailed(f"cannot read runs: {type(exc).__name__}: {exc}"))
             return
-        if not get_current_worker().is_cancelled:
-            self.post_message(RunsLoaded(rows))
+        self.post_message(RunsLoaded(page, wanted))
 
     def on_runs_loaded(self, message: RunsLoaded) -> None:
-        self.rows = message.rows
-        self._last_error = None
-        self._show()
+        if message.query == self._wanted():  # else the filter changed meanwhile: the read after it shows
+            self.page, self.rows = message.page, message.page.rows
+            self._last_error = None
+            self._show()
+        self._read_done()
 
     def on_load_failed(self, message: LoadFailed) -> None:
+        self._read_done()
         if message.error != self._last_error:  # the refresh timer would repeat it every interval
             self._last_error = message.error
             self.notify(message.error, severity="error", timeout=10, markup=False)
 
     def _show(self) -> None:
         bar = self.query_one(FilterBar)
+        # the rows read match the filter once its read is back; until then the rows read are narrowed here
         shown = filter_runs(self.rows, status=bar.status, workflow=bar.workflow)
         table = self.query_one(RunTable)
         table.show(shown, now=self.app.clock())
-        paused = sum(1 for r in self.rows if r.paused)
-        if not self.rows:
+        page = self.page
+        if page is None:
+            summary = "reading runs…"
+        elif not page.total:
             summary = "No runs yet: start one with `orchestrator run FILE`."
         else:
-            summary = f"{paused} paused · {len(self.rows)} runs"
+            summary = f"{page.paused:,} paused · {page.total:,} runs"
             if bar.active:
-                summary += f" · {len(shown)} match the filter"
+                summary += f" · {page.matching:,} match the filter"
+            if page.more:
+                summary += f" · {len(page.rows):,} listed, more below"
             summary += self._why(self.highlighted)
         self.query_one("#runs-summary", Static).update(summary)
         self.refresh_bindings()
@@ -139,7 +173,19 @@ class RunsScreen(Screen[None]):
     @on(Select.Changed, "#filter-status")
     @on(Input.Changed, "#filter-workflow")
     def filter_changed(self) -> None:
-        self._show()
+        bar = self.query_one(FilterBar)
+        if (bar.status, bar.workflow.strip()) == self._filtered:
+            return  # the widgets announce their first values on mount, and a space typed changes nothing
+        self._filtered = (bar.status, bar.workflow.strip())
+        self.limit = PAGE_SIZE
+        self._show()  # narrowed at once among the rows read; the store's answer follows
+        self.reload()
+
+    def action_more(self) -> None:
+        """Read the next :data:`PAGE_SIZE` runs the filter keeps, if there are any."""
+        if self.page is not None and self.page.more and self.limit <= len(self.page.rows):
+            self.limit += PAGE_SIZE
+            self.reload()
 
     @on(Input.Submitted, "#filter-workflow")
     def filter_done(self) -> None:
@@ -153,8 +199,10 @@ class RunsScreen(Screen[None]):
         return next((r for r in self.rows if r.run_id == run_id), None)
 
     @on(DataTable.RowHighlighted, "#runs")
-    def row_highlighted(self) -> None:
+    def row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show()  # the summary line explains the highlighted run; the bindings follow it
+        if event.cursor_row == event.data_table.row_count - 1:
+            self.action_more()  # the end of the list reads the next runs
 
     @on(DataTable.RowSelected, "#runs")
     def open_run(self, event: DataTable.RowSelected) -> None:
@@ -178,8 +226,9 @@ class RunsScreen(Screen[None]):
         if row is None or not row.paused:
             return None
         if len(row.waiting) > 1:
-            self.notify(f"run {row.run_id} has {len(row.waiting)} steps waiting ({', '.join(row.waiting)}): "
-                        "open it with enter and select one", severity="warning")
+            self.notify(f"run {row.run_id} has {len(row.waiting)} steps waiting "
+                        f"({first_and_count(row.waiting, shown=3)}): open it with enter and select one",
+                        severity="warning")
             return None
         return row
 

@@ -8,8 +8,12 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
+from orchestrator.service.waiting_list import first_and_count
 from tui.format import STATUS_STYLE, format_age, truncate
 from tui.queries import RunRow
+
+WAITING_WIDTH = 24
+"""The "paused at" cell: the first waiting unit (or path into a child run) and how many more wait."""
 
 
 class RunTable(DataTable[str | Text]):
@@ -40,8 +44,8 @@ class RunTable(DataTable[str | Text]):
 
     def show(self, rows: list[RunRow], now: float) -> None:
         """Replace the rows (only when something visible changed), keeping the cursor's run."""
-        cells = tuple((r.run_id, r.workflow, r.status, ", ".join(r.waiting), r.outcome, format_age(now - r.created_at))
-                      for r in rows)
+        cells = tuple((r.run_id, r.workflow, r.status, first_and_count(r.waiting, width=WAITING_WIDTH), r.outcome,
+                       format_age(now - r.created_at)) for r in rows)
         if cells == self._shown:
             return
         self._shown = cells
@@ -50,7 +54,7 @@ class RunTable(DataTable[str | Text]):
         for run_id, workflow, status, waiting, outcome, age in cells:
             verdict = "red" if outcome.endswith("incorrect") else ("green" if outcome else "")
             self.add_row(run_id, Text(truncate(workflow, 24)), Text(status, style=STATUS_STYLE.get(status, "")),
-                         Text(truncate(waiting, 24), style="yellow"), Text(outcome, style=verdict),
+                         Text(waiting, style="yellow"), Text(outcome, style=verdict),
                          Text(age, justify="right"), key=run_id)
         ids = [c[0] for c in cells]
         if keep in ids:

@@ -53,6 +53,12 @@ class StepList(DataTable[str | Text]):
         row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
         return row_key.value
 
+    def select(self, unit: str) -> None:
+        """Put the cursor on ``unit``'s row (scrolled into view), if the list shows it."""
+        keys = [str(key.value) for key in self.rows]
+        if unit in keys:
+            self.move_cursor(row=keys.index(unit))
+
     def _fits_agent(self, steps: list[StepItem]) -> bool:
         step = min(STEP_WIDTH, max((len(row_label(s)) for s in steps), default=4))
         agent = min(AGENT_WIDTH, max((len(s.agent) for s in steps), default=5))
