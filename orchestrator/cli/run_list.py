@@ -20,6 +20,7 @@ from rich.cells import cell_len
 from rich.text import Text
 
 from orchestrator.cli.common import status_markup
+from orchestrator.service.waiting_list import first_and_count
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
@@ -136,14 +137,14 @@ def outcome_text(doc: dict[str, Any]) -> str:
 
 
 def paused_at(paths: Sequence[str], *, full: bool = False) -> tuple[str, str]:
-    """Where a run waits, and the ending kept when the text is cut: the first path and how many more
-    (``per_ticket[0] > confirm (+199 more)``, ending `` (+199 more)``); with ``full``, every path."""
+    """Where a run waits, and the ending kept when the text is cut: the first path and how many more, as the
+    review app says it (``per_ticket[0] > confirm +199 more``, ending `` +199 more``); with ``full``, every path."""
     if not paths:
         return "", ""
     if full or len(paths) == 1:
         return ", ".join(paths), ""
-    more = f" (+{len(paths) - 1} more)"
-    return paths[0] + more, more
+    shown = first_and_count(paths)
+    return shown, shown[len(paths[0]):]
 
 
 def columns_of(docs: Sequence[dict[str, Any]], names: Callable[[str], str], *, full: bool = False,
