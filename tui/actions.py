@@ -108,8 +108,9 @@ def label(store: Store, run_id: str, *, correct: bool, reason: str | None, revie
 
 
 def continue_after_decision(store: Store, run_id: str, on_event: EventHook, lease: Lease | None = None) -> RunResult:
-    """Resume the run in this thread, as ``orchestrator resume`` would, reporting step events; under
-    ``lease`` when the decision claimed it."""
+    """Resume the run in this thread, as ``orchestrator resume --stream`` would, reporting step events and
+    every LLM step's answer piece by piece (``Token``; the records are the same as without); under ``lease``
+    when the decision claimed it."""
     from orchestrator.service.runner import continue_run
 
-    return continue_run(store, run_id, on_event=on_event, lease=lease)
+    return continue_run(store, run_id, on_event=on_event, lease=lease, stream_tokens=True)

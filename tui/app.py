@@ -22,13 +22,15 @@ from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 
 from orchestrator.service.waiting_list import first_and_count
-from orchestrator.spec.events import Event, StepFinished, StepStarted
+from orchestrator.spec.events import Event, StepFinished, StepStarted, Token
 from tui import actions
+from tui.live_text import StreamedText
 from tui.messages import (
     ActionFailed,
     ContinuationEnded,
     DecisionMade,
     Labelled,
+    LiveTextChanged,
     RunProgress,
     StoreChanged,
 )
@@ -87,6 +89,8 @@ class ReviewApp(App[None]):
         """Run -> steps in flight in this app's continuations (no record exists until they finish)."""
         self.blamed: dict[str, str] = {}
         """Run -> the step a label's backward trace blamed (LabelResult.blamed_step)."""
+        self.streamed = StreamedText()
+        """What the LLM steps of this app's continuations are writing (tokens are not stored: only here)."""
         self._stopping = threading.Event()
         self._deciding: set[str] = set()
 
@@ -207,12 +211,17 @@ class ReviewApp(App[None]):
     def continue_in_background(self, run_id: str, lease: Lease | None = None) -> None:
         """``lease``: the run's lease, when the decision claimed it with its own transaction."""
         self.continuing[run_id] = "continuing…"
+        self.streamed.forget(run_id)
         self._show_activity()
         self._continue(run_id, lease)
 
     @work(thread=True, group="continue", exit_on_error=False)
     def _continue(self, run_id: str, lease: Lease | None = None) -> None:
         def on_event(event: Event) -> None:
+            if isinstance(event, Token):  # a piece of a step in flight: quitting stops after the step, not inside it
+                if not self._stopping.is_set():
+                    self.post_message(RunProgress(run_id, event))
+                return
             if self._stopping.is_set():
                 raise ContinuationStopped(run_id)
             self.post_message(RunProgress(run_id, event))
@@ -228,6 +237,10 @@ class ReviewApp(App[None]):
 
     def on_run_progress(self, message: RunProgress) -> None:
         event = message.event
+        if self.streamed.apply(event):
+            self.screen.post_message(LiveTextChanged(event.run_id))
+        if isinstance(event, Token):
+            return  # dozens a second: the live panel shows them, the steps and the activity line do not move
         in_flight = self.running_steps.setdefault(message.run_id, set())
         if isinstance(event, StepStarted):
             in_flight.add(event.unit)

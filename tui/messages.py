@@ -109,6 +109,14 @@ class StoreChanged(Message, bubble=False):
 
 
 @dataclass
+class LiveTextChanged(Message, bubble=False):
+    """Sent by the app to the active screen: the text an LLM step of ``run_id`` is writing grew, began or ended
+    (``app.streamed`` holds it)."""
+
+    run_id: str
+
+
+@dataclass
 class JumpToStep(Message):
     """The reviewer asked to see an upstream step."""
 

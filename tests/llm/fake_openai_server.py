@@ -77,6 +77,9 @@ class FakeOpenAI:
         self._lock = threading.Lock()
         self._open = threading.Event()
         self._open.set()
+        self.stream_held_after: int | None = None
+        self._stream_open = threading.Event()
+        self._stream_open.set()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)
@@ -98,6 +101,7 @@ class FakeOpenAI:
 
     def stop(self) -> None:
         self._open.set()  # a held request is answered (to nobody) rather than keeping a thread
+        self._stream_open.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
@@ -109,6 +113,15 @@ class FakeOpenAI:
 
     def release(self) -> None:
         self._open.set()
+
+    def hold_stream_after(self, events: int) -> None:
+        """A streamed answer stops after its first ``events`` server-sent events until :meth:`release_stream`
+        (a test looks at what the client shows while the answer is half written)."""
+        self.stream_held_after = events
+        self._stream_open.clear()
+
+    def release_stream(self) -> None:
+        self._stream_open.set()
 
     def _next(self, body: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Any]]:
         with self._lock:
@@ -169,7 +182,9 @@ class FakeOpenAI:
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                for event in events:  # one write per event, as a server that generates them would
+                for sent, event in enumerate(events):  # one write per event, as a server that generates them would
+                    if sent == fake.stream_held_after:
+                        fake._stream_open.wait(timeout=120)
                     self.wfile.write(event)
                     self.wfile.flush()
 

@@ -19,9 +19,19 @@ from orchestrator.service.waiting_list import first_and_count
 from tui import actions
 from tui.bindings import DECISION_BINDINGS
 from tui.format import STATUS_STYLE, format_age, truncate
-from tui.messages import ActionFailed, DecisionMade, JumpToStep, LoadFailed, RunLoaded, RunUnchanged, StoreChanged
+from tui.messages import (
+    ActionFailed,
+    DecisionMade,
+    JumpToStep,
+    LiveTextChanged,
+    LoadFailed,
+    RunLoaded,
+    RunUnchanged,
+    StoreChanged,
+)
 from tui.queries import Fingerprint, RunDetail, StepItem, load_run_detail, run_fingerprint
 from tui.reloads import SingleFlight
+from tui.widgets.live_answers import LiveAnswerPanel
 from tui.widgets.live_status import LiveStatus
 from tui.widgets.step_detail import StepDetail
 from tui.widgets.step_list import StepList
@@ -76,6 +86,7 @@ class RunDetailScreen(Screen[None]):
             yield StepDetail(id="detail")
             yield TracePanel(id="trace")
         yield Static(id="critic-evidence")
+        yield LiveAnswerPanel(id="live-answers")
         yield LiveStatus("tab: into the detail · ↑ buttons jump upstream · a e r x: the waiting step",
                          id="live-status")
         yield Footer()
@@ -86,6 +97,7 @@ class RunDetailScreen(Screen[None]):
         evidence.styles.height = "auto"
         evidence.styles.max_height = 14
         self.query_one(StepList).focus()
+        self._show_live_text()
         self.reload()
         # Other reviewers and processes change runs too: the timer reads the whole run again only when it moved.
         self._timer = self.set_interval(self.app.refresh_interval, lambda: self.reload(whole=False))
@@ -100,6 +112,7 @@ class RunDetailScreen(Screen[None]):
     def on_screen_resume(self) -> None:
         if self._timer is not None:
             self._timer.resume()
+        self._show_live_text()  # the text grew while another screen was on top
         if self._opened:
             self.reload()
 
@@ -116,6 +129,15 @@ class RunDetailScreen(Screen[None]):
         self.reload()
         if self.has_class("-tracing"):
             self._load_trace()  # a label traces the run anew
+
+    def on_live_text_changed(self, message: LiveTextChanged) -> None:
+        if message.run_id == self.run_id:
+            self._show_live_text()
+
+    def _show_live_text(self) -> None:
+        """What this run's LLM steps are writing in this app's continuation (kept after the step, until another
+        streams); a run executed elsewhere streams nothing here, its records come with the timer's reads."""
+        self.query_one(LiveAnswerPanel).show(self.app.streamed.of(self.run_id))
 
     def reload(self, whole: bool = True) -> None:
         """Read the run, unless a read is in flight: then once more after it (:class:`SingleFlight`), so a read
