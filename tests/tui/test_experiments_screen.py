@@ -94,9 +94,9 @@ async def test_enter_compares_with_the_baseline_flips_first_with_the_changed_ste
         assert "flips: 1 fixed, 1 broken" in headline
         assert "answer: 1 fixed, 1 broken (100% of flips)" in headline
         examples = cells(screen.query_one("#cmp-examples", DataTable))
-        assert [(r[1], r[2], r[5]) for r in examples] == [("fixed", '{"q": "abc"}', "answer"),
-                                                          ("broken", '{"q": "xyz"}', "answer")]
-        assert examples[0][3].startswith("incorrect") and examples[0][4].startswith("correct")
+        assert [(r[1], r[2], r[3]) for r in examples] == [("fixed", "answer", '{"q": "abc"}'),
+                                                          ("broken", "answer", '{"q": "xyz"}')]
+        assert examples[0][4].startswith("incorrect") and examples[0][5].startswith("correct")
         aggregates = cells(screen.query_one("#cmp-aggregates", DataTable))
         assert aggregates[0][0] == "outcome rate (95% CI)"
         assert aggregates[0][1].startswith("50% [") and aggregates[0][2].startswith("50% [")
@@ -113,7 +113,7 @@ async def test_space_marks_two_experiments_and_c_compares_them(app: ReviewApp, n
         screen = await open_comparison(pilot, "c")
         assert (screen.a, screen.b) == ("upper-again", "lower")
         examples = cells(screen.query_one("#cmp-examples", DataTable))
-        assert [(r[1], r[2], r[5]) for r in examples] == [("fixed", '{"q": "abc"}', "answer"),
-                                                          ("broken", '{"q": "xyz"}', "answer")]
+        assert [(r[1], r[2], r[3]) for r in examples] == [("fixed", "answer", '{"q": "abc"}'),
+                                                          ("broken", "answer", '{"q": "xyz"}')]
         await pilot.press("q")
         assert isinstance(app.screen, ExperimentsScreen)

@@ -60,13 +60,13 @@ class ComparisonScreen(Screen[None]):
             yield DataTable(cursor_type="row", zebra_stripes=True, id="cmp-examples")
             yield Static("Aggregates", classes="section-title cmp-section")
             yield DataTable(cursor_type="row", zebra_stripes=True, id="cmp-aggregates")
-        yield LiveStatus("fixed: incorrect on A, correct on B · broken: the other way · "
-                         "changed step: the one whose change made the difference", id="live-status")
+        yield LiveStatus("fixed: A incorrect, B correct · broken: the reverse · tab: to the aggregates",
+                         id="live-status")
         yield Footer()
 
     def on_mount(self) -> None:
         examples = self.query_one("#cmp-examples", DataTable)
-        for column in ("#", "flip", "example", self.a, self.b, "changed step"):
+        for column in ("#", "flip", "changed step", "example", self.a, self.b):  # the blamed step fits 80 columns
             examples.add_column(truncate(column, 24))
         aggregates = self.query_one("#cmp-aggregates", DataTable)
         for column in ("", self.a, self.b):
@@ -98,8 +98,8 @@ class ComparisonScreen(Screen[None]):
         for row in doc["per_example"]:  # the document lists flips first, fixed before broken
             flip = row["flip"] or ""
             examples.add_row(Text(str(row["position"]), justify="right"), Text(flip, style=FLIP_STYLE.get(flip, "")),
-                             Text(example_text(row["inputs"])), Text(verdict(row["a"])), Text(verdict(row["b"])),
-                             Text(blamed_step(row), style="bold" if flip else ""), key=str(row["example_id"]))
+                             Text(blamed_step(row), style="bold" if flip else ""), Text(example_text(row["inputs"])),
+                             Text(verdict(row["a"])), Text(verdict(row["b"])), key=str(row["example_id"]))
         aggregates = self.query_one("#cmp-aggregates", DataTable)
         aggregates.clear()
         for measure, a, b in aggregate_rows(doc):

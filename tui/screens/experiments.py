@@ -59,7 +59,7 @@ class ExperimentsScreen(Screen[None]):
         yield Static("reading experiments…", id="exp-summary", markup=False)
         table: DataTable[str | Text] = DataTable(cursor_type="row", zebra_stripes=True, id="experiments")
         yield table
-        yield LiveStatus("enter: compare with baseline · space marks two, c compares them (first marked → second)",
+        yield LiveStatus("enter: compare with baseline · space: mark two, c: compare them (first → second)",
                          id="live-status")
         yield Footer()
 
