@@ -38,6 +38,8 @@ class RunsScreen(Screen[None]):
         Binding("l", "label", "Label", tooltip="Mark a finished run's output correct or incorrect"),
         Binding("slash", "filter", "Filter", key_display="/", tooltip="Filter by status and workflow"),
         Binding("d", "dashboard", "Dashboard", tooltip="Gate pass rates, failure attribution and alerts per step"),
+        Binding("X", "experiments", "Experiments", show=False,
+                tooltip="Experiments on datasets, and the comparison of two (flips first)"),
         Binding("q", "app.quit_app", "Quit", tooltip="Leave; runs continuing here stay resumable"),
         Binding("m", "more", "More runs", show=False, tooltip="Read the next runs the filter keeps"),
         Binding("escape", "close_filter", "Close filter", show=False),
@@ -252,3 +254,8 @@ class RunsScreen(Screen[None]):
 
         row = self.highlighted
         self.app.push_screen(DashboardScreen(row.workflow if row is not None else None))
+
+    def action_experiments(self) -> None:
+        from tui.screens.experiments import ExperimentsScreen
+
+        self.app.push_screen(ExperimentsScreen())
