@@ -103,7 +103,10 @@ def load_runs(store: Store, *, status: str | None = None, workflow: str = "", li
         listed, matching, paused_matching = list(paused_page.rows), paused_page.total, paused_page.total
         if len(listed) < limit:
             newest = page(None, limit, part)
-            listed += [t for t in newest.rows if t.run.status != "paused"][: limit - len(listed)]
+            # a run read as paused may have moved on by the second read: listed once, where it was read first
+            seen = {t.run.run_id for t in listed}
+            listed += [t for t in newest.rows
+                       if t.run.status != "paused" and t.run.run_id not in seen][: limit - len(listed)]
             matching = newest.total
         else:
             matching = page(None, 0, part).total

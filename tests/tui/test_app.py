@@ -47,7 +47,7 @@ class TestQuitting:
             await wait_for(pilot, lambda: table.highlighted_run == run_id)
             await pilot.press("a")
             await wait_for(pilot, lambda: "report" in app.running_steps.get(run_id, ()))
-            assert run_id in str(app.screen.query_one(LiveStatus).render())
+            await wait_for(pilot, lambda: any(run_id in str(line.render()) for line in app.screen.query(LiveStatus)))
             await pilot.press("q")
             assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("enter")
