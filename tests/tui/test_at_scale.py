@@ -249,3 +249,21 @@ async def test_a_read_slower_than_the_refresh_interval_is_finished_not_restarted
         blocking.release.set()
         await wait_for(pilot, lambda: screen.detail is not None and rows(screen)[:2] == ["retrieve", "summarize"])
         await settle(pilot)
+
+
+class TestOnlyWaiting:
+    async def test_w_narrows_the_steps_to_the_waiting_units_and_back(self, store: Store, five_waiting: str) -> None:
+        """`w`: the step of the waiting instances and the five instances, nothing else; `n` moves among them;
+        `w` again: every unit."""
+        async with quiet_app(store).run_test(size=SIZE) as pilot:
+            screen = await open_run(pilot, five_waiting)
+            every = rows(screen)
+            await pilot.press("w")
+            assert rows(screen) == ["summarize"] + [f"summarize[{i}]" for i in range(5)]
+            assert len(every) > len(rows(screen))
+            screen.query_one(StepList).move_cursor(row=0)
+            await pilot.press("n", "n")
+            assert selected(screen) == "summarize[1]"
+            await pilot.press("w")
+            assert rows(screen) == every and selected(screen) == "summarize[1]"
+            await settle(pilot)

@@ -59,6 +59,8 @@ class RunDetailScreen(Screen[None]):
         Binding("n", "next_waiting", "Next waiting", tooltip="Move to the next unit waiting for a decision"),
         Binding("p", "next_waiting(-1)", "Previous waiting", show=False,
                 tooltip="Move to the previous unit waiting for a decision"),
+        Binding("w", "only_waiting", "Waiting only", show=False,  # the footer is full at 80 columns; see the docs
+                tooltip="Show only the units waiting for a decision (again: all)"),
         Binding("l", "label", "Label", tooltip="Mark the run's final output correct or incorrect"),
         Binding("t", "trace", "Trace", tooltip="Which step the backward trace blames for the run's outcome"),
         Binding("q", "back", "Back", tooltip="Back to the runs"),
@@ -231,6 +233,16 @@ class RunDetailScreen(Screen[None]):
                                       blamed=blamed)
         self.query_one("#run-summary", Static).update(self._summary(self.detail, blamed))
         self.refresh_bindings()
+
+    def action_only_waiting(self) -> None:
+        """``w``: narrow the steps to the units that wait for a decision, or show every unit again."""
+        steps = self.query_one(StepList)
+        steps.only_waiting = not steps.only_waiting
+        if self.detail is not None:
+            steps.show(self.detail.steps, blamed=self._blamed(self.detail))
+            shown = f"the {len(self.detail.waiting)} waiting units" if steps.only_waiting else "every unit"
+            self.notify(f"showing {shown} (w: {'all' if steps.only_waiting else 'waiting only'})",
+                        severity="information")
 
     def action_next_waiting(self, step: int = 1) -> None:
         """``n``: the next unit waiting for a decision after the selected row (``p``: the one before), wrapping."""

@@ -45,6 +45,9 @@ class StepList(DataTable[str | Text]):
         self._with_agent: bool | None = None
         self._steps: list[StepItem] = []
         self._blamed: str | None = None
+        self.only_waiting = False
+        """Show only the units waiting for a decision and the rows of their steps (``w`` on the run screen):
+        50 waiting instances among 2 000 are then the list, not a needle in it."""
 
     @property
     def selected_step(self) -> str | None:
@@ -76,6 +79,14 @@ class StepList(DataTable[str | Text]):
         for label, key in columns:
             self.add_column(label, key=key)
 
+    def narrowed(self, steps: list[StepItem]) -> list[StepItem]:
+        """``steps`` as the list shows them: all, or with :attr:`only_waiting` the waiting units and, above
+        the instances or iterations that wait, their step's row."""
+        if not self.only_waiting:
+            return steps
+        waiting_steps = {s.step_id for s in steps if s.waiting}
+        return [s for s in steps if s.waiting or (s.step_id in waiting_steps and not s.instance)]
+
     def refit(self) -> None:
         """Lay the columns out again for a new terminal width (the screen calls this on resize)."""
         self.show(self._steps, blamed=self._blamed)
@@ -84,6 +95,7 @@ class StepList(DataTable[str | Text]):
         """Replace the rows when they changed; put the cursor on ``select`` (else keep it where it was)."""
         self._steps, self._blamed = steps, blamed
         keep = select or self.selected_step
+        steps = self.narrowed(steps)
         self._set_columns(self._fits_agent(steps))
         marks = [step_mark(s) for s in steps]
         cells = tuple((s.unit, m.icon, m.style, s.waiting, s.agent, s.attempt, format_duration(s.duration),
