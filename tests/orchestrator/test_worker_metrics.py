@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES, REPO
+from tests.store.test_sqlite_busy import hold_write_lock
 
 
 def free_port() -> int:
@@ -204,14 +204,3 @@ class LetGoOnRetry(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if "did not answer" in record.getMessage():
             self.lock_released.set()
-
-
-def hold_write_lock(path: Path, taken: threading.Event, release: threading.Event) -> None:
-    connection = sqlite3.connect(path, isolation_level=None)
-    try:
-        connection.execute("BEGIN IMMEDIATE")
-        taken.set()
-        release.wait(timeout=60)
-        connection.execute("ROLLBACK")
-    finally:
-        connection.close()

@@ -44,9 +44,8 @@ class RunTable(DataTable[str | Text]):
 
     def show(self, rows: list[RunRow], now: float) -> None:
         """Replace the rows (only when something visible changed), keeping the cursor's run."""
-        once = {r.run_id: r for r in reversed(rows)}  # a run listed twice (read by two queries) shows once, first
         cells = tuple((r.run_id, r.workflow, r.status, first_and_count(r.waiting, width=WAITING_WIDTH), r.outcome,
-                       format_age(now - r.created_at)) for r in rows if once[r.run_id] is r)
+                       format_age(now - r.created_at)) for r in rows)
         if cells == self._shown:
             return
         self._shown = cells
